@@ -1,0 +1,359 @@
+//! The TSC clock: the tick count timers run on, and wall time pinned to it.
+//!
+//! # Design
+//!
+//! Shrapnel keeps two time scales. *Ticks* never jump: on x86-64 they are the
+//! CPU's time-stamp counter (`rdtsc`) when the CPU reports an invariant TSC
+//! (CPUID leaf `0x8000_0007`, EDX bit 8), elsewhere the OS monotonic clock in
+//! nanoseconds. Every timer deadline is a tick count. *Wall time* is derived
+//! as `offset + ticks / rate`: a change of the system clock (NTP, a user, a
+//! test) moves only that offset ([`resync_wall`], [`set_wall_offset`]) and never
+//! when a timer fires.
+//!
+//! The tick rate is calibrated once per process, the first time the clock is
+//! used, against `CLOCK_MONOTONIC` over about 10 ms. Conversions between
+//! ticks and [`Duration`] use a 32.32 fixed-point factor (a multiply and a
+//! shift, no division on the hot path).
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use coro::clock;
+//!
+//! let t0 = clock::now();
+//! let later = t0 + Duration::from_millis(5);
+//! assert!(later > t0);
+//! assert_eq!(later.duration_since(t0).as_millis(), 5);
+//! println!("{} ticks per second from {:?}", clock::ticks_per_second(), clock::source());
+//! ```
+
+use std::fmt;
+use std::ops::{Add, Sub};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Where ticks come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The CPU's invariant time-stamp counter.
+    Tsc,
+    /// The OS monotonic clock, in nanoseconds.
+    Monotonic,
+}
+
+/// A point on the tick scale. Like [`std::time::Instant`], only comparable
+/// with other values from this clock and this process.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Instant(u64);
+
+struct Calibration {
+    source: Source,
+    /// Ticks per second.
+    hz: u64,
+    /// `ticks * to_ns >> 32` = nanoseconds.
+    to_ns: u128,
+    /// `ns * to_ticks >> 32` = ticks.
+    to_ticks: u128,
+    /// Tick count and monotonic nanoseconds read together at calibration,
+    /// used to place tick deadlines on `CLOCK_MONOTONIC` (timerfd).
+    tick0: u64,
+    mono0_ns: u64,
+}
+
+static CAL: OnceLock<Calibration> = OnceLock::new();
+
+/// Nanoseconds since the Unix epoch at tick zero; see [`set_wall_offset`].
+static WALL_OFFSET_NS: AtomicI64 = AtomicI64::new(i64::MIN);
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(target_arch = "x86_64")]
+fn invariant_tsc() -> bool {
+    use std::arch::x86_64::__cpuid;
+    // Leaf 0x8000_0000 reports the highest extended leaf.
+    let max_ext = __cpuid(0x8000_0000).eax;
+    if max_ext < 0x8000_0007 {
+        return false;
+    }
+    let edx = __cpuid(0x8000_0007).edx;
+    edx & (1 << 8) != 0 && std::env::var_os("CORO_CLOCK_MONOTONIC").is_none()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn read_tsc() -> u64 {
+    // SAFETY: RDTSC is available on every x86-64 CPU and has no side effects.
+    unsafe { std::arch::x86_64::_rdtsc() }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn invariant_tsc() -> bool {
+    false
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn read_tsc() -> u64 {
+    monotonic_ns()
+}
+
+fn calibrate() -> Calibration {
+    let (source, hz) = if invariant_tsc() {
+        // Pair the TSC with the monotonic clock at both ends of a ~10 ms
+        // window; each pair is taken as the tightest of a few reads so a
+        // preempted read does not skew the rate.
+        let pair = || {
+            let mut best = (u64::MAX, 0, 0);
+            for _ in 0..5 {
+                let a = read_tsc();
+                let m = monotonic_ns();
+                let b = read_tsc();
+                if b - a < best.0 {
+                    best = (b - a, a + (b - a) / 2, m);
+                }
+            }
+            (best.1, best.2)
+        };
+        let (t0, m0) = pair();
+        std::thread::sleep(Duration::from_millis(10));
+        let (t1, m1) = pair();
+        let hz = ((t1 - t0) as u128 * 1_000_000_000 / (m1 - m0).max(1) as u128) as u64;
+        (Source::Tsc, hz.max(1))
+    } else {
+        (Source::Monotonic, 1_000_000_000)
+    };
+    let tick0 = match source {
+        Source::Tsc => read_tsc(),
+        Source::Monotonic => monotonic_ns(),
+    };
+    let mono0_ns = monotonic_ns();
+    Calibration {
+        source,
+        hz,
+        to_ns: (1_000_000_000u128 << 32) / hz as u128,
+        to_ticks: ((hz as u128) << 32) / 1_000_000_000,
+        tick0,
+        mono0_ns,
+    }
+}
+
+#[inline]
+fn cal() -> &'static Calibration {
+    CAL.get_or_init(calibrate)
+}
+
+/// Calibrates the clock now (otherwise it happens on first use, costing about
+/// 10 ms there). Runtimes call this when they are built.
+pub fn init() {
+    cal();
+}
+
+/// The current tick count.
+#[inline]
+pub fn now() -> Instant {
+    let c = cal();
+    Instant(match c.source {
+        Source::Tsc => read_tsc(),
+        Source::Monotonic => monotonic_ns(),
+    })
+}
+
+/// Where ticks come from on this machine.
+pub fn source() -> Source {
+    cal().source
+}
+
+/// Ticks per second, as calibrated at start.
+pub fn ticks_per_second() -> u64 {
+    cal().hz
+}
+
+/// Converts a tick count to a [`Duration`].
+#[inline]
+pub fn ticks_to_duration(ticks: u64) -> Duration {
+    let ns = (ticks as u128 * cal().to_ns) >> 32;
+    Duration::from_nanos(ns.min(u64::MAX as u128) as u64)
+}
+
+/// Converts a [`Duration`] to ticks, saturating at `u64::MAX`.
+#[inline]
+pub fn duration_to_ticks(d: Duration) -> u64 {
+    let ns = d.as_nanos();
+    if ns > u64::MAX as u128 {
+        return u64::MAX;
+    }
+    ((ns * cal().to_ticks) >> 32).min(u64::MAX as u128) as u64
+}
+
+/// `CLOCK_MONOTONIC` nanoseconds at which the tick count reaches `t`
+/// (used to arm a timerfd).
+pub(crate) fn monotonic_ns_at(t: Instant) -> u64 {
+    let c = cal();
+    let delta = t.0 as i128 - c.tick0 as i128;
+    let ns = (delta.unsigned_abs() * c.to_ns) >> 32;
+    let ns = ns.min(i64::MAX as u128) as i128;
+    let mono = c.mono0_ns as i128 + if delta < 0 { -ns } else { ns };
+    mono.clamp(0, u64::MAX as i128) as u64
+}
+
+impl Instant {
+    /// The raw tick count.
+    pub fn ticks(self) -> u64 {
+        self.0
+    }
+
+    /// Builds an instant from a raw tick count (as returned by [`Instant::ticks`]).
+    pub fn from_ticks(ticks: u64) -> Instant {
+        Instant(ticks)
+    }
+
+    /// Time from `earlier` to `self`, zero if `earlier` is later.
+    pub fn duration_since(self, earlier: Instant) -> Duration {
+        ticks_to_duration(self.0.saturating_sub(earlier.0))
+    }
+
+    /// Time since `self`.
+    pub fn elapsed(self) -> Duration {
+        now().duration_since(self)
+    }
+
+    /// `self + d`, or `None` on overflow of the tick count.
+    pub fn checked_add(self, d: Duration) -> Option<Instant> {
+        self.0.checked_add(duration_to_ticks(d)).map(Instant)
+    }
+
+    /// `self + d`, saturating at the far future.
+    pub fn saturating_add(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_add(duration_to_ticks(d)))
+    }
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    /// Saturates at the far future instead of overflowing.
+    fn add(self, d: Duration) -> Instant {
+        self.saturating_add(d)
+    }
+}
+
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    fn sub(self, earlier: Instant) -> Duration {
+        self.duration_since(earlier)
+    }
+}
+
+impl fmt::Debug for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Instant({} ticks)", self.0)
+    }
+}
+
+fn system_now_ns() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i64,
+        Err(e) => -(e.duration().as_nanos() as i64),
+    }
+}
+
+/// Nanoseconds since the Unix epoch at tick zero: the single value that pins
+/// wall time to the tick scale.
+pub fn wall_offset() -> i64 {
+    let cur = WALL_OFFSET_NS.load(Ordering::Relaxed);
+    if cur != i64::MIN {
+        return cur;
+    }
+    resync_wall()
+}
+
+/// Sets the wall-time offset (nanoseconds since the Unix epoch at tick zero).
+/// Timers are not affected: they run on ticks.
+pub fn set_wall_offset(ns_at_tick_zero: i64) {
+    WALL_OFFSET_NS.store(ns_at_tick_zero, Ordering::Relaxed);
+}
+
+/// Re-pins wall time to the system clock (after NTP or a user moved it) and
+/// returns the new offset. Timers are not affected.
+pub fn resync_wall() -> i64 {
+    let ticks = now();
+    let sys = system_now_ns();
+    let since_zero = ticks_to_duration(ticks.0).as_nanos() as i64;
+    let off = sys - since_zero;
+    WALL_OFFSET_NS.store(off, Ordering::Relaxed);
+    off
+}
+
+/// Wall time now, derived from the tick count and the wall offset.
+pub fn wall_now() -> SystemTime {
+    wall_at(now())
+}
+
+/// Wall time at tick count `t`.
+pub fn wall_at(t: Instant) -> SystemTime {
+    let ns = wall_offset() as i128 + ticks_to_duration(t.0).as_nanos() as i128;
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns.min(u64::MAX as i128) as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos((-ns).min(u64::MAX as i128) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversions_round_trip() {
+        for ms in [0u64, 1, 7, 1000, 86_400_000] {
+            let d = Duration::from_millis(ms);
+            let back = ticks_to_duration(duration_to_ticks(d));
+            let err = back.as_nanos().abs_diff(d.as_nanos());
+            assert!(err <= 2 + d.as_nanos() / 1_000_000, "{ms} ms -> {back:?}");
+        }
+    }
+
+    #[test]
+    fn rate_matches_monotonic_clock() {
+        let t0 = now();
+        let m0 = monotonic_ns();
+        std::thread::sleep(Duration::from_millis(50));
+        let dt = now().duration_since(t0).as_nanos() as f64;
+        let dm = (monotonic_ns() - m0) as f64;
+        assert!((dt / dm - 1.0).abs() < 0.01, "tick rate off: {dt} vs {dm}");
+    }
+
+    #[test]
+    fn monotonic_mapping_is_consistent() {
+        let t = now();
+        let m = monotonic_ns();
+        let mapped = monotonic_ns_at(t);
+        assert!(mapped.abs_diff(m) < 5_000_000, "{mapped} vs {m}");
+    }
+
+    #[test]
+    fn wall_offset_moves_wall_time_only() {
+        let off = wall_offset();
+        let before = wall_now();
+        set_wall_offset(off + 3_600_000_000_000);
+        let after = wall_now();
+        assert!(after.duration_since(before).unwrap() >= Duration::from_secs(3599));
+        resync_wall();
+        let sys = SystemTime::now();
+        let w = wall_now();
+        let diff = match w.duration_since(sys) {
+            Ok(d) => d,
+            Err(e) => e.duration(),
+        };
+        assert!(diff < Duration::from_secs(1));
+    }
+}

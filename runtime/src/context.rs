@@ -1,0 +1,98 @@
+//! Which scheduler runs on this OS thread, and which green thread it is running.
+//!
+//! One thread-local pointer, set by `Runtime::block_on` for the duration of
+//! the run. Everything that needs "the current runtime" goes through here, so
+//! a call made outside a runtime panics with one clear message instead of
+//! hanging.
+
+use std::cell::Cell;
+use std::ptr;
+use std::rc::Rc;
+
+use crate::sched::Scheduler;
+use crate::task::Task;
+
+thread_local! {
+    /// # Invariant
+    /// Null, or a pointer to the `Scheduler` of the runtime that is inside
+    /// `block_on` on this OS thread. `block_on` sets it before it runs any
+    /// green thread and resets it (to its previous value) before it returns,
+    /// and the scheduler is boxed, so it does not move meanwhile.
+    static CURRENT: Cell<*const Scheduler> = const { Cell::new(ptr::null()) };
+}
+
+/// Sets the current scheduler; returns the previous pointer.
+pub(crate) fn enter(s: *const Scheduler) -> *const Scheduler {
+    CURRENT.with(|c| c.replace(s))
+}
+
+/// The current scheduler pointer (null outside a runtime).
+#[inline]
+pub(crate) fn sched_ptr() -> *const Scheduler {
+    CURRENT.with(|c| c.get())
+}
+
+/// Runs `f` with the current scheduler, or returns `None` outside a runtime.
+#[inline]
+pub(crate) fn try_with_sched<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
+    let p = sched_ptr();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: by the invariant on CURRENT, a non-null pointer refers to a live
+    // scheduler that stays put until block_on returns, and block_on is on this
+    // thread's stack below us. Only shared references are made.
+    Some(f(unsafe { &*p }))
+}
+
+/// Runs `f` with the current scheduler.
+///
+/// # Panics
+///
+/// Outside a runtime, with a message that says so.
+#[inline]
+#[track_caller]
+pub(crate) fn with_sched<R>(f: impl FnOnce(&Scheduler) -> R) -> R {
+    match try_with_sched(f) {
+        Some(r) => r,
+        None => no_runtime("this call"),
+    }
+}
+
+#[cold]
+#[track_caller]
+pub(crate) fn no_runtime(what: &str) -> ! {
+    panic!(
+        "coro: {what} needs a coro runtime, but none runs on this OS thread \
+         (call it from inside coro::run / Runtime::block_on)"
+    )
+}
+
+/// Runs `f` with the running green thread.
+///
+/// # Panics
+///
+/// Outside a runtime, or from the scheduler itself (no green thread running).
+#[inline]
+#[track_caller]
+pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R) -> R {
+    let p = sched_ptr();
+    if p.is_null() {
+        no_runtime(what);
+    }
+    // SAFETY: see `try_with_sched`.
+    let s = unsafe { &*p };
+    let t = s.current.get();
+    if t.is_null() {
+        panic!("coro: {what} must be called from a green thread, not from the scheduler itself");
+    }
+    // SAFETY: `current` is non-null only while the scheduler resumes that task,
+    // and the scheduler holds an `Rc` to it for the whole resume.
+    f(s, unsafe { &*t })
+}
+
+/// An `Rc` to the running green thread.
+#[track_caller]
+pub(crate) fn current_task_rc(what: &str) -> Rc<Task> {
+    with_current(what, |s, t| s.tasks.borrow()[t.key.get()].clone())
+}

@@ -1,0 +1,196 @@
+//! Error types of the runtime: why a blocking call stopped, misuse of
+//! `unpark`, a `with_timeout` deadline, and the outcome of a join.
+//!
+//! Every operation that can suspend returns a `Result`. Its error says *why* it
+//! stopped early ([`WaitError`]); code that speaks `std::io` gets the same
+//! reasons through `From<WaitError> for io::Error`, with timeouts as
+//! [`io::ErrorKind::TimedOut`] and interruptions as a distinct
+//! [`io::ErrorKind::Other`] error (never [`io::ErrorKind::Interrupted`], which
+//! `read_exact` and `write_all` would retry forever).
+
+use std::any::Any;
+use std::fmt;
+use std::io;
+
+/// Why a blocking call returned without completing.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// coro::run(|| {
+///     let r = coro::with_timeout(Duration::ZERO, || coro::sleep(Duration::from_secs(5)));
+///     assert!(r.is_err()); // the outer scope converted the inner `WaitError::TimedOut`
+/// });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WaitError {
+    /// The deadline of an enclosing [`with_timeout`](crate::with_timeout) scope
+    /// has passed. The scope stays expired: every later blocking call inside it
+    /// fails the same way until the scope returns.
+    TimedOut,
+    /// [`Coro::interrupt`](crate::Coro::interrupt) was called on this green
+    /// thread, or the runtime is shutting down and is stopping its threads.
+    Interrupted,
+    /// The call would have suspended where suspending is not allowed: while the
+    /// green thread is unwinding from a panic (a destructor that blocks) or
+    /// inside [`no_suspend`](crate::no_suspend). The runtime also logs it.
+    SuspendForbidden,
+}
+
+impl WaitError {
+    /// The error that wrapped `self` in an `io::Error`; `None` for other errors.
+    ///
+    /// ```
+    /// use coro::WaitError;
+    /// let e: std::io::Error = WaitError::Interrupted.into();
+    /// assert_eq!(WaitError::from_io(&e), Some(WaitError::Interrupted));
+    /// ```
+    pub fn from_io(err: &io::Error) -> Option<WaitError> {
+        err.get_ref()?.downcast_ref::<WaitError>().copied()
+    }
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WaitError::TimedOut => "operation timed out (with_timeout deadline passed)",
+            WaitError::Interrupted => "green thread interrupted",
+            WaitError::SuspendForbidden => {
+                "blocking call refused: suspending is not allowed here (unwinding or no_suspend region)"
+            }
+        })
+    }
+}
+
+impl std::error::Error for WaitError {}
+
+impl From<WaitError> for io::Error {
+    fn from(e: WaitError) -> io::Error {
+        let kind = match e {
+            WaitError::TimedOut => io::ErrorKind::TimedOut,
+            WaitError::Interrupted | WaitError::SuspendForbidden => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// Returned by [`with_timeout`](crate::with_timeout) when its own deadline
+/// passed and the closure saw it (a blocking call inside returned
+/// [`WaitError::TimedOut`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Timeout;
+
+impl fmt::Display for Timeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline elapsed")
+    }
+}
+
+impl std::error::Error for Timeout {}
+
+impl From<Timeout> for io::Error {
+    fn from(_: Timeout) -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, Timeout)
+    }
+}
+
+/// Scheduling a green thread that is already scheduled, running or dead.
+///
+/// Returned by [`Coro::unpark`](crate::Coro::unpark) (and by
+/// [`Coro::interrupt`](crate::Coro::interrupt) for a dead thread). It is
+/// usually the symptom of a race in the caller: use a primitive from
+/// `coro::sync` instead of raw park/unpark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleError {
+    pub(crate) id: u64,
+    pub(crate) state: &'static str,
+}
+
+impl ScheduleError {
+    /// Id of the green thread that could not be scheduled.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Its state at the time: `"ready"`, `"running"` or `"dead"`.
+    pub fn state(&self) -> &'static str {
+        self.state
+    }
+}
+
+impl fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot schedule green thread #{}: it is {}",
+            self.id, self.state
+        )
+    }
+}
+
+impl std::error::Error for ScheduleError {}
+
+/// Why [`JoinHandle::join`](crate::JoinHandle::join) returned no value.
+pub enum JoinError {
+    /// The green thread panicked; this is the panic payload, as from
+    /// `std::thread::JoinHandle::join`.
+    Panicked(Box<dyn Any + Send + 'static>),
+    /// The joined thread was stopped by runtime shutdown before it finished.
+    Cancelled,
+    /// Waiting for it stopped early (timeout, interruption).
+    Wait(WaitError),
+}
+
+impl JoinError {
+    /// `true` if the joined thread panicked.
+    pub fn is_panic(&self) -> bool {
+        matches!(self, JoinError::Panicked(_))
+    }
+
+    /// The panic message if the payload is a string.
+    pub fn panic_message(&self) -> Option<&str> {
+        match self {
+            JoinError::Panicked(p) => p
+                .downcast_ref::<&'static str>()
+                .copied()
+                .or_else(|| p.downcast_ref::<String>().map(String::as_str)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Panicked(_) => f
+                .debug_tuple("Panicked")
+                .field(&self.panic_message().unwrap_or("<non-string payload>"))
+                .finish(),
+            JoinError::Cancelled => f.write_str("Cancelled"),
+            JoinError::Wait(e) => f.debug_tuple("Wait").field(e).finish(),
+        }
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Panicked(_) => match self.panic_message() {
+                Some(m) => write!(f, "green thread panicked: {m}"),
+                None => f.write_str("green thread panicked"),
+            },
+            JoinError::Cancelled => f.write_str("green thread was cancelled by runtime shutdown"),
+            JoinError::Wait(e) => write!(f, "join stopped: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+impl From<WaitError> for JoinError {
+    fn from(e: WaitError) -> JoinError {
+        JoinError::Wait(e)
+    }
+}

@@ -1,0 +1,82 @@
+//! The coro runtime: Shrapnel-style cooperative green threads on one OS thread.
+//!
+//! Code on a green thread is written in plain blocking style: it calls
+//! [`sleep`], [`JoinHandle::join`], a socket's `read`, a mutex's `lock`, and
+//! only that green thread waits while the others run. A runtime owns one OS
+//! thread; only one of its green threads runs at a time, so code inside one
+//! runtime has no data races by construction. Every call that can suspend
+//! returns a `Result` whose error says why it stopped: a timeout of an
+//! enclosing [`with_timeout`], an [interrupt](Coro::interrupt), runtime
+//! shutdown.
+//!
+//! # Implementation
+//!
+//! * The OS thread that calls [`run`] (or [`Runtime::block_on`]) runs the
+//!   scheduler loop (`sched`): fire due timers (`timer`, keyed by the TSC
+//!   [`clock`]), run every ready green thread once in FIFO order, poll mio
+//!   (`reactor`; epoll on Linux with a timerfd for sub-millisecond timers,
+//!   kqueue on BSD and macOS).
+//! * Green threads are corosensei coroutines on `mmap`ed stacks with guard
+//!   pages, from a per-runtime pool (`stack`); a guard-page hit prints the
+//!   thread's name and stack size and aborts.
+//! * A watchdog OS thread per runtime (`watchdog`) reports a green thread
+//!   that runs past the latency threshold without yielding, while it still
+//!   runs.
+//! * A small pool of OS threads (`blocking`) runs [`blocking`] jobs.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! coro::run(|| {
+//!     let sleeper = coro::spawn(|| coro::sleep(Duration::from_millis(20)));
+//!     let r = coro::with_timeout(Duration::from_millis(5), || sleeper.thread().clone());
+//!     assert!(r.is_ok()); // nothing blocked inside: no timeout
+//!     let waited = coro::with_timeout(Duration::from_millis(5), || coro::sleep(Duration::from_secs(1)));
+//!     assert!(waited.is_err());
+//!     sleeper.join().unwrap().unwrap();
+//!     println!("{:?}", coro::stats());
+//! });
+//! ```
+
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![doc(test(attr(deny(warnings))))]
+
+mod blocking;
+pub mod clock;
+mod context;
+mod error;
+mod reactor;
+mod runtime;
+mod sched;
+mod spawn;
+mod stack;
+mod stats;
+mod sys;
+mod task;
+mod timeout;
+mod timer;
+mod watchdog;
+
+pub use blocking::blocking;
+pub use error::{JoinError, ScheduleError, Timeout, WaitError};
+pub use reactor::{Direction, Registration};
+pub use runtime::{
+    run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
+};
+pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
+pub use spawn::{current, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS};
+pub use stack::MIN_STACK_SIZE;
+pub use stats::{stats, threads, Stats, ThreadInfo};
+pub use task::{Coro, ThreadState};
+pub use timeout::{no_suspend, with_timeout};
+
+/// Re-exported so `coro::net` and users can name mio's interest flags.
+pub use mio::Interest;
+
+/// Whether the calling code runs on a green thread of a coro runtime.
+pub fn in_green_thread() -> bool {
+    context::try_with_sched(|s| !s.current.get().is_null()).unwrap_or(false)
+}

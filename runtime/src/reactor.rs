@@ -1,0 +1,325 @@
+//! The reactor: the mio `Poll`, the table of registered I/O sources, and the
+//! waiters parked on their readiness.
+//!
+//! # Design
+//!
+//! mio is edge-triggered. Each registered source keeps two readiness flags
+//! (readable, writable) that an event sets and that an operation clears when
+//! the syscall says `EWOULDBLOCK`; a green thread waits only while its flag is
+//! clear. All waiters of a direction are woken on an event (they re-try in the
+//! order they queued; those that get `EWOULDBLOCK` wait again), so two threads
+//! sharing one socket queue in order instead of one being forgotten.
+//!
+//! Tokens carry the table key and a generation, so an event fetched for a
+//! source that has since been dropped, and whose key (or fd number) a new
+//! source reuses, is recognised as stale and ignored.
+//!
+//! Two tokens are reserved: the runtime's [`mio::Waker`], which other OS
+//! threads (the blocking-offload pool) use to wake the loop, and the
+//! platform timer (see `sys`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::{Events, Interest, Poll, Token};
+use slab::Slab;
+
+use crate::context;
+use crate::sched;
+use crate::task::Waiter;
+
+pub(crate) const WAKER_TOKEN: Token = Token(usize::MAX);
+pub(crate) const TIMER_TOKEN: Token = Token(usize::MAX - 1);
+
+/// Readiness state of one registered source.
+#[derive(Default)]
+pub(crate) struct IoState {
+    gen: u32,
+    readable: Cell<bool>,
+    writable: Cell<bool>,
+    closed: Cell<bool>,
+    readers: RefCell<VecDeque<Waiter>>,
+    writers: RefCell<VecDeque<Waiter>>,
+}
+
+impl IoState {
+    fn wake_all(q: &RefCell<VecDeque<Waiter>>) {
+        let waiters = std::mem::take(&mut *q.borrow_mut());
+        for w in waiters {
+            w.wake();
+        }
+    }
+}
+
+pub(crate) struct Reactor {
+    poll: RefCell<Poll>,
+    events: RefCell<Events>,
+    sources: RefCell<Slab<Rc<IoState>>>,
+    next_gen: Cell<u32>,
+    pub(crate) waker: Arc<mio::Waker>,
+}
+
+impl Reactor {
+    pub(crate) fn new() -> io::Result<Reactor> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER_TOKEN)?);
+        Ok(Reactor {
+            poll: RefCell::new(poll),
+            events: RefCell::new(Events::with_capacity(1024)),
+            sources: RefCell::new(Slab::new()),
+            next_gen: Cell::new(0),
+            waker,
+        })
+    }
+
+    pub(crate) fn registry<R>(&self, f: impl FnOnce(&mio::Registry) -> R) -> R {
+        f(self.poll.borrow().registry())
+    }
+
+    /// Registered sources (sockets and the like), for deadlock detection and stats.
+    pub(crate) fn sources(&self) -> usize {
+        self.sources.borrow().len()
+    }
+
+    /// Waits for events for at most `timeout` and wakes the threads waiting on
+    /// them. Returns whether the waker fired.
+    pub(crate) fn poll(&self, timeout: Option<Duration>) -> io::Result<PollOutcome> {
+        let mut events = self.events.borrow_mut();
+        match self.poll.borrow_mut().poll(&mut events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        let mut out = PollOutcome::default();
+        for ev in events.iter() {
+            let token = ev.token();
+            if token == WAKER_TOKEN {
+                out.woken = true;
+                continue;
+            }
+            if token == TIMER_TOKEN {
+                out.timer = true;
+                continue;
+            }
+            let key = token.0 & 0xffff_ffff;
+            let gen = (token.0 >> 32) as u32;
+            let state = match self.sources.borrow().get(key) {
+                Some(s) if s.gen == gen => s.clone(),
+                _ => continue,
+            };
+            if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                state.readable.set(true);
+                IoState::wake_all(&state.readers);
+            }
+            if ev.is_writable() || ev.is_write_closed() || ev.is_error() {
+                state.writable.set(true);
+                IoState::wake_all(&state.writers);
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct PollOutcome {
+    pub(crate) woken: bool,
+    pub(crate) timer: bool,
+}
+
+/// A direction of readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Readable (or peer closed, or error).
+    Read,
+    /// Writable (or closed, or error).
+    Write,
+}
+
+/// An I/O source registered with the current runtime's reactor.
+///
+/// This is the building block of `coro::net`: try the non-blocking syscall,
+/// and on `EWOULDBLOCK` call [`Registration::clear`] then
+/// [`Registration::wait`], which suspends only this green thread.
+/// [`Registration::io`] does all of that, plus selfishness.
+///
+/// Dropping the registration forgets the source; deregister it from mio (or
+/// close its fd) as well. [`Registration::close`] wakes every waiter with an
+/// error first.
+pub struct Registration {
+    state: Rc<IoState>,
+    key: usize,
+}
+
+impl Registration {
+    /// Registers `source` for `interest` with the current runtime.
+    ///
+    /// # Panics
+    ///
+    /// Outside a runtime.
+    pub fn new<S: mio::event::Source + ?Sized>(
+        source: &mut S,
+        interest: Interest,
+    ) -> io::Result<Registration> {
+        context::with_sched(|s| {
+            let r = &s.reactor;
+            let gen = r.next_gen.get().wrapping_add(1);
+            r.next_gen.set(gen);
+            let state = Rc::new(IoState {
+                gen,
+                ..IoState::default()
+            });
+            let key = r.sources.borrow_mut().insert(state.clone());
+            if key > 0xffff_ffff {
+                r.sources.borrow_mut().remove(key);
+                return Err(io::Error::other("coro: too many registered I/O sources"));
+            }
+            let token = Token(key | ((gen as usize) << 32));
+            if let Err(e) = r.registry(|reg| reg.register(source, token, interest)) {
+                r.sources.borrow_mut().remove(key);
+                return Err(e);
+            }
+            Ok(Registration { state, key })
+        })
+    }
+
+    /// Deregisters `source` from the reactor (before its fd is closed).
+    pub fn deregister<S: mio::event::Source + ?Sized>(&self, source: &mut S) -> io::Result<()> {
+        context::with_sched(|s| s.reactor.registry(|reg| reg.deregister(source)))
+    }
+
+    fn queue(&self, dir: Direction) -> &RefCell<VecDeque<Waiter>> {
+        match dir {
+            Direction::Read => &self.state.readers,
+            Direction::Write => &self.state.writers,
+        }
+    }
+
+    fn flag(&self, dir: Direction) -> &Cell<bool> {
+        match dir {
+            Direction::Read => &self.state.readable,
+            Direction::Write => &self.state.writable,
+        }
+    }
+
+    /// Whether the last event said `dir` is ready (and no `clear` since).
+    pub fn is_ready(&self, dir: Direction) -> bool {
+        self.flag(dir).get()
+    }
+
+    /// Forgets readiness in `dir`: call it when the syscall said `EWOULDBLOCK`.
+    pub fn clear(&self, dir: Direction) {
+        self.flag(dir).set(false);
+    }
+
+    /// Suspends this green thread until `dir` is ready. Returns at once if it
+    /// already is.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected` if the registration was [closed](Registration::close)
+    /// (before or while waiting); `TimedOut` or an interruption error (see
+    /// [`WaitError`]) if the wait was cut short.
+    pub fn wait(&self, dir: Direction) -> io::Result<()> {
+        loop {
+            if self.state.closed.get() {
+                return Err(closed_error());
+            }
+            if self.flag(dir).get() {
+                return Ok(());
+            }
+            self.queue(dir).borrow_mut().push_back(Waiter::current());
+            let what = match dir {
+                Direction::Read => "readable",
+                Direction::Write => "writable",
+            };
+            if let Err(e) = sched::park_as(what) {
+                self.remove_stale(dir);
+                return Err(e.into());
+            }
+        }
+    }
+
+    fn remove_stale(&self, dir: Direction) {
+        self.queue(dir).borrow_mut().retain(Waiter::is_waiting);
+    }
+
+    /// Runs a non-blocking operation to completion on this green thread:
+    /// tries `op`; on `WouldBlock` clears readiness and waits, then tries
+    /// again. A call that succeeds without waiting spends one unit of
+    /// selfishness (see [`try_selfish`](crate::try_selfish)).
+    pub fn io<R>(&self, dir: Direction, mut op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        let mut waited = false;
+        loop {
+            if self.state.closed.get() {
+                return Err(closed_error());
+            }
+            match op() {
+                Ok(v) => {
+                    if !waited {
+                        crate::try_selfish();
+                    }
+                    return Ok(v);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.clear(dir);
+                    self.wait(dir)?;
+                    waited = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Marks the source closed and wakes every thread waiting on it; their
+    /// waits (and any later ones) fail with `NotConnected`.
+    pub fn close(&self) {
+        if self.state.closed.replace(true) {
+            return;
+        }
+        IoState::wake_all(&self.state.readers);
+        IoState::wake_all(&self.state.writers);
+    }
+
+    /// Whether [`close`](Registration::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.state.closed.get()
+    }
+}
+
+fn closed_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "coro: the socket was closed while a green thread was using it",
+    )
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.close();
+        context::try_with_sched(|s| {
+            let mut sources = s.reactor.sources.borrow_mut();
+            if sources
+                .get(self.key)
+                .is_some_and(|st| Rc::ptr_eq(st, &self.state))
+            {
+                sources.remove(self.key);
+            }
+        });
+    }
+}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("key", &self.key)
+            .field("readable", &self.state.readable.get())
+            .field("writable", &self.state.writable.get())
+            .field("closed", &self.state.closed.get())
+            .finish()
+    }
+}

@@ -1,0 +1,567 @@
+//! The scheduler: the ready queue, the loop that drives it, and the suspend
+//! points (`park`, `yield_now`) green threads use to give the CPU back.
+//!
+//! # The loop
+//!
+//! ```text
+//! loop {
+//!     fire expired timers          // when the heap's head is due
+//!     run the batch                // the threads ready when the pass began,
+//!                                  // FIFO, no priorities
+//!     poll mio                     // when nothing is ready: block until the
+//! }                                // next timer; otherwise every 61 resumes
+//! ```
+//!
+//! A green thread runs until it suspends. `yield_now` puts it at the back of
+//! the queue; `park` leaves it off the queue until someone wakes it. Threads
+//! made ready during a pass run in the next pass, so a thread that yields in a
+//! loop cannot starve the others.
+//!
+//! Polling the OS costs a syscall, so while threads are ready the loop polls
+//! (non-blocking) and fires timers only every [`POLL_INTERVAL`] resumes, as
+//! tokio does every 61 ticks.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use corosensei::CoroutineResult;
+use slab::Slab;
+
+use crate::blocking::BlockingPool;
+use crate::clock::{self, Instant};
+use crate::context;
+use crate::error::WaitError;
+use crate::reactor::Reactor;
+use crate::stack::StackPool;
+use crate::sys::PreciseTimer;
+use crate::task::{make_ready, Task, ThreadState};
+use crate::timer::{TimerHeap, TimerKind};
+use crate::watchdog::Watchdog;
+
+/// Resumes between two non-blocking polls while threads are ready.
+pub(crate) const POLL_INTERVAL: u64 = 61;
+
+/// Settings a runtime was built with.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) stack_size: usize,
+    pub(crate) selfishness: u32,
+    pub(crate) latency_warning: Option<Duration>,
+    pub(crate) blocking_threads: usize,
+    pub(crate) stack_pool: usize,
+}
+
+/// Counters behind [`Stats`](crate::Stats).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) switches: Cell<u64>,
+    pub(crate) polls: Cell<u64>,
+    pub(crate) forced_yields: Cell<u64>,
+    pub(crate) spawned: Cell<u64>,
+    pub(crate) panicked: Cell<u64>,
+    pub(crate) timers_fired: Cell<u64>,
+}
+
+/// Everything one runtime owns.
+pub(crate) struct Scheduler {
+    pub(crate) config: Config,
+    pub(crate) ready: RefCell<VecDeque<Rc<Task>>>,
+    /// Every live green thread, by key.
+    pub(crate) tasks: RefCell<Slab<Rc<Task>>>,
+    /// # Invariant
+    /// Null, or the task being resumed (the scheduler holds an `Rc` to it for
+    /// the whole resume).
+    pub(crate) current: Cell<*const Task>,
+    pub(crate) timers: RefCell<TimerHeap>,
+    pub(crate) reactor: Reactor,
+    pub(crate) precise: PreciseTimer,
+    pub(crate) stacks: RefCell<StackPool>,
+    pub(crate) blocking: BlockingPool,
+    pub(crate) watchdog: Option<Watchdog>,
+    pub(crate) counters: Counters,
+    pub(crate) next_id: Cell<u64>,
+    /// The main closure returned: blocking calls now fail with `Interrupted`.
+    pub(crate) shutting_down: Cell<bool>,
+    since_poll: Cell<u64>,
+}
+
+impl Scheduler {
+    pub(crate) fn new(config: Config) -> std::io::Result<Scheduler> {
+        let reactor = Reactor::new()?;
+        let precise = reactor.registry(PreciseTimer::new)?;
+        let blocking = BlockingPool::new(config.blocking_threads, reactor.waker.clone());
+        let watchdog = match config.latency_warning {
+            Some(t) => Some(Watchdog::start(t)?),
+            None => None,
+        };
+        Ok(Scheduler {
+            stacks: RefCell::new(StackPool::new(config.stack_size, config.stack_pool)),
+            config,
+            ready: RefCell::new(VecDeque::new()),
+            tasks: RefCell::new(Slab::new()),
+            current: Cell::new(std::ptr::null()),
+            timers: RefCell::new(TimerHeap::default()),
+            reactor,
+            precise,
+            blocking,
+            watchdog,
+            counters: Counters::default(),
+            next_id: Cell::new(1),
+            shutting_down: Cell::new(false),
+            since_poll: Cell::new(0),
+        })
+    }
+
+    /// Runs the loop until `main` is dead.
+    pub(crate) fn run_until(&self, main: &Rc<Task>) {
+        loop {
+            self.fire_timers();
+            let n = self.ready.borrow().len();
+            for _ in 0..n {
+                let task = self.ready.borrow_mut().pop_front();
+                match task {
+                    Some(t) => self.resume(t),
+                    None => break,
+                }
+            }
+            if main.state.get() == ThreadState::Dead {
+                return;
+            }
+            let since = self.since_poll.get() + n as u64;
+            let idle = self.ready.borrow().is_empty();
+            if idle || since >= POLL_INTERVAL {
+                self.since_poll.set(0);
+                self.poll(idle);
+            } else {
+                self.since_poll.set(since);
+            }
+        }
+    }
+
+    /// Runs passes without blocking until nothing is ready or `max_passes`
+    /// ran (used at shutdown).
+    pub(crate) fn run_passes(&self, max_passes: usize) {
+        for _ in 0..max_passes {
+            self.fire_timers();
+            let n = self.ready.borrow().len();
+            if n == 0 {
+                self.poll(false);
+                if self.ready.borrow().is_empty() {
+                    return;
+                }
+                continue;
+            }
+            for _ in 0..n {
+                let task = self.ready.borrow_mut().pop_front();
+                match task {
+                    Some(t) => self.resume(t),
+                    None => break,
+                }
+            }
+        }
+    }
+
+    /// Resumes one task until it suspends or finishes.
+    #[inline]
+    pub(crate) fn resume(&self, task: Rc<Task>) {
+        task.state.set(ThreadState::Running);
+        self.current.set(Rc::as_ptr(&task));
+        let n = self.counters.switches.get() + 1;
+        self.counters.switches.set(n);
+        if let Some(w) = &self.watchdog {
+            w.shared.slice.store(n, Ordering::Relaxed);
+            w.shared.running.store(task.id, Ordering::Relaxed);
+        }
+        let result = {
+            let mut co = task.coroutine.borrow_mut();
+            co.as_mut().expect("ready task has a coroutine").resume(())
+        };
+        if let Some(w) = &self.watchdog {
+            w.shared.running.store(0, Ordering::Relaxed);
+        }
+        self.current.set(std::ptr::null());
+        match result {
+            CoroutineResult::Yield(()) => {
+                if task.state.get() == ThreadState::Ready {
+                    self.ready.borrow_mut().push_back(task);
+                }
+            }
+            CoroutineResult::Return(()) => self.finish(&task),
+        }
+    }
+
+    /// A task's coroutine returned: recycle its stack and forget it.
+    pub(crate) fn finish(&self, task: &Rc<Task>) {
+        task.state.set(ThreadState::Dead);
+        if let Some(co) = task.coroutine.borrow_mut().take() {
+            if co.done() {
+                self.stacks.borrow_mut().put(co.into_stack());
+            }
+        }
+        let key = task.key.get();
+        let mut tasks = self.tasks.borrow_mut();
+        if tasks.get(key).is_some_and(|t| Rc::ptr_eq(t, task)) {
+            tasks.remove(key);
+        }
+        drop(tasks);
+        if let Some(w) = &self.watchdog {
+            if task.name.is_some() {
+                w.shared
+                    .names
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&task.id);
+            }
+            w.shared
+                .run_ns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&task.id);
+        }
+    }
+
+    /// Fires every timer whose deadline has passed, in deadline order.
+    pub(crate) fn fire_timers(&self) {
+        let mut timers = self.timers.borrow_mut();
+        if timers.len() == 0 {
+            return;
+        }
+        let now = clock::now().ticks();
+        while let Some(e) = timers.pop_expired(now) {
+            if !e.is_live() {
+                timers.popped_stale();
+                continue;
+            }
+            self.counters
+                .timers_fired
+                .set(self.counters.timers_fired.get() + 1);
+            match e.kind {
+                TimerKind::Wake { .. } => make_ready(&e.task),
+                TimerKind::Scope { id } => {
+                    let mut scopes = e.task.scopes.borrow_mut();
+                    if let Some(s) = scopes.iter_mut().find(|s| s.id == id) {
+                        s.expired = true;
+                        e.task.expired_scopes.set(e.task.expired_scopes.get() + 1);
+                    }
+                    drop(scopes);
+                    if e.task.state.get() == ThreadState::Parked {
+                        make_ready(&e.task);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Polls the reactor; blocks until the next timer (or an event) if `block`.
+    fn poll(&self, block: bool) {
+        let timeout = if !block {
+            Some(Duration::ZERO)
+        } else {
+            let next = self.timers.borrow().next_deadline();
+            match next {
+                Some(d) => {
+                    let d = Instant::from_ticks(d);
+                    if d <= clock::now() {
+                        Some(Duration::ZERO)
+                    } else {
+                        self.precise.arm(d);
+                        self.precise.poll_timeout(d)
+                    }
+                }
+                None => {
+                    self.check_deadlock();
+                    None
+                }
+            }
+        };
+        self.counters.polls.set(self.counters.polls.get() + 1);
+        match self.reactor.poll(timeout) {
+            Ok(out) => {
+                if out.timer {
+                    self.precise.fired();
+                }
+                if out.woken {
+                    self.blocking.drain_completions();
+                }
+            }
+            Err(e) => panic!("coro: polling the OS for events failed: {e}"),
+        }
+    }
+
+    /// Nothing is ready, no timer is pending, and nothing outside the runtime
+    /// can wake a thread: every green thread is parked for good.
+    fn check_deadlock(&self) {
+        if self.reactor.sources() > 0 || self.blocking.in_flight() > 0 {
+            return;
+        }
+        let tasks = self.tasks.borrow();
+        let list: Vec<String> = tasks
+            .iter()
+            .take(20)
+            .map(|(_, t)| {
+                format!(
+                    "#{} '{}' waiting on {}",
+                    t.id,
+                    t.display_name(),
+                    t.waiting_on.get()
+                )
+            })
+            .collect();
+        panic!(
+            "coro: deadlock: all {} green threads are parked and nothing can wake them \
+             (no timers, no I/O, no blocking jobs): {}",
+            tasks.len(),
+            list.join(", ")
+        );
+    }
+
+    pub(crate) fn task_rc(&self, t: &Task) -> Rc<Task> {
+        self.tasks.borrow()[t.key.get()].clone()
+    }
+}
+
+/// Suspends the running task; returns when the scheduler resumes it.
+#[inline]
+fn suspend(t: &Task) {
+    let y = t.yielder.get();
+    debug_assert!(!y.is_null());
+    // SAFETY: by the invariant on `Task::yielder`, a running task's yielder
+    // points at the live `Yielder` on its own stack, and we are that task.
+    unsafe { (*y).suspend(()) }
+}
+
+/// Gives up the CPU: the running green thread goes to the back of the ready
+/// queue and the others ready now run first.
+///
+/// It is not a blocking call: it neither fails nor reports timeouts or
+/// interrupts (a pending one stays for the next blocking call).
+///
+/// # Panics
+///
+/// Outside a green thread.
+///
+/// # Examples
+///
+/// ```
+/// use std::cell::RefCell;
+/// use std::rc::Rc;
+///
+/// coro::run(|| {
+///     let log = Rc::new(RefCell::new(Vec::new()));
+///     let l = log.clone();
+///     let h = coro::spawn(move || l.borrow_mut().push("spawned"));
+///     log.borrow_mut().push("main");
+///     coro::yield_now();
+///     h.join().unwrap();
+///     assert_eq!(*log.borrow(), ["main", "spawned"]);
+/// });
+/// ```
+#[inline]
+pub fn yield_now() {
+    context::with_current("coro::yield_now", |_, t| {
+        t.state.set(ThreadState::Ready);
+        suspend(t);
+    })
+}
+
+/// Spends one unit of the running thread's selfishness budget; when it runs
+/// out, the thread is forcibly yielded to the back of the ready queue and the
+/// budget refills.
+///
+/// I/O code calls this after each operation that succeeded without blocking
+/// (the sockets of `coro::net` do), so a sender on a fast link cannot starve
+/// the others. Any real block refills the budget too. Returns whether it
+/// yielded.
+///
+/// # Panics
+///
+/// Outside a green thread.
+#[inline]
+pub fn try_selfish() -> bool {
+    context::with_current("coro::try_selfish", |s, t| {
+        let left = t.selfish_left.get().saturating_sub(1);
+        if left == 0 {
+            t.selfish_left.set(t.selfish_max.get());
+            s.counters
+                .forced_yields
+                .set(s.counters.forced_yields.get() + 1);
+            t.state.set(ThreadState::Ready);
+            suspend(t);
+            true
+        } else {
+            t.selfish_left.set(left);
+            false
+        }
+    })
+}
+
+/// Suspends the running green thread until [`Coro::unpark`](crate::Coro::unpark)
+/// (or a timeout, or an interrupt) wakes it.
+///
+/// This is the building block of every primitive: register yourself
+/// somewhere, then park; the primitive unparks you. A park can return `Ok`
+/// without the condition you wait for being true (an unrelated `unpark`), so
+/// check it in a loop.
+///
+/// # Errors
+///
+/// * [`WaitError::Interrupted`]: an interrupt was pending or arrived (it wins
+///   over a wake that arrived first), or the runtime is shutting down.
+/// * [`WaitError::TimedOut`]: an enclosing `with_timeout` deadline passed.
+/// * [`WaitError::SuspendForbidden`]: called while unwinding or inside
+///   [`no_suspend`](crate::no_suspend).
+///
+/// # Panics
+///
+/// Outside a green thread (in a plain OS thread, or with no runtime).
+pub fn park() -> Result<(), WaitError> {
+    park_as("park")
+}
+
+/// [`park`], recording `what` the thread waits on for [`threads`](crate::threads).
+pub fn park_as(what: &'static str) -> Result<(), WaitError> {
+    context::with_current("coro::park", |s, t| {
+        check(s, t)?;
+        arm_scope_timer(s, t)?;
+        t.waiting_on.set(what);
+        t.state.set(ThreadState::Parked);
+        suspend(t);
+        t.park_gen.set(t.park_gen.get() + 1);
+        t.waiting_on.set("");
+        t.selfish_left.set(t.selfish_max.get());
+        check(s, t)
+    })
+}
+
+/// Whether the running task may block now; consumes a pending interrupt.
+#[inline]
+fn check(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
+    if t.interrupted.get() {
+        t.interrupted.set(false);
+        return Err(WaitError::Interrupted);
+    }
+    if s.shutting_down.get() || t.unwinding.get() {
+        return Err(WaitError::Interrupted);
+    }
+    if t.expired_scopes.get() > 0 {
+        deliver_timeout(t);
+        return Err(WaitError::TimedOut);
+    }
+    if t.no_suspend.get() > 0 || std::thread::panicking() {
+        log::error!(
+            target: "coro",
+            "green thread #{} '{}' tried to block {}; refused (a destructor must not block: defer the work)",
+            t.id,
+            t.display_name(),
+            if t.no_suspend.get() > 0 { "inside a no_suspend region" } else { "while unwinding from a panic" },
+        );
+        return Err(WaitError::SuspendForbidden);
+    }
+    Ok(())
+}
+
+/// Marks which expired scope a `TimedOut` belongs to: the one whose deadline
+/// passed first (the outermost on ties).
+fn deliver_timeout(t: &Task) {
+    let mut scopes = t.scopes.borrow_mut();
+    if let Some(owner) = scopes
+        .iter_mut()
+        .filter(|s| s.expired)
+        .min_by_key(|s| s.deadline)
+    {
+        owner.delivered = true;
+    }
+}
+
+/// Before parking: makes sure the earliest unexpired scope has a timer, or
+/// expires it now if its deadline already passed.
+fn arm_scope_timer(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
+    let mut scopes = t.scopes.borrow_mut();
+    let Some(first) = scopes
+        .iter_mut()
+        .filter(|sc| !sc.expired)
+        .min_by_key(|sc| sc.deadline)
+    else {
+        return Ok(());
+    };
+    if first.registered {
+        return Ok(());
+    }
+    if first.deadline <= clock::now().ticks() {
+        first.expired = true;
+        first.delivered = true;
+        t.expired_scopes.set(t.expired_scopes.get() + 1);
+        return Err(WaitError::TimedOut);
+    }
+    first.registered = true;
+    let (deadline, id) = (first.deadline, first.id);
+    drop(scopes);
+    s.timers
+        .borrow_mut()
+        .insert(deadline, s.task_rc(t), TimerKind::Scope { id });
+    Ok(())
+}
+
+/// Suspends the running thread until `deadline`.
+///
+/// Timers never fire early but may fire late (by the time the loop takes to
+/// come round; see BENCHMARKS.md for the measured overshoot).
+///
+/// # Errors
+///
+/// As [`park`]: a timeout of an enclosing scope or an interrupt ends the sleep
+/// early.
+///
+/// # Panics
+///
+/// Outside a green thread.
+pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
+    let t = context::current_task_rc("coro::sleep_until");
+    loop {
+        let now = clock::now();
+        if now >= deadline {
+            // Still report a pending interrupt or timeout, as any blocking call.
+            return context::with_sched(|s| check(s, &t));
+        }
+        let gen = t.park_gen.get();
+        context::with_sched(|s| {
+            s.timers
+                .borrow_mut()
+                .insert(deadline.ticks(), t.clone(), TimerKind::Wake { gen })
+        });
+        let r = park_as("sleep");
+        if r.is_err() || clock::now() < deadline {
+            // Woken by something other than our timer: its entry is stale.
+            context::with_sched(|s| s.timers.borrow_mut().cancel_one());
+        }
+        r?;
+    }
+}
+
+/// Suspends the running green thread for at least `d`.
+///
+/// # Errors
+///
+/// As [`park`]: a timeout of an enclosing scope or an interrupt ends the
+/// sleep early.
+///
+/// # Panics
+///
+/// Outside a green thread.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// coro::run(|| {
+///     let t = coro::clock::now();
+///     coro::sleep(Duration::from_millis(5)).unwrap();
+///     assert!(t.elapsed() >= Duration::from_millis(5));
+/// });
+/// ```
+pub fn sleep(d: Duration) -> Result<(), WaitError> {
+    sleep_until(clock::now() + d)
+}

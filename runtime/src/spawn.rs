@@ -1,0 +1,311 @@
+//! Starting green threads and waiting for them: [`spawn`], [`Builder`],
+//! [`JoinHandle`], [`current`].
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::io;
+use std::panic::{self, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use corosensei::stack::Stack;
+use corosensei::{Coroutine, Yielder};
+
+use crate::context;
+use crate::error::{JoinError, WaitError};
+use crate::sched::{self, Scheduler};
+use crate::stack::{self, MIN_STACK_SIZE};
+use crate::task::{Coro, Task, ThreadState, Waiter};
+
+/// Largest selfishness budget.
+pub const MAX_SELFISHNESS: u32 = 32768;
+
+pub(crate) fn check_selfishness(n: u32) -> io::Result<u32> {
+    if (1..=MAX_SELFISHNESS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("selfishness must be in 1..={MAX_SELFISHNESS}, got {n}"),
+        ))
+    }
+}
+
+pub(crate) fn check_stack_size(n: usize) -> io::Result<usize> {
+    if n >= MIN_STACK_SIZE && n <= (1 << 40) {
+        Ok(n)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "stack size must be at least {MIN_STACK_SIZE} bytes (and at most 1 TiB), got {n}"
+            ),
+        ))
+    }
+}
+
+/// Where a thread's result goes, shared by the thread and its handle.
+struct Packet<T> {
+    result: RefCell<Option<Result<T, JoinError>>>,
+    joiner: Cell<Option<Waiter>>,
+}
+
+/// Settings for a new green thread, like [`std::thread::Builder`].
+///
+/// # Examples
+///
+/// ```
+/// coro::run(|| {
+///     let h = coro::Builder::new()
+///         .name("worker".into())
+///         .stack_size(64 * 1024)
+///         .spawn(|| coro::current().name().map(str::to_owned))
+///         .unwrap();
+///     assert_eq!(h.join().unwrap().as_deref(), Some("worker"));
+/// });
+/// ```
+#[derive(Debug, Default)]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+    selfishness: Option<u32>,
+}
+
+impl Builder {
+    /// Default settings: no name, the runtime's stack size and selfishness.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the thread (shown in latency warnings, stack-overflow messages,
+    /// [`threads`](crate::threads)).
+    pub fn name(mut self, name: String) -> Builder {
+        self.name = Some(name);
+        self
+    }
+
+    /// Usable stack size in bytes (rounded up to whole pages; at least
+    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE)).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Selfishness budget for this thread (1..=32768).
+    pub fn selfishness(mut self, n: u32) -> Builder {
+        self.selfishness = Some(n);
+        self
+    }
+
+    /// Spawns the thread. It is queued behind the threads ready now.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a bad stack size or selfishness; `OutOfMemory` when
+    /// no stack can be mapped (out of memory, or the kernel's
+    /// `vm.max_map_count`, which the message names).
+    ///
+    /// # Panics
+    ///
+    /// Outside a runtime.
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + 'static,
+        T: 'static,
+    {
+        context::with_sched(|s| self.spawn_in(s, f))
+    }
+
+    pub(crate) fn spawn_in<F, T>(self, s: &Scheduler, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + 'static,
+        T: 'static,
+    {
+        let size = match self.stack_size {
+            Some(n) => check_stack_size(n)?,
+            None => s.stacks.borrow().size(),
+        };
+        let selfishness = match self.selfishness {
+            Some(n) => check_selfishness(n)?,
+            None => s.config.selfishness,
+        };
+        let stack = s.stacks.borrow_mut().get(size)?;
+        let id = s.next_id.get();
+        s.next_id.set(id + 1);
+        let name: Option<Arc<str>> = self.name.map(Into::into);
+        let limit = stack.limit().get();
+        let usable = stack::usable_size(&stack);
+        let task = Rc::new(Task::new(id, name, selfishness, limit, usable));
+        let packet = Rc::new(Packet {
+            result: RefCell::new(None),
+            joiner: Cell::new(None),
+        });
+        let their_packet = packet.clone();
+        let co = Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+            entry(y, f, their_packet);
+        });
+        *task.coroutine.borrow_mut() = Some(co);
+        let key = s.tasks.borrow_mut().insert(task.clone());
+        task.key.set(key);
+        if let (Some(w), Some(n)) = (&s.watchdog, &task.name) {
+            w.shared
+                .names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, n.clone());
+        }
+        s.counters.spawned.set(s.counters.spawned.get() + 1);
+        s.ready.borrow_mut().push_back(task.clone());
+        Ok(JoinHandle {
+            coro: Coro(task),
+            packet,
+        })
+    }
+}
+
+/// The first frame on every green thread's stack.
+fn entry<F, T>(y: &Yielder<(), ()>, f: F, packet: Rc<Packet<T>>)
+where
+    F: FnOnce() -> T,
+{
+    let (unwinding, counters_panicked) = context::with_current("entry", |s, t| {
+        t.yielder.set(y);
+        (t as *const Task, &s.counters.panicked as *const Cell<u64>)
+    });
+    let r = panic::catch_unwind(AssertUnwindSafe(f));
+    // SAFETY: the task outlives its coroutine (the scheduler holds an Rc while
+    // resuming it and while unwinding it).
+    let task = unsafe { &*unwinding };
+    let r = match r {
+        Ok(v) => Ok(v),
+        Err(_) if task.unwinding.get() => Err(JoinError::Cancelled),
+        Err(p) => {
+            // SAFETY: the counters live in the scheduler, which outlives its
+            // green threads.
+            let c = unsafe { &*counters_panicked };
+            c.set(c.get() + 1);
+            Err(JoinError::Panicked(p))
+        }
+    };
+    *packet.result.borrow_mut() = Some(r);
+    if let Some(w) = packet.joiner.take() {
+        w.wake();
+    }
+}
+
+/// An owned permission to join a green thread, like
+/// [`std::thread::JoinHandle`]. Dropping it detaches the thread.
+pub struct JoinHandle<T> {
+    coro: Coro,
+    packet: Rc<Packet<T>>,
+}
+
+impl<T> JoinHandle<T> {
+    /// The thread's handle.
+    pub fn thread(&self) -> &Coro {
+        &self.coro
+    }
+
+    /// Whether the thread has finished (its result is waiting).
+    pub fn is_finished(&self) -> bool {
+        self.packet.result.borrow().is_some() || self.coro.state() == ThreadState::Dead
+    }
+
+    /// Waits for the thread to finish without taking its result.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError`] if the wait is cut short (timeout, interrupt).
+    pub fn wait(&self) -> Result<(), WaitError> {
+        while !self.is_finished() {
+            self.packet.joiner.set(Some(Waiter::current()));
+            let r = sched::park_as("join");
+            self.packet.joiner.set(None);
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the thread to finish and returns its value.
+    ///
+    /// # Errors
+    ///
+    /// * [`JoinError::Panicked`] with the payload if the thread panicked; the
+    ///   runtime and the other threads carry on.
+    /// * [`JoinError::Cancelled`] if runtime shutdown unwound it.
+    /// * [`JoinError::Wait`] if waiting was cut short; the thread goes on,
+    ///   detached.
+    ///
+    /// # Panics
+    ///
+    /// Outside a green thread, unless the thread already finished.
+    pub fn join(self) -> Result<T, JoinError> {
+        if !self.is_finished() {
+            self.wait()?;
+        }
+        self.packet
+            .result
+            .borrow_mut()
+            .take()
+            .unwrap_or(Err(JoinError::Cancelled))
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("thread", &self.coro)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Spawns a green thread with default settings and returns its handle.
+///
+/// The thread runs when the scheduler gets to it (after the threads ready
+/// now); the caller keeps running.
+///
+/// # Panics
+///
+/// Outside a runtime, or if no stack can be mapped; use
+/// [`Builder::spawn`] to get that as an error.
+///
+/// # Examples
+///
+/// ```
+/// coro::run(|| {
+///     let h = coro::spawn(|| 6 * 7);
+///     assert_eq!(h.join().unwrap(), 42);
+/// });
+/// ```
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + 'static,
+    T: 'static,
+{
+    Builder::new()
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("coro::spawn: {e}"))
+}
+
+/// The handle of the running green thread.
+///
+/// # Panics
+///
+/// Outside a green thread.
+pub fn current() -> Coro {
+    Coro(context::current_task_rc("coro::current"))
+}
+
+/// Sets the running thread's selfishness budget (1..=32768) and refills it.
+///
+/// # Errors
+///
+/// `InvalidInput` outside that range.
+pub fn set_selfishness(n: u32) -> io::Result<()> {
+    let n = check_selfishness(n)?;
+    context::with_current("coro::set_selfishness", |_, t| {
+        t.selfish_max.set(n);
+        t.selfish_left.set(n);
+    });
+    Ok(())
+}

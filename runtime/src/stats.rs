@@ -1,0 +1,137 @@
+//! Introspection: counters of the running runtime ([`stats`]) and a listing of
+//! its green threads ([`threads`]).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::context;
+use crate::task::ThreadState;
+
+/// A snapshot of a runtime's counters.
+///
+/// # Examples
+///
+/// ```
+/// coro::run(|| {
+///     coro::spawn(|| ()).join().unwrap();
+///     let s = coro::stats();
+///     assert_eq!(s.live, 1); // just this thread
+///     assert!(s.spawned >= 2 && s.switches >= 2);
+/// });
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Green threads alive (spawned and not finished).
+    pub live: usize,
+    /// Green threads in the ready queue.
+    pub ready: usize,
+    /// Timers that will still fire (sleeps, armed `with_timeout` scopes).
+    pub pending_timers: usize,
+    /// Entries in the timer heap, stale ones included (bounded slack).
+    pub timer_heap_len: usize,
+    /// Resumes of green threads since the runtime started.
+    pub switches: u64,
+    /// Calls into the OS poller.
+    pub polls: u64,
+    /// Yields forced by an exhausted selfishness budget.
+    pub forced_yields: u64,
+    /// Green threads that ran past the latency threshold without yielding.
+    pub latency_warnings: u64,
+    /// Green threads spawned since the runtime started.
+    pub spawned: u64,
+    /// Green threads that ended with a panic.
+    pub panicked: u64,
+    /// Timers that fired.
+    pub timers_fired: u64,
+    /// I/O sources registered with the reactor (sockets and such).
+    pub io_sources: usize,
+    /// Blocking-offload jobs waited for.
+    pub blocking_in_flight: usize,
+    /// Stacks waiting in the pool for reuse.
+    pub pooled_stacks: usize,
+}
+
+/// What one green thread is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadInfo {
+    /// Its id.
+    pub id: u64,
+    /// Its name, if it has one.
+    pub name: Option<String>,
+    /// Its state.
+    pub state: ThreadState,
+    /// What it is parked on (`"sleep"`, `"join"`, `"readable"`, a primitive's
+    /// name, ...); empty when not parked.
+    pub waiting_on: &'static str,
+    /// Time it has spent running, sampled by the latency watchdog every few
+    /// milliseconds; `None` when latency warnings are disabled.
+    pub run_time: Option<Duration>,
+    /// Usable bytes of its stack.
+    pub stack_size: usize,
+}
+
+/// Counters of the current runtime.
+///
+/// # Panics
+///
+/// Outside a runtime.
+pub fn stats() -> Stats {
+    context::with_sched(|s| {
+        let timers = s.timers.borrow();
+        Stats {
+            live: s.tasks.borrow().len(),
+            ready: s.ready.borrow().len(),
+            pending_timers: timers.pending(),
+            timer_heap_len: timers.len(),
+            switches: s.counters.switches.get(),
+            polls: s.counters.polls.get(),
+            forced_yields: s.counters.forced_yields.get(),
+            latency_warnings: s
+                .watchdog
+                .as_ref()
+                .map_or(0, |w| w.shared.warnings.load(Ordering::Relaxed)),
+            spawned: s.counters.spawned.get(),
+            panicked: s.counters.panicked.get(),
+            timers_fired: s.counters.timers_fired.get(),
+            io_sources: s.reactor.sources(),
+            blocking_in_flight: s.blocking.in_flight(),
+            pooled_stacks: s.stacks.borrow().pooled(),
+        }
+    })
+}
+
+/// The live green threads of the current runtime, by id.
+///
+/// # Panics
+///
+/// Outside a runtime.
+pub fn threads() -> Vec<ThreadInfo> {
+    context::with_sched(|s| {
+        let run = s.watchdog.as_ref().map(|w| {
+            w.shared
+                .run_ns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        });
+        let mut v: Vec<ThreadInfo> = s
+            .tasks
+            .borrow()
+            .iter()
+            .map(|(_, t)| ThreadInfo {
+                id: t.id,
+                name: t.name.as_deref().map(str::to_owned),
+                state: t.state.get(),
+                waiting_on: t.waiting_on.get(),
+                run_time: run
+                    .as_ref()
+                    .map(|r| Duration::from_nanos(r.get(&t.id).copied().unwrap_or(0))),
+                stack_size: t.stack_size,
+            })
+            .collect();
+        v.sort_by_key(|t| t.id);
+        v
+    })
+}

@@ -1,0 +1,324 @@
+//! The green thread control block ([`Task`]), its public handle [`Coro`], and
+//! the wake rules: unpark, interrupt, and waiters that only wake the park they
+//! were registered for.
+//!
+//! # Design
+//!
+//! A task is shared through `Rc`: the thread table, the ready queue, timer
+//! entries and waiter lists each hold one. Its fields are `Cell`s because only
+//! one green thread of a runtime runs at a time, on one OS thread.
+//!
+//! Every park has a generation (`park_gen`, bumped when a park returns). A
+//! [`Waiter`] remembers the generation it was made for, so a wake-up that
+//! arrives after the waiter gave up (timed out, was interrupted) can never wake
+//! a later, unrelated park of the same thread: nothing is woken twice.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, Yielder};
+
+use crate::context;
+use crate::error::ScheduleError;
+
+pub(crate) type GreenCoroutine = Coroutine<(), (), (), DefaultStack>;
+
+/// Where a green thread is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThreadState {
+    /// Spawned and queued, has not run yet.
+    New,
+    /// In the ready queue.
+    Ready,
+    /// Running now (the caller of [`threads`](crate::threads) itself).
+    Running,
+    /// Suspended in a blocking call until something wakes it.
+    Parked,
+    /// Finished; only seen through a stale [`Coro`] handle.
+    Dead,
+}
+
+impl ThreadState {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ThreadState::New => "ready",
+            ThreadState::Ready => "ready",
+            ThreadState::Running => "running",
+            ThreadState::Parked => "parked",
+            ThreadState::Dead => "dead",
+        }
+    }
+}
+
+/// One `with_timeout` scope on a task's scope stack.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scope {
+    /// Unique per task; timer entries name their scope by it.
+    pub(crate) id: u64,
+    /// Deadline in clock ticks.
+    pub(crate) deadline: u64,
+    /// The deadline passed (set by the timer, or found at a park).
+    pub(crate) expired: bool,
+    /// A blocking call returned `TimedOut` on behalf of this scope.
+    pub(crate) delivered: bool,
+    /// A timer entry for this scope is in the heap.
+    pub(crate) registered: bool,
+}
+
+/// The control block of one green thread.
+pub(crate) struct Task {
+    pub(crate) id: u64,
+    pub(crate) name: Option<Arc<str>>,
+    /// Key in the scheduler's thread table.
+    pub(crate) key: Cell<usize>,
+    pub(crate) state: Cell<ThreadState>,
+    /// The coroutine; borrowed mutably only by the scheduler while it resumes
+    /// it, taken out when the thread finishes or is unwound.
+    pub(crate) coroutine: RefCell<Option<GreenCoroutine>>,
+    /// # Invariant
+    /// Null until the coroutine first runs; afterwards points at the
+    /// `Yielder` on the coroutine's own stack, which lives as long as the
+    /// coroutine has not returned. Only dereferenced by the task itself while
+    /// it runs.
+    pub(crate) yielder: Cell<*const Yielder<(), ()>>,
+    /// Generation of the current park; bumped each time a park returns.
+    pub(crate) park_gen: Cell<u64>,
+    /// An interrupt is pending: the current or next blocking call fails.
+    pub(crate) interrupted: Cell<bool>,
+    /// The `with_timeout` scopes in force, innermost last.
+    pub(crate) scopes: RefCell<Vec<Scope>>,
+    /// How many scopes in `scopes` are expired (to keep parks cheap).
+    pub(crate) expired_scopes: Cell<u32>,
+    pub(crate) scope_seq: Cell<u64>,
+    pub(crate) selfish_left: Cell<u32>,
+    pub(crate) selfish_max: Cell<u32>,
+    /// Depth of `no_suspend` regions.
+    pub(crate) no_suspend: Cell<u32>,
+    /// What the task waits on while parked, for `threads()`.
+    pub(crate) waiting_on: Cell<&'static str>,
+    /// Lowest address of the stack mapping (the guard page starts here) and
+    /// usable size; read by the stack-overflow handler.
+    pub(crate) stack_limit: usize,
+    pub(crate) stack_size: usize,
+    /// The scheduler is unwinding this task at shutdown.
+    pub(crate) unwinding: Cell<bool>,
+}
+
+impl Task {
+    pub(crate) fn new(
+        id: u64,
+        name: Option<Arc<str>>,
+        selfishness: u32,
+        stack_limit: usize,
+        stack_size: usize,
+    ) -> Task {
+        Task {
+            id,
+            name,
+            key: Cell::new(usize::MAX),
+            state: Cell::new(ThreadState::New),
+            coroutine: RefCell::new(None),
+            yielder: Cell::new(std::ptr::null()),
+            park_gen: Cell::new(0),
+            interrupted: Cell::new(false),
+            scopes: RefCell::new(Vec::new()),
+            expired_scopes: Cell::new(0),
+            scope_seq: Cell::new(0),
+            selfish_left: Cell::new(selfishness),
+            selfish_max: Cell::new(selfishness),
+            no_suspend: Cell::new(0),
+            waiting_on: Cell::new(""),
+            stack_limit,
+            stack_size,
+            unwinding: Cell::new(false),
+        }
+    }
+
+    pub(crate) fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or("<unnamed>")
+    }
+}
+
+/// Wakes a parked task: it goes to the back of the ready queue.
+pub(crate) fn make_ready(task: &Rc<Task>) {
+    debug_assert_eq!(task.state.get(), ThreadState::Parked);
+    task.state.set(ThreadState::Ready);
+    context::with_sched(|s| s.ready.borrow_mut().push_back(task.clone()));
+}
+
+/// A registration for one particular park of one task.
+///
+/// [`Waiter::wake`] schedules the task only if it is still parked in that same
+/// park; a stale waiter (the task timed out, was interrupted, or moved on)
+/// does nothing and says so.
+pub(crate) struct Waiter {
+    task: Rc<Task>,
+    gen: u64,
+}
+
+impl Waiter {
+    /// A waiter for the current task's next park.
+    pub(crate) fn current() -> Waiter {
+        let task = context::current_task_rc("coro: a waiter can only be made on a green thread");
+        let gen = task.park_gen.get();
+        Waiter { task, gen }
+    }
+
+    /// Schedules the task if it is still in the park this waiter was made for.
+    /// Returns whether it did.
+    pub(crate) fn wake(&self) -> bool {
+        if self.is_waiting() {
+            make_ready(&self.task);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The task is still parked in the park this waiter was made for.
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.task.state.get() == ThreadState::Parked && self.task.park_gen.get() == self.gen
+    }
+}
+
+impl fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Waiter")
+            .field("thread", &self.task.id)
+            .field("gen", &self.gen)
+            .finish()
+    }
+}
+
+/// A handle to a green thread, like [`std::thread::Thread`].
+///
+/// Cloning is cheap. A `Coro` can outlive its thread; operations on a dead
+/// thread report it ([`ScheduleError`]).
+///
+/// # `!Send`
+///
+/// Green threads never leave the OS thread of their runtime, so neither do
+/// their handles:
+///
+/// ```compile_fail
+/// fn send<T: Send>() {}
+/// send::<coro::Coro>();
+/// ```
+#[derive(Clone)]
+pub struct Coro(pub(crate) Rc<Task>);
+
+impl Coro {
+    /// The thread's id, unique within its runtime (the first thread is 1).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// The name given with [`Builder::name`](crate::Builder::name), if any.
+    pub fn name(&self) -> Option<&str> {
+        self.0.name.as_deref()
+    }
+
+    /// The thread's current state.
+    pub fn state(&self) -> ThreadState {
+        self.0.state.get()
+    }
+
+    /// Schedules a thread suspended in [`park`](crate::park): its `park`
+    /// returns `Ok(())`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ScheduleError`] if the thread is not parked: it is already
+    /// scheduled (ready or not yet started), running (a thread unparking
+    /// itself) or dead. This is never a silent double wake.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// coro::run(|| {
+    ///     let me = coro::current();
+    ///     let waker = coro::spawn(move || me.unpark());
+    ///     coro::park().unwrap();                   // suspended until woken
+    ///     assert!(waker.join().unwrap().is_ok());
+    ///     assert!(coro::current().unpark().is_err()); // running: ScheduleError
+    /// });
+    /// ```
+    pub fn unpark(&self) -> Result<(), ScheduleError> {
+        match self.0.state.get() {
+            ThreadState::Parked => {
+                make_ready(&self.0);
+                Ok(())
+            }
+            s => Err(ScheduleError {
+                id: self.0.id,
+                state: s.name(),
+            }),
+        }
+    }
+
+    /// Interrupts the thread: its current blocking call (if it is parked) or
+    /// its next one fails with [`WaitError::Interrupted`](crate::WaitError).
+    ///
+    /// # Semantics
+    ///
+    /// * Parked: it is woken at once and its blocking call returns the error.
+    /// * Already scheduled by an ordinary wake (a primitive handed it
+    ///   something and it has not run yet): **the interrupt wins**, as in
+    ///   Shrapnel; its blocking call returns the error, and the primitive
+    ///   passes what it handed over on to the next waiter.
+    /// * Ready from a `yield_now`, or running (interrupting itself): the flag
+    ///   stays set and its next blocking call fails.
+    /// * Not yet started: it starts normally and its first blocking call fails.
+    ///   (Its closure always runs, so values moved into it are handled by the
+    ///   thread's own code.)
+    ///
+    /// An interrupt is consumed by the one blocking call that reports it.
+    ///
+    /// # Errors
+    ///
+    /// A [`ScheduleError`] if the thread is dead.
+    pub fn interrupt(&self) -> Result<(), ScheduleError> {
+        let t = &self.0;
+        match t.state.get() {
+            ThreadState::Dead => Err(ScheduleError {
+                id: t.id,
+                state: "dead",
+            }),
+            ThreadState::Parked => {
+                t.interrupted.set(true);
+                make_ready(t);
+                Ok(())
+            }
+            _ => {
+                t.interrupted.set(true);
+                Ok(())
+            }
+        }
+    }
+
+    /// `true` if both handles refer to the same green thread.
+    pub fn ptr_eq(&self, other: &Coro) -> bool {
+        Rc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl PartialEq for Coro {
+    fn eq(&self, other: &Coro) -> bool {
+        self.ptr_eq(other)
+    }
+}
+
+impl Eq for Coro {}
+
+impl fmt::Debug for Coro {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Coro")
+            .field("id", &self.0.id)
+            .field("name", &self.0.name)
+            .field("state", &self.0.state.get())
+            .finish()
+    }
+}

@@ -1,0 +1,143 @@
+//! The timer heap: deadlines in clock ticks, ordered by `(deadline, seq)` so
+//! equal deadlines fire in insertion order.
+//!
+//! # Design
+//!
+//! Entries are never removed from the middle of the heap. An entry whose
+//! operation finished first (a sleep that was interrupted, a `with_timeout`
+//! scope that returned) becomes *stale*: it is counted, skipped when it pops,
+//! and the heap is rebuilt without stale entries once they outnumber the live
+//! ones (and pass a small floor). So the heap holds at most about twice the
+//! live timers plus that floor, and cancelling costs O(1).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::rc::Rc;
+
+use crate::task::{Task, ThreadState};
+
+/// Stale entries tolerated before a rebuild is considered.
+const STALE_FLOOR: usize = 256;
+
+/// What a timer does when it fires.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum TimerKind {
+    /// Wake the task if it is still in the park of this generation (sleep).
+    Wake { gen: u64 },
+    /// Expire the task's `with_timeout` scope with this id.
+    Scope { id: u64 },
+}
+
+pub(crate) struct Entry {
+    pub(crate) deadline: u64,
+    seq: u64,
+    pub(crate) task: Rc<Task>,
+    pub(crate) kind: TimerKind,
+}
+
+impl Entry {
+    /// Whether firing this entry would still do something.
+    pub(crate) fn is_live(&self) -> bool {
+        match self.kind {
+            TimerKind::Wake { gen } => {
+                self.task.state.get() == ThreadState::Parked && self.task.park_gen.get() == gen
+            }
+            TimerKind::Scope { id } => self
+                .task
+                .scopes
+                .try_borrow()
+                .map(|s| s.iter().any(|s| s.id == id && !s.expired))
+                .unwrap_or(true),
+        }
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.deadline, other.seq).cmp(&(self.deadline, self.seq))
+    }
+}
+
+/// Min-heap of timer entries with lazy cancellation.
+#[derive(Default)]
+pub(crate) struct TimerHeap {
+    heap: BinaryHeap<Entry>,
+    /// Insertion counter: the tie-breaker for equal deadlines.
+    seq: u64,
+    /// Entries known to be stale (approximate between rebuilds).
+    stale: usize,
+}
+
+impl TimerHeap {
+    pub(crate) fn insert(&mut self, deadline: u64, task: Rc<Task>, kind: TimerKind) {
+        self.seq += 1;
+        self.heap.push(Entry {
+            deadline,
+            seq: self.seq,
+            task,
+            kind,
+        });
+    }
+
+    /// Earliest deadline in the heap (may belong to a stale entry).
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        self.heap.peek().map(|e| e.deadline)
+    }
+
+    /// Pops the earliest entry if its deadline is at or before `now`.
+    pub(crate) fn pop_expired(&mut self, now: u64) -> Option<Entry> {
+        if self.heap.peek()?.deadline <= now {
+            self.heap.pop()
+        } else {
+            None
+        }
+    }
+
+    /// Notes that a popped entry turned out to be stale.
+    pub(crate) fn popped_stale(&mut self) {
+        self.stale = self.stale.saturating_sub(1);
+    }
+
+    /// Notes that one entry in the heap no longer does anything; rebuilds the
+    /// heap when stale entries dominate.
+    pub(crate) fn cancel_one(&mut self) {
+        self.stale += 1;
+        if self.stale > STALE_FLOOR && self.stale * 2 > self.heap.len() {
+            self.compact();
+        }
+    }
+
+    /// Drops every stale entry.
+    pub(crate) fn compact(&mut self) {
+        let old = std::mem::take(&mut self.heap);
+        self.heap = old.into_iter().filter(Entry::is_live).collect();
+        self.stale = 0;
+    }
+
+    /// Timers that will still do something.
+    pub(crate) fn pending(&self) -> usize {
+        self.heap.len().saturating_sub(self.stale)
+    }
+
+    /// Entries in the heap, stale ones included.
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.heap.clear();
+        self.stale = 0;
+    }
+}

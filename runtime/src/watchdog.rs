@@ -1,0 +1,131 @@
+//! Latency warnings: a watchdog OS thread that notices a green thread running
+//! too long without yielding, and samples run time per thread.
+//!
+//! # Design
+//!
+//! Reading the clock at every switch would cost more than the switch itself,
+//! so the scheduler only publishes, with relaxed stores, a slice counter and
+//! the id of the thread it resumes (0 while the scheduler itself runs). The
+//! watchdog wakes every `threshold / 10` (at most 10 ms), and when it sees the
+//! same slice still running `threshold` after it first saw it, it logs one
+//! warning at WARN naming the thread, while the thread is still running. A
+//! slice is reported at most once. It can never report a slice shorter than
+//! the threshold (it measured at least that much of it) and reports any slice
+//! longer than the threshold plus one sampling period.
+//!
+//! The same samples give each thread's approximate run time for
+//! [`threads`](crate::threads).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Shared between the scheduler and its watchdog.
+pub(crate) struct WatchShared {
+    /// Bumped by the scheduler at every resume.
+    pub(crate) slice: AtomicU64,
+    /// Id of the green thread being resumed; 0 while none runs.
+    pub(crate) running: AtomicU64,
+    pub(crate) warnings: AtomicU64,
+    /// Names of named live threads, for the warning text.
+    pub(crate) names: Mutex<HashMap<u64, Arc<str>>>,
+    /// Sampled run time per thread id, in nanoseconds.
+    pub(crate) run_ns: Mutex<HashMap<u64, u64>>,
+    stop: Mutex<bool>,
+    cv: Condvar,
+    threshold: Duration,
+}
+
+/// Owns the watchdog thread; stops it on drop.
+pub(crate) struct Watchdog {
+    pub(crate) shared: Arc<WatchShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    pub(crate) fn start(threshold: Duration) -> std::io::Result<Watchdog> {
+        let shared = Arc::new(WatchShared {
+            slice: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            warnings: AtomicU64::new(0),
+            names: Mutex::new(HashMap::new()),
+            run_ns: Mutex::new(HashMap::new()),
+            stop: Mutex::new(false),
+            cv: Condvar::new(),
+            threshold,
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("coro-watchdog".into())
+            .spawn(move || watch(s))?;
+        Ok(Watchdog {
+            shared,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        *self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.shared.cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn watch(s: Arc<WatchShared>) {
+    let period = (s.threshold / 10).clamp(Duration::from_micros(500), Duration::from_millis(10));
+    let mut seen_slice = u64::MAX;
+    let mut seen_at = Instant::now();
+    let mut last_sample = Instant::now();
+    let mut warned = false;
+    let mut stop = s.stop.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let (guard, _) =
+            s.cv.wait_timeout(stop, period)
+                .unwrap_or_else(|e| e.into_inner());
+        stop = guard;
+        if *stop {
+            return;
+        }
+        let now = Instant::now();
+        let running = s.running.load(Ordering::Relaxed);
+        let slice = s.slice.load(Ordering::Relaxed);
+        if running != 0 {
+            let dt = now.duration_since(last_sample).as_nanos() as u64;
+            *s.run_ns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(running)
+                .or_default() += dt;
+        }
+        last_sample = now;
+        if running == 0 || slice != seen_slice {
+            seen_slice = slice;
+            seen_at = now;
+            warned = false;
+            continue;
+        }
+        let ran = now.duration_since(seen_at);
+        if !warned && ran >= s.threshold {
+            warned = true;
+            s.warnings.fetch_add(1, Ordering::Relaxed);
+            let name = s
+                .names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&running)
+                .cloned();
+            log::warn!(
+                target: "coro::latency",
+                "latency warning: green thread #{running} '{}' has run {:.3} s without yielding (threshold {:.3} s)",
+                name.as_deref().unwrap_or("<unnamed>"),
+                ran.as_secs_f64(),
+                s.threshold.as_secs_f64(),
+            );
+        }
+    }
+}
