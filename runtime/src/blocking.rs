@@ -100,7 +100,6 @@ impl BlockingPool {
                     let job = st.queue.pop_back().expect("just pushed");
                     drop(st);
                     job();
-                    return;
                 }
             }
         } else {
@@ -165,6 +164,7 @@ type Slot<T> = Mutex<Option<Result<T, Box<dyn Any + Send>>>>;
 /// # Examples
 ///
 /// ```
+/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let n = coro::blocking(|| std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0)).unwrap();
 ///     println!("{n} entries");

@@ -18,6 +18,7 @@
 //! # Examples
 //!
 //! ```
+//! # use coro_runtime as coro;
 //! use std::time::Duration;
 //! use coro::clock;
 //!
@@ -140,8 +141,8 @@ fn calibrate() -> Calibration {
     Calibration {
         source,
         hz,
-        to_ns: (1_000_000_000u128 << 32) / hz as u128,
-        to_ticks: ((hz as u128) << 32) / 1_000_000_000,
+        to_ns: ((1_000_000_000u128 << 32) + hz as u128 / 2) / hz as u128,
+        to_ticks: (((hz as u128) << 32) + 500_000_000) / 1_000_000_000,
         tick0,
         mono0_ns,
     }
@@ -181,7 +182,7 @@ pub fn ticks_per_second() -> u64 {
 /// Converts a tick count to a [`Duration`].
 #[inline]
 pub fn ticks_to_duration(ticks: u64) -> Duration {
-    let ns = (ticks as u128 * cal().to_ns) >> 32;
+    let ns = (ticks as u128 * cal().to_ns + (1 << 31)) >> 32;
     Duration::from_nanos(ns.min(u64::MAX as u128) as u64)
 }
 
@@ -192,7 +193,7 @@ pub fn duration_to_ticks(d: Duration) -> u64 {
     if ns > u64::MAX as u128 {
         return u64::MAX;
     }
-    ((ns * cal().to_ticks) >> 32).min(u64::MAX as u128) as u64
+    ((ns * cal().to_ticks + (1 << 31)) >> 32).min(u64::MAX as u128) as u64
 }
 
 /// `CLOCK_MONOTONIC` nanoseconds at which the tick count reaches `t`

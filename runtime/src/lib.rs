@@ -27,6 +27,7 @@
 //! # Examples
 //!
 //! ```
+//! # use coro_runtime as coro;
 //! use std::time::Duration;
 //!
 //! coro::run(|| {

@@ -40,6 +40,7 @@ const SHUTDOWN_PASSES: usize = 64;
 /// # Examples
 ///
 /// ```
+/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// let mut rt = coro::Runtime::builder()
@@ -151,6 +152,7 @@ impl RuntimeBuilder {
 /// one runtime per core to use several.
 ///
 /// ```compile_fail
+/// # use coro_runtime as coro;
 /// fn send<T: Send>() {}
 /// send::<coro::Runtime>();
 /// ```
@@ -270,6 +272,7 @@ fn shutdown(s: &Scheduler) {
 /// # Examples
 ///
 /// ```
+/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// let total = coro::run(|| {

@@ -346,6 +346,7 @@ fn suspend(t: &Task) {
 /// # Examples
 ///
 /// ```
+/// # use coro_runtime as coro;
 /// use std::cell::RefCell;
 /// use std::rc::Rc;
 ///
@@ -555,6 +556,7 @@ pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
 /// # Examples
 ///
 /// ```
+/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// coro::run(|| {
 ///     let t = coro::clock::now();

@@ -32,7 +32,7 @@ pub(crate) fn check_selfishness(n: u32) -> io::Result<u32> {
 }
 
 pub(crate) fn check_stack_size(n: usize) -> io::Result<usize> {
-    if n >= MIN_STACK_SIZE && n <= (1 << 40) {
+    if (MIN_STACK_SIZE..=(1 << 40)).contains(&n) {
         Ok(n)
     } else {
         Err(io::Error::new(
@@ -55,6 +55,7 @@ struct Packet<T> {
 /// # Examples
 ///
 /// ```
+/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let h = coro::Builder::new()
 ///         .name("worker".into())
@@ -272,6 +273,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// # Examples
 ///
 /// ```
+/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let h = coro::spawn(|| 6 * 7);
 ///     assert_eq!(h.join().unwrap(), 42);

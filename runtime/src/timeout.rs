@@ -49,6 +49,7 @@ use crate::task::Scope;
 /// # Examples
 ///
 /// ```
+/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// use coro::{with_timeout, Timeout, WaitError};
 ///
@@ -140,6 +141,7 @@ fn pop_scope(id: u64) -> Scope {
 /// # Examples
 ///
 /// ```
+/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// coro::run(|| {
 ///     let r = coro::no_suspend(|| coro::sleep(Duration::from_millis(1)));

@@ -1,0 +1,156 @@
+//! Stack overflow in a green thread: a message naming the thread and its
+//! stack size, then abort (checked from a child process). Also: running out of
+//! mappings or memory for stacks is an error from `Builder::spawn`.
+
+use std::process::Command;
+
+use coro_runtime as coro;
+
+const CHILD: &str = "CORO_TEST_CHILD";
+
+fn child(test: &str) -> std::process::Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD, test)
+        .output()
+        .unwrap()
+}
+
+fn is_child(test: &str) -> bool {
+    std::env::var(CHILD).as_deref() == Ok(test)
+}
+
+#[inline(never)]
+fn recurse(n: u64) -> u64 {
+    let buf = std::hint::black_box([n as u8; 512]);
+    if n == u64::MAX {
+        return 0;
+    }
+    recurse(n + 1) + buf[7] as u64
+}
+
+#[test]
+fn stack_overflow_names_the_thread_and_aborts() {
+    const NAME: &str = "stack_overflow_names_the_thread_and_aborts";
+    if is_child(NAME) {
+        coro::run(|| {
+            coro::Builder::new()
+                .name("deep-recursion".into())
+                .stack_size(64 * 1024)
+                .spawn(|| recurse(0))
+                .unwrap()
+                .join()
+                .unwrap();
+        });
+        unreachable!("the overflow must abort the process");
+    }
+    let out = child(NAME);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{stderr}");
+    }
+    assert!(stderr.contains("'deep-recursion'"), "{stderr}");
+    assert!(
+        stderr.contains("overflowed its stack of 65536 bytes"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_segfault_that_is_not_an_overflow_is_not_reported_as_one() {
+    const NAME: &str = "a_segfault_that_is_not_an_overflow_is_not_reported_as_one";
+    if is_child(NAME) {
+        coro::run(|| {
+            let p = std::hint::black_box(16usize) as *const u8;
+            // SAFETY: not safe at all: this child process exists to fault.
+            let v = unsafe { std::ptr::read_volatile(p) };
+            println!("{v}");
+        });
+        return;
+    }
+    let out = child(NAME);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{stderr}");
+    }
+    assert!(!stderr.contains("overflowed"), "{stderr}");
+}
+
+#[test]
+fn out_of_memory_for_stacks_is_an_error_from_spawn() {
+    const NAME: &str = "out_of_memory_for_stacks_is_an_error_from_spawn";
+    if is_child(NAME) {
+        let err = coro::run(|| {
+            // Cap the address space, then spawn 1 MiB stacks until one fails.
+            let lim = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: setrlimit with a valid rlimit struct.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) }, 0);
+            let mut hs = Vec::new();
+            loop {
+                match coro::Builder::new().stack_size(1 << 20).spawn(coro::park) {
+                    Ok(h) => hs.push(h),
+                    Err(e) => break e,
+                }
+                if hs.len() > 100_000 {
+                    panic!("no error after 100000 spawns");
+                }
+            }
+        });
+        assert_eq!(err.kind(), std::io::ErrorKind::OutOfMemory);
+        println!("SPAWN-ERROR: {err}");
+        return;
+    }
+    let out = child(NAME);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("SPAWN-ERROR"), "{stdout}");
+    assert!(stdout.contains("vm.max_map_count"), "{stdout}");
+}
+
+#[test]
+fn reaching_the_mapping_limit_is_an_error_from_spawn() {
+    const NAME: &str = "reaching_the_mapping_limit_is_an_error_from_spawn";
+    let Some(max) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+    else {
+        return; // not Linux: nothing to check
+    };
+    if max > 300_000 {
+        return; // raised far above the default: too slow to reach here
+    }
+    if is_child(NAME) {
+        let (n, err) = coro::run(|| {
+            let mut hs = Vec::new();
+            loop {
+                match coro::Builder::new().stack_size(16 * 1024).spawn(coro::park) {
+                    Ok(h) => hs.push(h),
+                    Err(e) => break (hs.len(), e),
+                }
+            }
+        });
+        println!("SPAWNED {n} SPAWN-ERROR: {err}");
+        return;
+    }
+    let out = child(NAME);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("vm.max_map_count"), "{stdout}");
+}

@@ -1,0 +1,141 @@
+//! sleep, sleep_until and the timer heap.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use coro_runtime::{self as coro, clock};
+
+#[test]
+fn ten_thousand_sleepers_wake_in_deadline_order() {
+    let order = coro::run(|| {
+        let order = Rc::new(RefCell::new(Vec::with_capacity(10_000)));
+        // The base deadline is set after all are spawned, far enough ahead
+        // that every sleeper is parked before the first one is due.
+        let base = Rc::new(std::cell::Cell::new(clock::now()));
+        // Spawn in a scrambled order; deadlines 1 µs apart (several share a
+        // tick count only if the clock is coarse, then insertion order decides).
+        let hs: Vec<_> = (0..10_000u64)
+            .map(|i| (i * 7919) % 10_000)
+            .map(|k| {
+                let order = order.clone();
+                let base = base.clone();
+                coro::spawn(move || {
+                    let deadline = base.get() + Duration::from_micros(k);
+                    assert!(
+                        clock::now() < deadline,
+                        "machine too slow for this test's margin"
+                    );
+                    coro::sleep_until(deadline).unwrap();
+                    order.borrow_mut().push(k);
+                })
+            })
+            .collect();
+        base.set(clock::now() + Duration::from_millis(500));
+        for h in hs {
+            h.join().unwrap();
+        }
+        let v = order.borrow().clone();
+        v
+    });
+    assert_eq!(order.len(), 10_000);
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "sleepers woke out of deadline order"
+    );
+}
+
+#[test]
+fn equal_deadlines_fire_in_insertion_order() {
+    let order = coro::run(|| {
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let at = clock::now() + Duration::from_millis(5);
+        let hs: Vec<_> = (0..50)
+            .map(|i| {
+                let order = order.clone();
+                coro::spawn(move || {
+                    coro::sleep_until(at).unwrap();
+                    order.borrow_mut().push(i);
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        let v = order.borrow().clone();
+        v
+    });
+    assert_eq!(order, (0..50).collect::<Vec<_>>());
+}
+
+#[test]
+fn sleep_never_returns_early() {
+    coro::run(|| {
+        for ms in [0u64, 1, 3, 10] {
+            let t = clock::now();
+            let s = std::time::Instant::now();
+            coro::sleep(Duration::from_millis(ms)).unwrap();
+            assert!(t.elapsed() >= Duration::from_millis(ms));
+            assert!(s.elapsed() >= Duration::from_millis(ms));
+        }
+    });
+}
+
+#[test]
+fn shifting_the_wall_clock_does_not_move_a_timer() {
+    coro::run(|| {
+        let wall0 = clock::wall_now();
+        let h = coro::spawn(|| {
+            let t = std::time::Instant::now();
+            coro::sleep(Duration::from_millis(50)).unwrap();
+            t.elapsed()
+        });
+        coro::yield_now();
+        // Move wall time a day forward, then a day back, while the timer waits.
+        let off = clock::wall_offset();
+        clock::set_wall_offset(off + 86_400_000_000_000);
+        let jumped = clock::wall_now();
+        assert!(jumped.duration_since(wall0).unwrap() >= Duration::from_secs(86_399));
+        coro::yield_now();
+        clock::set_wall_offset(off - 86_400_000_000_000);
+        let slept = h.join().unwrap();
+        clock::resync_wall();
+        // It fired after its 50 ms, not a day early or late.
+        assert!(slept >= Duration::from_millis(50));
+        assert!(slept < Duration::from_secs(3600));
+    });
+}
+
+#[test]
+fn a_million_timeouts_that_complete_at_once_leave_no_timers() {
+    coro::run(|| {
+        for _ in 0..1_000_000 {
+            coro::with_timeout(Duration::from_secs(10), || ()).unwrap();
+        }
+        let s = coro::stats();
+        assert_eq!(s.pending_timers, 0);
+        assert_eq!(s.timer_heap_len, 0);
+    });
+}
+
+#[test]
+fn timeouts_around_blocking_calls_do_not_pile_up_in_the_heap() {
+    coro::run(|| {
+        // Each scope arms a timer (the thread blocks inside it), then leaves
+        // before it fires: the entries go stale and the heap is rebuilt.
+        let waker = coro::current();
+        let _ = waker;
+        for _ in 0..20_000 {
+            coro::with_timeout(Duration::from_secs(10), || {
+                let me = coro::current();
+                let h = coro::spawn(move || me.unpark().unwrap());
+                coro::park().unwrap();
+                h.join().unwrap();
+            })
+            .unwrap();
+        }
+        let s = coro::stats();
+        assert_eq!(s.pending_timers, 0, "{s:?}");
+        assert!(s.timer_heap_len <= 600, "heap kept stale entries: {s:?}");
+    });
+}
