@@ -7,7 +7,7 @@ use coro_runtime as coro;
 #[test]
 fn unpark_wakes_a_parked_thread() {
     coro::run(|| {
-        let h = coro::spawn(|| coro::park());
+        let h = coro::spawn(coro::park);
         coro::yield_now();
         assert_eq!(h.thread().state(), coro::ThreadState::Parked);
         h.thread().unpark().unwrap();
@@ -18,7 +18,7 @@ fn unpark_wakes_a_parked_thread() {
 #[test]
 fn double_unpark_is_a_schedule_error() {
     coro::run(|| {
-        let h = coro::spawn(|| coro::park());
+        let h = coro::spawn(coro::park);
         coro::yield_now();
         let t = h.thread().clone();
         t.unpark().unwrap();
