@@ -1,4 +1,89 @@
 //! Non-blocking sockets for coro green threads, with the shapes of `std::net`.
+//!
+//! [`TcpListener`], [`TcpStream`], [`UdpSocket`], [`UnixListener`],
+//! [`UnixStream`] and [`UnixDatagram`] have the methods of their
+//! `std::net` / `std::os::unix::net` namesakes, so blocking-style code moves
+//! over by changing an import; [`Fd`] does the same for any other file
+//! descriptor (pipes, eventfds). A call that would block suspends only the
+//! calling green thread. Every call returns `std::io::Result`; bad arguments
+//! are `ErrorKind::InvalidInput`.
+//!
+//! # Implementation
+//!
+//! Shrapnel's "non-blocking sockets": every socket is non-blocking and
+//! registered (edge-triggered) with the runtime's mio reactor. A call tries
+//! the syscall; on `EWOULDBLOCK` it clears the readiness flag and parks the
+//! green thread, which the scheduler loop wakes when `epoll` (kqueue on BSD
+//! and macOS) reports readiness; then it retries. A call that succeeds at
+//! once spends one unit of the thread's *selfishness*
+//! ([`coro_runtime::try_selfish`]): when the budget runs out the thread
+//! yields to the back of the ready queue, so a sender on a fast link cannot
+//! starve the others. Waits honour `with_timeout` (→ `ErrorKind::TimedOut`)
+//! and `Coro::interrupt` (→ `ErrorKind::Other` wrapping
+//! [`WaitError`](coro_runtime::WaitError), never `ErrorKind::Interrupted`).
+//! Host names are resolved on the runtime's blocking-offload pool
+//! ([`lookup_host`]).
+//!
+//! Sockets are `!Send`: they belong to the runtime (OS thread) that made
+//! them. `try_clone` returns another handle to the same socket for another
+//! green thread; `close` wakes every green thread waiting on it at once.
+//!
+//! # Examples
+//!
+//! An echo server and a client in one runtime:
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use coro::net::{TcpListener, TcpStream};
+//!
+//! coro::run(|| -> std::io::Result<()> {
+//!     let listener = TcpListener::bind("127.0.0.1:0")?;
+//!     let addr = listener.local_addr()?;
+//!     coro::spawn(move || -> std::io::Result<()> {
+//!         for stream in listener.incoming() {
+//!             let mut stream = stream?;
+//!             coro::spawn(move || {
+//!                 let mut buf = [0; 1024];
+//!                 while let Ok(n @ 1..) = stream.read(&mut buf) {
+//!                     if stream.write_all(&buf[..n]).is_err() {
+//!                         break;
+//!                     }
+//!                 }
+//!             });
+//!         }
+//!         Ok(())
+//!     });
+//!     let mut c = TcpStream::connect(addr)?;
+//!     c.write_all(b"echo")?;
+//!     let mut buf = [0; 4];
+//!     c.read_exact(&mut buf)?;
+//!     assert_eq!(&buf, b"echo");
+//!     Ok(())
+//! })
+//! .unwrap();
+//! ```
+//!
+//! For an accept loop that survives running out of file descriptors, see
+//! [`TcpListener`] and `examples/echo.rs`.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![warn(clippy::undocumented_unsafe_blocks)]
+#![doc(test(attr(deny(warnings))))]
+
+mod error;
+mod fd;
+mod lookup;
+mod source;
+mod tcp;
+mod udp;
+mod unix;
+
+pub use error::is_fd_exhaustion;
+pub use fd::Fd;
+pub use lookup::{lookup_host, ToSocketAddrs};
+pub use tcp::{Incoming, TcpListener, TcpListenerBuilder, TcpStream, DEFAULT_BACKLOG};
+pub use udp::UdpSocket;
+pub use unix::{
+    Incoming as UnixIncoming, SocketAddr as UnixSocketAddr, UnixDatagram, UnixListener,
+    UnixStream,
+};

@@ -1,0 +1,200 @@
+//! The shared core of every socket type: a mio source plus its reactor
+//! registration, and the try / wait / retry loop that turns a non-blocking
+//! syscall into a call that suspends only the calling green thread.
+//!
+//! # Design
+//!
+//! Every socket type is a thin handle around `Rc<Source<S>>`, so
+//! `try_clone` gives a second handle to the *same* socket (one registration,
+//! one fd) that another green thread of the same runtime can use.
+//!
+//! An operation runs as in Shrapnel: try the syscall; on `EWOULDBLOCK` clear
+//! the direction's readiness flag and park until the reactor sets it again,
+//! then retry. A call that succeeds without waiting spends one unit of
+//! selfishness ([`coro_runtime::try_selfish`]). Reads first look at the
+//! readiness flag: mio is edge-triggered and the flag is only cleared by an
+//! `EWOULDBLOCK`, so while it is clear the syscall would fail and is skipped
+//! (the event that sets it again is already queued in the kernel).
+//!
+//! [`Source::close`] marks the registration closed: every green thread parked
+//! on it wakes at once with [`closed_error`], and every later call fails the
+//! same way. The fd itself is released when the last handle drops.
+
+use std::cell::Cell;
+use std::io;
+use std::time::Duration;
+
+use coro_runtime::{Direction, Interest, Registration};
+
+/// A mio source registered with the current runtime.
+pub(crate) struct Source<S: mio::event::Source> {
+    /// Readiness flags and the parked waiters of `io`.
+    ///
+    /// Declared before `io` so that the registration is closed (waking any
+    /// waiter) before the fd closes.
+    reg: Registration,
+    /// The non-blocking socket; its fd is owned here.
+    io: S,
+    /// `set_read_timeout`: a deadline for each read-side call; `None` waits
+    /// forever (or until an enclosing `with_timeout`).
+    read_timeout: Cell<Option<Duration>>,
+    /// `set_write_timeout`, the same for write-side calls.
+    write_timeout: Cell<Option<Duration>>,
+}
+
+impl<S: mio::event::Source> Source<S> {
+    /// Registers `io` (already non-blocking) for reads and writes.
+    pub(crate) fn new(mut io: S) -> io::Result<Source<S>> {
+        let reg = Registration::new(&mut io, Interest::READABLE | Interest::WRITABLE)?;
+        Ok(Source {
+            reg,
+            io,
+            read_timeout: Cell::new(None),
+            write_timeout: Cell::new(None),
+        })
+    }
+
+    /// The socket itself, for syscalls that never block.
+    pub(crate) fn get(&self) -> &S {
+        &self.io
+    }
+
+    /// Runs a read-side operation (read, recv, accept, peek) to completion.
+    pub(crate) fn read<R>(&self, op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        match self.read_timeout.get() {
+            None => self.run(Direction::Read, op),
+            t => timed(t, || self.run(Direction::Read, op)),
+        }
+    }
+
+    /// Runs a write-side operation (write, send) to completion.
+    pub(crate) fn write<R>(&self, op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        match self.write_timeout.get() {
+            None => self.run(Direction::Write, op),
+            t => timed(t, || self.run(Direction::Write, op)),
+        }
+    }
+
+    /// Sets the per-call read timeout (`None`: none). Zero is `InvalidInput`.
+    pub(crate) fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        check_timeout(t)?;
+        self.read_timeout.set(t);
+        Ok(())
+    }
+
+    /// Sets the per-call write timeout (`None`: none). Zero is `InvalidInput`.
+    pub(crate) fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        check_timeout(t)?;
+        self.write_timeout.set(t);
+        Ok(())
+    }
+
+    /// The per-call read timeout.
+    pub(crate) fn read_timeout(&self) -> Option<Duration> {
+        self.read_timeout.get()
+    }
+
+    /// The per-call write timeout.
+    pub(crate) fn write_timeout(&self) -> Option<Duration> {
+        self.write_timeout.get()
+    }
+
+    fn run<R>(&self, dir: Direction, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        let mut waited = false;
+        loop {
+            if self.reg.is_closed() {
+                return Err(closed_error());
+            }
+            if dir == Direction::Read && !self.reg.is_ready(dir) {
+                self.reg.wait(dir)?;
+                waited = true;
+                continue;
+            }
+            match op(&self.io) {
+                Ok(v) => {
+                    if !waited {
+                        coro_runtime::try_selfish();
+                    }
+                    return Ok(v);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.reg.clear(dir);
+                    self.reg.wait(dir)?;
+                    waited = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits until `dir` is ready (or was never found not ready).
+    pub(crate) fn wait(&self, dir: Direction) -> io::Result<()> {
+        if self.reg.is_closed() {
+            return Err(closed_error());
+        }
+        self.reg.wait(dir)
+    }
+
+    /// Forgets readiness in `dir` (the caller saw `EWOULDBLOCK`).
+    pub(crate) fn clear(&self, dir: Direction) {
+        self.reg.clear(dir)
+    }
+
+    /// Wakes every waiter with [`closed_error`] and fails later calls.
+    pub(crate) fn close(&self) {
+        self.reg.close()
+    }
+
+    /// Whether [`close`](Source::close) was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.reg.is_closed()
+    }
+
+    /// Takes the socket out, deregistered from the reactor.
+    pub(crate) fn into_inner(mut self) -> io::Result<S> {
+        self.reg.close();
+        self.reg.deregister(&mut self.io)?;
+        Ok(self.io)
+    }
+}
+
+impl<S: mio::event::Source + std::fmt::Debug> std::fmt::Debug for Source<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.io, f)
+    }
+}
+
+/// The error of any call on a socket after [`close`](Source::close).
+pub(crate) fn closed_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "coro-net: the socket was closed (close() was called on it or on a clone)",
+    )
+}
+
+/// Runs `f` under the optional per-socket timeout (`set_read_timeout` and
+/// friends), turning an expiry into `ErrorKind::TimedOut`.
+pub(crate) fn timed<R>(
+    timeout: Option<Duration>,
+    f: impl FnOnce() -> io::Result<R>,
+) -> io::Result<R> {
+    match timeout {
+        None => f(),
+        Some(d) => match coro_runtime::with_timeout(d, f) {
+            Ok(r) => r,
+            Err(t) => Err(t.into()),
+        },
+    }
+}
+
+/// Checks a timeout argument the way std does: zero is `InvalidInput`.
+pub(crate) fn check_timeout(timeout: Option<Duration>) -> io::Result<()> {
+    if timeout == Some(Duration::ZERO) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "coro-net: cannot set a 0 duration timeout",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,434 @@
+//! [`TcpStream`]: a TCP connection whose blocking calls suspend only the
+//! calling green thread.
+
+use std::fmt;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+use coro_runtime::Direction;
+
+use crate::lookup::{each_addr, ToSocketAddrs};
+use crate::source::Source;
+
+/// A TCP connection between a local and a remote socket, with the API of
+/// [`std::net::TcpStream`].
+///
+/// Reads and writes look blocking but suspend only the calling green thread:
+/// the socket is non-blocking, and on `EWOULDBLOCK` the thread parks until the
+/// runtime's reactor reports readiness. A call that succeeds at once spends
+/// one unit of the thread's selfishness budget (see
+/// [`try_selfish`](coro_runtime::try_selfish)), so a writer on a fast link
+/// yields to the others now and then. Every call honours an enclosing
+/// [`with_timeout`](coro_runtime::with_timeout) and
+/// [`Coro::interrupt`](coro_runtime::Coro::interrupt).
+///
+/// `Read` and `Write` are implemented for `TcpStream` and for `&TcpStream`,
+/// so `BufReader`, `read_exact`, `write_all`, rustls' `StreamOwned` and the
+/// like work unchanged.
+///
+/// # Sharing between green threads
+///
+/// [`try_clone`](TcpStream::try_clone) returns a second handle to the same
+/// socket (`&TcpStream` or an `Rc` works too), so one green thread can read
+/// while another writes. When two green threads wait on the same direction
+/// they **queue in order**: a readiness event wakes all of them, they retry
+/// in the order they started waiting, and those that find nothing left wait
+/// again. Nobody is forgotten and nobody gets an error for sharing.
+///
+/// # Closing
+///
+/// Rust's borrows mean a stream cannot be dropped while another green thread
+/// uses it; use [`close`](TcpStream::close) instead. It shuts the connection
+/// down, wakes every green thread waiting on the socket at once with a
+/// `NotConnected` error that says the socket was closed, and makes every later
+/// call fail the same way. The fd is released when the last handle drops; a
+/// new socket that gets the same fd number never sees the old socket's
+/// readiness (the reactor's tokens carry a generation).
+///
+/// # Errors
+///
+/// Every call returns `std::io::Result`. A deadline of an enclosing
+/// `with_timeout` (or of [`set_read_timeout`](TcpStream::set_read_timeout))
+/// is `ErrorKind::TimedOut`; an interrupt is `ErrorKind::Other` wrapping
+/// [`WaitError::Interrupted`](coro_runtime::WaitError) (never
+/// `ErrorKind::Interrupted`, which `read_exact` and `write_all` would retry
+/// forever).
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use coro::net::{TcpListener, TcpStream};
+///
+/// coro::run(|| -> std::io::Result<()> {
+///     let listener = TcpListener::bind("127.0.0.1:0")?;
+///     let addr = listener.local_addr()?;
+///     let server = coro::spawn(move || -> std::io::Result<()> {
+///         let (mut s, _) = listener.accept()?;
+///         let mut buf = [0; 5];
+///         s.read_exact(&mut buf)?;
+///         s.write_all(&buf)
+///     });
+///     let mut c = TcpStream::connect(addr)?;
+///     c.write_all(b"hello")?;
+///     let mut back = String::new();
+///     c.read_to_string(&mut back)?;
+///     assert_eq!(back, "hello");
+///     server.join().unwrap()
+/// })
+/// .unwrap();
+/// ```
+pub struct TcpStream {
+    /// The shared socket; clones from `try_clone` point at the same one.
+    inner: Rc<Source<mio::net::TcpStream>>,
+}
+
+impl TcpStream {
+    /// Opens a TCP connection to `addr`, trying each resolved address in
+    /// turn (host names are resolved on the blocking-offload pool).
+    ///
+    /// The connect is non-blocking: it starts, the green thread waits for the
+    /// socket to become writable, then `SO_ERROR` says how it went. So an
+    /// enclosing `with_timeout` bounds it.
+    ///
+    /// # Errors
+    ///
+    /// The connect error of the last address tried (`ConnectionRefused`,
+    /// ...); `TimedOut` or an interruption if the wait was cut short;
+    /// `InvalidInput` for a malformed address.
+    ///
+    /// # Panics
+    ///
+    /// Outside a green thread.
+    pub fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
+        each_addr(addr, connect_one)
+    }
+
+    /// Opens a connection to `addr` with a deadline, as std's
+    /// `connect_timeout` (the same as `connect` inside `with_timeout`).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](TcpStream::connect); `TimedOut` past `timeout`;
+    /// `InvalidInput` for a zero timeout.
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        crate::source::check_timeout(Some(timeout))?;
+        crate::source::timed(Some(timeout), || connect_one(*addr))
+    }
+
+    /// Wraps a connected std stream (switching it to non-blocking mode).
+    ///
+    /// # Errors
+    ///
+    /// If the socket cannot be made non-blocking or registered.
+    pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
+        stream.set_nonblocking(true)?;
+        TcpStream::from_mio(mio::net::TcpStream::from_std(stream))
+    }
+
+    /// Registers an already non-blocking mio stream.
+    pub(crate) fn from_mio(stream: mio::net::TcpStream) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            inner: Rc::new(Source::new(stream)?),
+        })
+    }
+
+    /// The address of the remote end.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected` if the connection is gone.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().peer_addr()
+    }
+
+    /// The local address of this end.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockname`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().local_addr()
+    }
+
+    /// Shuts down the read half, the write half or both (never blocks).
+    ///
+    /// # Errors
+    ///
+    /// As `shutdown(2)` (`NotConnected` if the peer is gone).
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.inner.get().shutdown(how)
+    }
+
+    /// Closes the stream for every handle: shuts the connection down, wakes
+    /// every green thread waiting on it with a `NotConnected` error, and
+    /// fails every later call the same way. Idempotent. The fd is released
+    /// when the last handle drops.
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    /// use coro::net::{TcpListener, TcpStream};
+    ///
+    /// coro::run(|| -> std::io::Result<()> {
+    ///     let l = TcpListener::bind("127.0.0.1:0")?;
+    ///     let c = TcpStream::connect(l.local_addr()?)?;
+    ///     let reader = c.try_clone()?;
+    ///     let h = coro::spawn(move || (&reader).read(&mut [0; 8]));
+    ///     coro::sleep(Duration::from_millis(5)).unwrap();
+    ///     c.close(); // the reader wakes at once
+    ///     let err = h.join().unwrap().unwrap_err();
+    ///     assert_eq!(err.kind(), std::io::ErrorKind::NotConnected);
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn close(&self) {
+        if !self.inner.is_closed() {
+            let _ = self.inner.get().shutdown(Shutdown::Both);
+            self.inner.close();
+        }
+    }
+
+    /// Whether [`close`](TcpStream::close) was called on this socket.
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Reads without removing the data from the queue.
+    ///
+    /// # Errors
+    ///
+    /// As [`Read::read`].
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.inner.read(|s| s.peek(buf))
+    }
+
+    /// Sets `TCP_NODELAY` (disables Nagle's algorithm when `true`).
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.inner.get().set_nodelay(nodelay)
+    }
+
+    /// Whether `TCP_NODELAY` is set.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.inner.get().nodelay()
+    }
+
+    /// Sets `IP_TTL`.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.get().set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` value.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.get().ttl()
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.get().take_error()
+    }
+
+    /// Sets a deadline for each read-side call on this socket (all handles),
+    /// like std's; past it the call fails with `TimedOut`. `None` removes it.
+    /// An enclosing `with_timeout` still applies too.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    /// Sets a deadline for each write-side call, as
+    /// [`set_read_timeout`](TcpStream::set_read_timeout).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    /// The read timeout.
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.read_timeout())
+    }
+
+    /// The write timeout.
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.write_timeout())
+    }
+
+    /// Another handle to the same socket (not a `dup` of the fd), usable
+    /// from another green thread of this runtime. See the type's docs on
+    /// sharing.
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn try_clone(&self) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// Waits until the socket is readable (data, EOF or an error pending).
+    ///
+    /// # Errors
+    ///
+    /// A timeout, an interruption, or `NotConnected` after `close`.
+    pub fn wait_readable(&self) -> io::Result<()> {
+        self.inner.wait(Direction::Read)
+    }
+
+    /// Waits until the socket is writable.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_readable`](TcpStream::wait_readable).
+    pub fn wait_writable(&self) -> io::Result<()> {
+        self.inner.wait(Direction::Write)
+    }
+
+    fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.inner.read(|mut s| s.read(buf))
+    }
+
+    fn read_many(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        if bufs.iter().all(|b| b.is_empty()) {
+            return Ok(0);
+        }
+        self.inner.read(|mut s| s.read_vectored(bufs))
+    }
+
+    fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(|mut s| s.write(buf))
+    }
+
+    fn write_many(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.inner.write(|mut s| s.write_vectored(bufs))
+    }
+}
+
+/// Connects to one address: start, wait writable, check `SO_ERROR`.
+fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::from_mio(mio::net::TcpStream::connect(addr)?)?;
+    loop {
+        stream.inner.wait(Direction::Write)?;
+        if let Some(e) = stream.inner.get().take_error()? {
+            return Err(e);
+        }
+        match stream.inner.get().peer_addr() {
+            Ok(_) => return Ok(stream),
+            // Not connected yet: a spurious wake-up; wait for the next event.
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                stream.inner.clear(Direction::Write);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_one(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.read_many(bufs)
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_one(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.read_many(bufs)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_one(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_many(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_one(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_many(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.get().as_raw_fd()
+    }
+}
+
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.get().as_fd()
+    }
+}
+
+impl fmt::Debug for TcpStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.inner, f)
+    }
+}

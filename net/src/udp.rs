@@ -1,0 +1,324 @@
+//! [`UdpSocket`]: a UDP socket whose blocking calls suspend only the calling
+//! green thread.
+
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::lookup::{each_addr, invalid, ToSocketAddrs};
+use crate::source::Source;
+
+/// A UDP socket, with the API of [`std::net::UdpSocket`].
+///
+/// `recv`/`recv_from` suspend only the calling green thread until a datagram
+/// arrives; `send`/`send_to` wait only if the socket buffer is full. Calls
+/// that succeed at once spend selfishness, and every call honours
+/// `with_timeout` and interrupts, as for [`TcpStream`](crate::TcpStream).
+/// [`close`](UdpSocket::close) wakes waiting green threads with a
+/// `NotConnected` error; several green threads waiting on one direction
+/// queue in order.
+///
+/// # Examples
+///
+/// ```
+/// use coro::net::UdpSocket;
+///
+/// coro::run(|| -> std::io::Result<()> {
+///     let a = UdpSocket::bind("127.0.0.1:0")?;
+///     let b = UdpSocket::bind("127.0.0.1:0")?;
+///     a.send_to(b"ping", b.local_addr()?)?;
+///     let mut buf = [0; 16];
+///     let (n, from) = b.recv_from(&mut buf)?;
+///     assert_eq!((&buf[..n], from), (&b"ping"[..], a.local_addr()?));
+///     Ok(())
+/// })
+/// .unwrap();
+/// ```
+pub struct UdpSocket {
+    /// The shared socket; `try_clone` handles point at the same one.
+    inner: Rc<Source<mio::net::UdpSocket>>,
+}
+
+impl UdpSocket {
+    /// Creates a socket bound to `addr` (each resolved address in turn).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a malformed address; the `bind` error of the last
+    /// address tried.
+    ///
+    /// # Panics
+    ///
+    /// Outside a green thread.
+    pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<UdpSocket> {
+        each_addr(addr, |a| UdpSocket::from_mio(mio::net::UdpSocket::bind(a)?))
+    }
+
+    /// Wraps a std socket (switching it to non-blocking mode).
+    ///
+    /// # Errors
+    ///
+    /// If it cannot be made non-blocking or registered.
+    pub fn from_std(socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
+        socket.set_nonblocking(true)?;
+        UdpSocket::from_mio(mio::net::UdpSocket::from_std(socket))
+    }
+
+    fn from_mio(socket: mio::net::UdpSocket) -> io::Result<UdpSocket> {
+        Ok(UdpSocket {
+            inner: Rc::new(Source::new(socket)?),
+        })
+    }
+
+    /// Sets the default peer for `send`/`recv` (the first resolved address
+    /// that works) and filters incoming datagrams to it.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a malformed address; the `connect` error.
+    pub fn connect<A: ToSocketAddrs>(&self, addr: A) -> io::Result<()> {
+        each_addr(addr, |a| self.inner.get().connect(a))
+    }
+
+    /// Sends `buf` to `target` (the first resolved address); returns the
+    /// bytes sent.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a malformed or empty address; the `sendto` error;
+    /// a timeout or an interruption.
+    pub fn send_to<A: ToSocketAddrs>(&self, buf: &[u8], target: A) -> io::Result<usize> {
+        let to = target.to_socket_addrs()?.next().ok_or_else(|| {
+            invalid("coro-net: send_to: the address resolved to nothing".to_owned())
+        })?;
+        self.inner.write(|s| s.send_to(buf, to))
+    }
+
+    /// Receives one datagram; returns its length and sender. A datagram
+    /// longer than `buf` is truncated.
+    ///
+    /// # Errors
+    ///
+    /// The `recvfrom` error; a timeout or an interruption; `NotConnected`
+    /// after `close`.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.inner.read(|s| s.recv_from(buf))
+    }
+
+    /// As [`recv_from`](UdpSocket::recv_from) but leaves the datagram queued.
+    ///
+    /// # Errors
+    ///
+    /// As `recv_from`.
+    pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.inner.read(|s| s.peek_from(buf))
+    }
+
+    /// Sends to the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected`-like errors from the OS if not connected; otherwise as
+    /// [`send_to`](UdpSocket::send_to).
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(|s| s.send(buf))
+    }
+
+    /// Receives from the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv_from`](UdpSocket::recv_from).
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(|s| s.recv(buf))
+    }
+
+    /// As [`recv`](UdpSocket::recv) but leaves the datagram queued.
+    ///
+    /// # Errors
+    ///
+    /// As `recv`.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(|s| s.peek(buf))
+    }
+
+    /// The local address.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockname`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().local_addr()
+    }
+
+    /// The connected peer's address.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected` if not connected.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().peer_addr()
+    }
+
+    /// Sets `SO_BROADCAST`.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
+        self.inner.get().set_broadcast(on)
+    }
+
+    /// Whether `SO_BROADCAST` is set.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn broadcast(&self) -> io::Result<bool> {
+        self.inner.get().broadcast()
+    }
+
+    /// Sets `IP_TTL`.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.get().set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` value.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.get().ttl()
+    }
+
+    /// Joins an IPv4 multicast group on `interface`.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn join_multicast_v4(&self, group: &Ipv4Addr, interface: &Ipv4Addr) -> io::Result<()> {
+        self.inner.get().join_multicast_v4(group, interface)
+    }
+
+    /// Leaves an IPv4 multicast group.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn leave_multicast_v4(&self, group: &Ipv4Addr, interface: &Ipv4Addr) -> io::Result<()> {
+        self.inner.get().leave_multicast_v4(group, interface)
+    }
+
+    /// Joins an IPv6 multicast group on interface index `interface`.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn join_multicast_v6(&self, group: &Ipv6Addr, interface: u32) -> io::Result<()> {
+        self.inner.get().join_multicast_v6(group, interface)
+    }
+
+    /// Leaves an IPv6 multicast group.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn leave_multicast_v6(&self, group: &Ipv6Addr, interface: u32) -> io::Result<()> {
+        self.inner.get().leave_multicast_v6(group, interface)
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.get().take_error()
+    }
+
+    /// Sets a deadline for each receive, as
+    /// [`TcpStream::set_read_timeout`](crate::TcpStream::set_read_timeout).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    /// Sets a deadline for each send.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    /// The read timeout.
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.read_timeout())
+    }
+
+    /// The write timeout.
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.write_timeout())
+    }
+
+    /// Another handle to the same socket (not a `dup`).
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn try_clone(&self) -> io::Result<UdpSocket> {
+        Ok(UdpSocket {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// Wakes every green thread waiting on the socket with a `NotConnected`
+    /// error and fails later calls. Idempotent; the fd is released when the
+    /// last handle drops.
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// Whether [`close`](UdpSocket::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}
+
+impl AsRawFd for UdpSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.get().as_raw_fd()
+    }
+}
+
+impl AsFd for UdpSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.get().as_fd()
+    }
+}
+
+impl fmt::Debug for UdpSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.inner, f)
+    }
+}

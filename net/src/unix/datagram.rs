@@ -1,0 +1,232 @@
+//! [`UnixDatagram`]: a Unix-domain datagram socket whose blocking calls
+//! suspend only the calling green thread.
+
+use std::fmt;
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::net::SocketAddr;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::source::Source;
+
+/// A Unix-domain datagram socket, with the API of
+/// [`std::os::unix::net::UnixDatagram`].
+///
+/// As [`UdpSocket`](crate::UdpSocket): receives suspend only this green
+/// thread, every call honours `with_timeout` and interrupts, and
+/// [`close`](UnixDatagram::close) wakes waiters with `NotConnected`.
+///
+/// # Examples
+///
+/// ```
+/// use coro::net::UnixDatagram;
+///
+/// coro::run(|| -> std::io::Result<()> {
+///     let (a, b) = UnixDatagram::pair()?;
+///     a.send(b"one")?;
+///     let mut buf = [0; 8];
+///     let n = b.recv(&mut buf)?;
+///     assert_eq!(&buf[..n], b"one");
+///     Ok(())
+/// })
+/// .unwrap();
+/// ```
+pub struct UnixDatagram {
+    /// The shared socket; `try_clone` handles point at the same one.
+    inner: Rc<Source<mio::net::UnixDatagram>>,
+}
+
+impl UnixDatagram {
+    /// Creates a socket bound to `path`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a path too long; `AddrInUse` if the file exists.
+    ///
+    /// # Panics
+    ///
+    /// Outside a green thread.
+    pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixDatagram> {
+        UnixDatagram::from_mio(mio::net::UnixDatagram::bind(path)?)
+    }
+
+    /// Creates a socket bound to no address.
+    ///
+    /// # Errors
+    ///
+    /// As `socket(2)`.
+    pub fn unbound() -> io::Result<UnixDatagram> {
+        UnixDatagram::from_mio(mio::net::UnixDatagram::unbound()?)
+    }
+
+    /// A connected pair of sockets.
+    ///
+    /// # Errors
+    ///
+    /// As `socketpair(2)`.
+    pub fn pair() -> io::Result<(UnixDatagram, UnixDatagram)> {
+        let (a, b) = mio::net::UnixDatagram::pair()?;
+        Ok((UnixDatagram::from_mio(a)?, UnixDatagram::from_mio(b)?))
+    }
+
+    /// Wraps a std socket (switching it to non-blocking mode).
+    ///
+    /// # Errors
+    ///
+    /// If it cannot be made non-blocking or registered.
+    pub fn from_std(socket: std::os::unix::net::UnixDatagram) -> io::Result<UnixDatagram> {
+        socket.set_nonblocking(true)?;
+        UnixDatagram::from_mio(mio::net::UnixDatagram::from_std(socket))
+    }
+
+    fn from_mio(socket: mio::net::UnixDatagram) -> io::Result<UnixDatagram> {
+        Ok(UnixDatagram {
+            inner: Rc::new(Source::new(socket)?),
+        })
+    }
+
+    /// Sets the default peer for `send`/`recv`.
+    ///
+    /// # Errors
+    ///
+    /// As `connect(2)`.
+    pub fn connect<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
+        self.inner.get().connect(path)
+    }
+
+    /// Sends `buf` to the socket at `path`.
+    ///
+    /// # Errors
+    ///
+    /// The `sendto` error; a timeout or an interruption.
+    pub fn send_to<P: AsRef<Path>>(&self, buf: &[u8], path: P) -> io::Result<usize> {
+        let path = path.as_ref();
+        self.inner.write(|s| s.send_to(buf, path))
+    }
+
+    /// Receives one datagram and its sender's address.
+    ///
+    /// # Errors
+    ///
+    /// The `recvfrom` error; a timeout or an interruption; `NotConnected`
+    /// after `close`.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.inner.read(|s| s.recv_from(buf))
+    }
+
+    /// Sends to the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// As [`send_to`](UnixDatagram::send_to).
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(|s| s.send(buf))
+    }
+
+    /// Receives from the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv_from`](UnixDatagram::recv_from).
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(|s| s.recv(buf))
+    }
+
+    /// The local address.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockname`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().local_addr()
+    }
+
+    /// The connected peer's address.
+    ///
+    /// # Errors
+    ///
+    /// As `getpeername`.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().peer_addr()
+    }
+
+    /// Shuts down the read half, the write half or both.
+    ///
+    /// # Errors
+    ///
+    /// As `shutdown(2)`.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.inner.get().shutdown(how)
+    }
+
+    /// Takes the pending socket error, if any.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.get().take_error()
+    }
+
+    /// Sets a deadline for each receive.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    /// Sets a deadline for each send.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    /// Another handle to the same socket (not a `dup`).
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn try_clone(&self) -> io::Result<UnixDatagram> {
+        Ok(UnixDatagram {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// Wakes every green thread waiting on the socket with a `NotConnected`
+    /// error and fails later calls. Idempotent; the fd is released when the
+    /// last handle drops.
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// Whether [`close`](UnixDatagram::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}
+
+impl AsRawFd for UnixDatagram {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.get().as_raw_fd()
+    }
+}
+
+impl AsFd for UnixDatagram {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.get().as_fd()
+    }
+}
+
+impl fmt::Debug for UnixDatagram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.inner, f)
+    }
+}

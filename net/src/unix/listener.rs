@@ -1,0 +1,165 @@
+//! [`UnixListener`]: a listening Unix-domain socket whose `accept` suspends
+//! only the calling green thread.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::net::SocketAddr;
+use std::path::Path;
+use std::rc::Rc;
+
+use crate::source::Source;
+use crate::unix::UnixStream;
+
+/// A Unix-domain socket server, with the API of
+/// [`std::os::unix::net::UnixListener`].
+///
+/// As [`TcpListener`](crate::TcpListener): `accept` suspends only this green
+/// thread, returns `EMFILE` when out of fds (back off, see
+/// [`is_fd_exhaustion`](crate::is_fd_exhaustion)), and
+/// [`close`](UnixListener::close) wakes a blocked acceptor with
+/// `NotConnected`. The socket file is not removed on drop (as std).
+///
+/// # Examples
+///
+/// ```
+/// use coro::net::{UnixListener, UnixStream};
+///
+/// coro::run(|| -> std::io::Result<()> {
+///     let dir = std::env::temp_dir().join(format!("coro-doc-{}", std::process::id()));
+///     std::fs::create_dir_all(&dir)?;
+///     let path = dir.join("sock");
+///     let listener = UnixListener::bind(&path)?;
+///     let p = path.clone();
+///     let client = coro::spawn(move || UnixStream::connect(p));
+///     let (_server_side, _addr) = listener.accept()?;
+///     client.join().unwrap()?;
+///     std::fs::remove_dir_all(&dir)
+/// })
+/// .unwrap();
+/// ```
+pub struct UnixListener {
+    /// The shared socket; `try_clone` handles point at the same one.
+    inner: Rc<Source<mio::net::UnixListener>>,
+}
+
+impl UnixListener {
+    /// Creates a listener bound to `path`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a path too long; `AddrInUse` if the file exists.
+    ///
+    /// # Panics
+    ///
+    /// Outside a green thread.
+    pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixListener> {
+        UnixListener::from_mio(mio::net::UnixListener::bind(path)?)
+    }
+
+    /// Wraps a std listener (switching it to non-blocking mode).
+    ///
+    /// # Errors
+    ///
+    /// If it cannot be made non-blocking or registered.
+    pub fn from_std(listener: std::os::unix::net::UnixListener) -> io::Result<UnixListener> {
+        listener.set_nonblocking(true)?;
+        UnixListener::from_mio(mio::net::UnixListener::from_std(listener))
+    }
+
+    fn from_mio(listener: mio::net::UnixListener) -> io::Result<UnixListener> {
+        Ok(UnixListener {
+            inner: Rc::new(Source::new(listener)?),
+        })
+    }
+
+    /// Accepts a connection, suspending this green thread until one comes.
+    ///
+    /// # Errors
+    ///
+    /// The `accept` error (`EMFILE`...); a timeout or an interruption;
+    /// `NotConnected` after `close`.
+    pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
+        let (s, addr) = self.inner.read(|l| l.accept())?;
+        Ok((UnixStream::from_mio(s)?, addr))
+    }
+
+    /// An endless iterator over incoming connections (errors are items).
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+
+    /// The local address.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockname`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().local_addr()
+    }
+
+    /// Takes the pending socket error, if any.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.get().take_error()
+    }
+
+    /// Another handle to the same listener (not a `dup`).
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn try_clone(&self) -> io::Result<UnixListener> {
+        Ok(UnixListener {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// Wakes every green thread blocked in `accept` with a `NotConnected`
+    /// error and fails later calls. Idempotent; the fd is released when the
+    /// last handle drops.
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// Whether [`close`](UnixListener::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}
+
+/// The iterator of [`UnixListener::incoming`].
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    /// The listener accepted on.
+    listener: &'a UnixListener,
+}
+
+impl Iterator for Incoming<'_> {
+    type Item = io::Result<UnixStream>;
+
+    fn next(&mut self) -> Option<io::Result<UnixStream>> {
+        Some(self.listener.accept().map(|(s, _)| s))
+    }
+}
+
+impl AsRawFd for UnixListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.get().as_raw_fd()
+    }
+}
+
+impl AsFd for UnixListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.get().as_fd()
+    }
+}
+
+impl fmt::Debug for UnixListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.inner, f)
+    }
+}

@@ -1,0 +1,299 @@
+//! [`UnixStream`]: a connected Unix-domain stream socket whose blocking
+//! calls suspend only the calling green thread.
+
+use std::fmt;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::net::SocketAddr;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+use coro_runtime::Direction;
+
+use crate::source::Source;
+
+/// A Unix-domain stream socket, with the API of
+/// [`std::os::unix::net::UnixStream`].
+///
+/// It behaves as [`TcpStream`](crate::TcpStream) does: calls suspend only
+/// the calling green thread, immediate successes spend selfishness, every
+/// call honours `with_timeout` and interrupts, `try_clone` shares the socket,
+/// two waiters on one direction queue in order, and
+/// [`close`](UnixStream::close) wakes waiters at once with `NotConnected`.
+/// `Read` and `Write` are implemented for `UnixStream` and `&UnixStream`.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use coro::net::UnixStream;
+///
+/// coro::run(|| -> std::io::Result<()> {
+///     let (mut a, mut b) = UnixStream::pair()?;
+///     a.write_all(b"hi")?;
+///     let mut buf = [0; 2];
+///     b.read_exact(&mut buf)?;
+///     assert_eq!(&buf, b"hi");
+///     Ok(())
+/// })
+/// .unwrap();
+/// ```
+pub struct UnixStream {
+    /// The shared socket; `try_clone` handles point at the same one.
+    inner: Rc<Source<mio::net::UnixStream>>,
+}
+
+impl UnixStream {
+    /// Connects to the socket at `path`. If the listener's queue is full the
+    /// green thread sleeps briefly and retries, so an enclosing
+    /// `with_timeout` bounds it.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a path too long for a socket address; the
+    /// `connect` error (`NotFound`, `ConnectionRefused`); a timeout or an
+    /// interruption.
+    ///
+    /// # Panics
+    ///
+    /// Outside a green thread.
+    pub fn connect<P: AsRef<Path>>(path: P) -> io::Result<UnixStream> {
+        let addr = SocketAddr::from_pathname(path)?;
+        let mut backoff = Duration::from_micros(100);
+        loop {
+            match mio::net::UnixStream::connect_addr(&addr) {
+                Ok(s) => {
+                    let stream = UnixStream::from_mio(s)?;
+                    // Linux completes at once; elsewhere wait for the result.
+                    if stream.inner.get().peer_addr().is_err() {
+                        stream.inner.wait(Direction::Write)?;
+                        if let Some(e) = stream.inner.get().take_error()? {
+                            return Err(e);
+                        }
+                    }
+                    return Ok(stream);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    coro_runtime::sleep(backoff)?;
+                    backoff = (backoff * 2).min(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A connected pair of sockets.
+    ///
+    /// # Errors
+    ///
+    /// As `socketpair(2)` (`EMFILE`, ...).
+    pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
+        let (a, b) = mio::net::UnixStream::pair()?;
+        Ok((UnixStream::from_mio(a)?, UnixStream::from_mio(b)?))
+    }
+
+    /// Wraps a std stream (switching it to non-blocking mode).
+    ///
+    /// # Errors
+    ///
+    /// If it cannot be made non-blocking or registered.
+    pub fn from_std(stream: std::os::unix::net::UnixStream) -> io::Result<UnixStream> {
+        stream.set_nonblocking(true)?;
+        UnixStream::from_mio(mio::net::UnixStream::from_std(stream))
+    }
+
+    pub(crate) fn from_mio(stream: mio::net::UnixStream) -> io::Result<UnixStream> {
+        Ok(UnixStream {
+            inner: Rc::new(Source::new(stream)?),
+        })
+    }
+
+    /// The local address.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockname`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().local_addr()
+    }
+
+    /// The peer's address.
+    ///
+    /// # Errors
+    ///
+    /// As `getpeername`.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().peer_addr()
+    }
+
+    /// Shuts down the read half, the write half or both.
+    ///
+    /// # Errors
+    ///
+    /// As `shutdown(2)`.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.inner.get().shutdown(how)
+    }
+
+    /// Takes the pending socket error, if any.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.get().take_error()
+    }
+
+    /// Sets a deadline for each read-side call, as
+    /// [`TcpStream::set_read_timeout`](crate::TcpStream::set_read_timeout).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_read_timeout(timeout)
+    }
+
+    /// Sets a deadline for each write-side call.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.set_write_timeout(timeout)
+    }
+
+    /// The read timeout.
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.read_timeout())
+    }
+
+    /// The write timeout.
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.write_timeout())
+    }
+
+    /// Another handle to the same socket (not a `dup`).
+    ///
+    /// # Errors
+    ///
+    /// Never; a `Result` to match std.
+    pub fn try_clone(&self) -> io::Result<UnixStream> {
+        Ok(UnixStream {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// Shuts the socket down, wakes every green thread waiting on it with a
+    /// `NotConnected` error and fails later calls. Idempotent; the fd is
+    /// released when the last handle drops.
+    pub fn close(&self) {
+        if !self.inner.is_closed() {
+            let _ = self.inner.get().shutdown(Shutdown::Both);
+            self.inner.close();
+        }
+    }
+
+    /// Whether [`close`](UnixStream::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.inner.read(|mut s| s.read(buf))
+    }
+
+    fn read_many(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        if bufs.iter().all(|b| b.is_empty()) {
+            return Ok(0);
+        }
+        self.inner.read(|mut s| s.read_vectored(bufs))
+    }
+
+    fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(|mut s| s.write(buf))
+    }
+
+    fn write_many(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.inner.write(|mut s| s.write_vectored(bufs))
+    }
+}
+
+impl Read for UnixStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_one(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.read_many(bufs)
+    }
+}
+
+impl Read for &UnixStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_one(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.read_many(bufs)
+    }
+}
+
+impl Write for UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_one(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_many(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Write for &UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_one(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_many(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsRawFd for UnixStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.get().as_raw_fd()
+    }
+}
+
+impl AsFd for UnixStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.get().as_fd()
+    }
+}
+
+impl fmt::Debug for UnixStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.inner, f)
+    }
+}
