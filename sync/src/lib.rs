@@ -1,7 +1,77 @@
 //! Synchronization primitives for coro green threads.
 //!
 //! In a cooperative runtime only one green thread runs at a time, so these
-//! control *resources* (outstanding requests, access to a file), not memory.
+//! control *resources* (outstanding requests, access to a file), not memory:
+//! a [`Semaphore`] bounds the requests in flight on a link, a [`Mutex`] or an
+//! [`RwLock`] serializes access to a file across blocking calls, a [`Fifo`] or
+//! a [`channel`] feeds a worker thread, an [`InvertedSemaphore`] or
+//! [`in_parallel`] waits for a batch of jobs.
+//!
+//! Every primitive queues its waiters in FIFO order and hands what it
+//! releases (ownership, permits, an item, a notification) straight to the
+//! first waiter, so no thread can barge in ahead of the queue. Every call that
+//! can wait returns a `Result` and fails with the runtime's
+//! [`WaitError`](coro_runtime::WaitError) when it is interrupted, when a
+//! [`with_timeout`](coro_runtime::with_timeout) deadline passes, or at
+//! shutdown.
+//!
+//! # Implementation
+//!
+//! All primitives run on the green threads of one runtime, on one OS thread:
+//! they are `!Send`, hold their state in `Cell`s and `RefCell`s and use no
+//! atomics or OS locks. Waiting is the runtime's `park`/`unpark`. A waiter
+//! that is interrupted or times out leaves its queue; if it had already been
+//! handed something but had not run yet (the runtime lets the interrupt win,
+//! as Shrapnel does), it passes that on to the next waiter or back to the
+//! primitive. Nothing is lost, and nothing is woken twice.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::rc::Rc;
+//! use coro_sync::{Mutex, Semaphore};
+//!
+//! coro_runtime::run(|| {
+//!     let in_flight = Rc::new(Semaphore::new(2));
+//!     let log = Rc::new(Mutex::new(Vec::new()));
+//!     let jobs = (0..4).map(|i| {
+//!         let (in_flight, log) = (in_flight.clone(), log.clone());
+//!         move || {
+//!             let _permit = in_flight.acquire(1)?;
+//!             coro_runtime::yield_now(); // the request
+//!             log.lock().map_err(std::io::Error::from)?.push(i);
+//!             Ok::<_, std::io::Error>(())
+//!         }
+//!     });
+//!     for r in coro_sync::in_parallel(jobs).unwrap() {
+//!         r.unwrap().unwrap();
+//!     }
+//!     assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3]);
+//! });
+//! ```
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![warn(clippy::undocumented_unsafe_blocks)]
+#![forbid(unsafe_code)]
+#![doc(test(attr(deny(warnings))))]
+
+mod channel;
+mod condvar;
+mod error;
+mod event;
+mod inverted_semaphore;
+mod mutex;
+mod parallel;
+mod rwlock;
+mod semaphore;
+mod waitlist;
+
+pub use channel::{channel, Fifo, Receiver, SendError, Sender, TryRecvError, TrySendError};
+pub use condvar::Condvar;
+pub use error::{LockError, TryAcquireError, TryLockError};
+pub use event::Event;
+pub use inverted_semaphore::InvertedSemaphore;
+pub use mutex::{Mutex, MutexGuard};
+pub use parallel::in_parallel;
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Semaphore, SemaphorePermit};

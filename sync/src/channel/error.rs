@@ -1,0 +1,119 @@
+//! Errors of the channel operations. Each error that stops a send hands the
+//! value back.
+
+use std::fmt;
+
+use coro_runtime::WaitError;
+
+/// Why [`Sender::send`](crate::Sender::send) did not deliver its value; the
+/// value comes back inside.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum SendError<T> {
+    /// The [`Receiver`](crate::Receiver) was dropped: nobody will ever receive.
+    Disconnected(T),
+    /// Waiting for room in the channel was cut short (timeout, interrupt,
+    /// shutdown).
+    Wait(T, WaitError),
+}
+
+impl<T> SendError<T> {
+    /// The value that was not sent.
+    pub fn into_inner(self) -> T {
+        match self {
+            SendError::Disconnected(v) | SendError::Wait(v, _) => v,
+        }
+    }
+
+    /// The reason waiting stopped, if that is why the send failed.
+    pub fn wait_error(&self) -> Option<WaitError> {
+        match self {
+            SendError::Wait(_, e) => Some(*e),
+            SendError::Disconnected(_) => None,
+        }
+    }
+}
+
+impl<T> fmt::Debug for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Disconnected(_) => f.write_str("Disconnected(..)"),
+            SendError::Wait(_, e) => f.debug_tuple("Wait").field(&"..").field(e).finish(),
+        }
+    }
+}
+
+impl<T> fmt::Display for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Disconnected(_) => {
+                f.write_str("sending on a channel whose receiver is gone")
+            }
+            SendError::Wait(_, e) => write!(f, "waiting to send stopped: {e}"),
+        }
+    }
+}
+
+impl<T> std::error::Error for SendError<T> {}
+
+/// Why [`Sender::try_send`](crate::Sender::try_send) did not deliver its
+/// value; the value comes back inside.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum TrySendError<T> {
+    /// The channel is full (or other senders are queued for room).
+    Full(T),
+    /// The [`Receiver`](crate::Receiver) was dropped.
+    Disconnected(T),
+}
+
+impl<T> TrySendError<T> {
+    /// The value that was not sent.
+    pub fn into_inner(self) -> T {
+        match self {
+            TrySendError::Full(v) | TrySendError::Disconnected(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Debug for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(_) => f.write_str("Full(..)"),
+            TrySendError::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(_) => f.write_str("sending on a full channel"),
+            TrySendError::Disconnected(_) => {
+                f.write_str("sending on a channel whose receiver is gone")
+            }
+        }
+    }
+}
+
+impl<T> std::error::Error for TrySendError<T> {}
+
+/// Why [`Receiver::try_recv`](crate::Receiver::try_recv) returned no value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TryRecvError {
+    /// Nothing is queued now; senders remain.
+    Empty,
+    /// Nothing is queued and every [`Sender`](crate::Sender) is gone.
+    Disconnected,
+}
+
+impl fmt::Display for TryRecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TryRecvError::Empty => f.write_str("receiving on an empty channel"),
+            TryRecvError::Disconnected => {
+                f.write_str("receiving on an empty channel whose senders are gone")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TryRecvError {}

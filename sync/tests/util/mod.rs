@@ -1,0 +1,91 @@
+//! Helpers shared by the sync tests: a bounded runtime, a way to let every
+//! ready thread run, and a log of what each waiter got.
+
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::fmt::Debug;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// No test may block longer than this.
+pub const LIMIT: Duration = Duration::from_secs(20);
+
+/// Runs `f` as the main green thread of a fresh runtime; the test fails if
+/// `f` is still blocked after [`LIMIT`].
+#[track_caller]
+pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
+    coro_runtime::run(move || {
+        coro_runtime::with_timeout(LIMIT, f).expect("test ran past its time limit")
+    })
+}
+
+/// Yields enough times for every chain of wake-ups started so far to run to
+/// its end (each yield lets the threads made ready before it run once).
+pub fn settle() {
+    for _ in 0..64 {
+        coro_runtime::yield_now();
+    }
+}
+
+/// What each waiter ended with, in the order they finished.
+#[derive(Clone, Default)]
+pub struct Log(Rc<RefCell<Vec<(usize, String)>>>);
+
+impl Log {
+    pub fn new() -> Log {
+        Log::default()
+    }
+
+    /// Records that waiter `i` finished with `what`.
+    pub fn push(&self, i: usize, what: impl Debug) {
+        self.0
+            .borrow_mut()
+            .push((i, format!("{what:?}").trim_matches('"').to_string()));
+    }
+
+    /// The entries so far.
+    pub fn entries(&self) -> Vec<(usize, String)> {
+        self.0.borrow().clone()
+    }
+
+    /// The waiters that finished, in order.
+    pub fn order(&self) -> Vec<usize> {
+        self.0.borrow().iter().map(|(i, _)| *i).collect()
+    }
+
+    /// The waiters whose outcome's text starts with `prefix`, in finishing
+    /// order.
+    pub fn with(&self, prefix: &str) -> Vec<usize> {
+        self.0
+            .borrow()
+            .iter()
+            .filter(|(_, s)| s.starts_with(prefix))
+            .map(|(i, _)| *i)
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.borrow().len()
+    }
+}
+
+/// Interrupts every thread of `handles` whose index is in `which`.
+#[track_caller]
+pub fn interrupt<T>(
+    handles: &[coro_runtime::JoinHandle<T>],
+    which: impl IntoIterator<Item = usize>,
+) {
+    for i in which {
+        handles[i].thread().interrupt().expect("waiter is alive");
+    }
+}
+
+/// Joins every handle, failing on a panic.
+#[track_caller]
+pub fn join_all<T>(handles: Vec<coro_runtime::JoinHandle<T>>) -> Vec<T> {
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("green thread failed"))
+        .collect()
+}
