@@ -212,11 +212,14 @@ impl<D> WaitList<D> {
         let _ = self.node(key).coro.unpark();
     }
 
-    /// Unlinks and wakes every queued waiter, in FIFO order; returns how many.
+    /// Unlinks and wakes every queued waiter that can take a hand-off, in
+    /// FIFO order; returns how many.
     pub(crate) fn hand_all(&mut self) -> usize {
         let mut n = 0;
-        while self.head != NIL {
-            self.hand(self.head);
+        let mut cur = self.first_live();
+        while let Some(k) = cur {
+            cur = self.next_live(k);
+            self.hand(k);
             n += 1;
         }
         n

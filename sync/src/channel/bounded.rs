@@ -226,6 +226,11 @@ impl<T> Sender<T> {
             return Err(SendError::Disconnected(value));
         }
         c.deliver(value);
+        // Handed straight to a receiver, the value left the reserved slot
+        // free: the next sender in line may have it.
+        if !c.send_waiters.borrow().is_empty() {
+            c.dispatch_send();
+        }
         Ok(())
     }
 

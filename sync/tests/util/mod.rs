@@ -54,13 +54,12 @@ impl Log {
         self.0.borrow().iter().map(|(i, _)| *i).collect()
     }
 
-    /// The waiters whose outcome's text starts with `prefix`, in finishing
-    /// order.
-    pub fn with(&self, prefix: &str) -> Vec<usize> {
+    /// The waiters whose outcome's text is `what`, in finishing order.
+    pub fn with(&self, what: &str) -> Vec<usize> {
         self.0
             .borrow()
             .iter()
-            .filter(|(_, s)| s.starts_with(prefix))
+            .filter(|(_, s)| s == what)
             .map(|(i, _)| *i)
             .collect()
     }
