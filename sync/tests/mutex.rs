@@ -245,3 +245,22 @@ fn wait_error_is_reported_not_swallowed() {
         assert_eq!(m.waiters(), 0);
     });
 }
+
+#[test]
+fn runtime_shutdown_with_waiters_queued_is_clean() {
+    let m = Rc::new(Mutex::new(0));
+    let log = Log::new();
+    let (m2, log2) = (m.clone(), log.clone());
+    coro_runtime::run(move || {
+        let g = m2.lock().unwrap();
+        let m3 = m2.clone();
+        let l = log2.clone();
+        spawn(move || l.push(0, m3.lock().map(drop)));
+        settle();
+        assert_eq!(m2.waiters(), 1);
+        drop(g); // handed to the waiter; then main returns and shutdown stops it
+    });
+    assert_eq!(log.entries(), [(0, "Err(Wait(Interrupted))".to_string())]);
+    assert!(!m.is_locked());
+    assert_eq!(m.waiters(), 0);
+}
