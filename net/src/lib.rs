@@ -84,6 +84,5 @@ pub use lookup::{lookup_host, ToSocketAddrs};
 pub use tcp::{Incoming, TcpListener, TcpListenerBuilder, TcpStream, DEFAULT_BACKLOG};
 pub use udp::UdpSocket;
 pub use unix::{
-    Incoming as UnixIncoming, SocketAddr as UnixSocketAddr, UnixDatagram, UnixListener,
-    UnixStream,
+    Incoming as UnixIncoming, SocketAddr as UnixSocketAddr, UnixDatagram, UnixListener, UnixStream,
 };

@@ -110,7 +110,8 @@ impl ToSocketAddrs for String {
 
 impl ToSocketAddrs for [SocketAddr] {
     fn to_socket_addrs(&self) -> io::Result<vec::IntoIter<SocketAddr>> {
-        Ok(self.to_vec().into_iter())
+        let v: Vec<SocketAddr> = self.into();
+        Ok(v.into_iter())
     }
 }
 

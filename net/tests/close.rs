@@ -102,13 +102,11 @@ fn fd_reuse_gets_no_stale_readiness() -> io::Result<()> {
             let s1 = Rc::new(s1);
             let r = s1.clone();
             // Make it close with a parked reader queued on it too.
-            let h = coro::spawn(move || {
+            let h = coro::spawn(move || -> io::Result<()> {
                 let mut b = [0; 1];
                 loop {
-                    (&*r).read(&mut b)?;
+                    (&*r).read_exact(&mut b)?;
                 }
-                #[allow(unreachable_code)]
-                Ok::<(), io::Error>(())
             });
             coro::sleep(Duration::from_millis(5)).unwrap();
             s1.close();
@@ -134,7 +132,11 @@ fn fd_reuse_gets_no_stale_readiness() -> io::Result<()> {
             (a, &mut c2)
         };
         let r = coro::with_timeout(Duration::from_millis(30), || (&reuser).read(&mut [0; 8]));
-        assert_eq!(r.err(), Some(coro::Timeout), "read saw the old socket's data");
+        assert_eq!(
+            r.err(),
+            Some(coro::Timeout),
+            "read saw the old socket's data"
+        );
         other.write_all(b"new")?;
         let mut buf = [0; 3];
         (&reuser).read_exact(&mut buf)?;
@@ -158,7 +160,11 @@ fn fd_reuse_pipe() -> io::Result<()> {
         assert_eq!(r2.as_raw_fd(), old, "fd number not reused");
         let r2 = Fd::new(r2)?;
         let waited = coro::with_timeout(Duration::from_millis(30), || r2.wait_readable());
-        assert_eq!(waited.err(), Some(coro::Timeout), "new pipe inherited readiness");
+        assert_eq!(
+            waited.err(),
+            Some(coro::Timeout),
+            "new pipe inherited readiness"
+        );
         w2.write_all(b"y")?;
         let mut b = [0; 1];
         (&r2).read_exact(&mut b)?;

@@ -15,7 +15,9 @@ fn localhost_resolves() -> io::Result<()> {
     run(|| {
         let addrs: Vec<SocketAddr> = lookup_host("localhost:8080")?.collect();
         assert!(!addrs.is_empty());
-        assert!(addrs.iter().all(|a| a.ip().is_loopback() && a.port() == 8080));
+        assert!(addrs
+            .iter()
+            .all(|a| a.ip().is_loopback() && a.port() == 8080));
         let pair: Vec<SocketAddr> = lookup_host(("localhost", 1))?.collect();
         assert!(!pair.is_empty());
         Ok(())

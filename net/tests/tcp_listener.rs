@@ -70,8 +70,12 @@ fn reuse_address_and_port() -> io::Result<()> {
         assert_eq!(again.local_addr()?, addr);
 
         // SO_REUSEPORT: two listeners on one port.
-        let a = TcpListener::builder().reuse_port(true).bind("127.0.0.1:0")?;
-        let b = TcpListener::builder().reuse_port(true).bind(a.local_addr()?)?;
+        let a = TcpListener::builder()
+            .reuse_port(true)
+            .bind("127.0.0.1:0")?;
+        let b = TcpListener::builder()
+            .reuse_port(true)
+            .bind(a.local_addr()?)?;
         assert_eq!(a.local_addr()?, b.local_addr()?);
         // Without it the second bind fails.
         assert_kind(TcpListener::bind(a.local_addr()?), io::ErrorKind::AddrInUse);
@@ -79,7 +83,10 @@ fn reuse_address_and_port() -> io::Result<()> {
             TcpListener::builder().backlog(0).bind("127.0.0.1:0"),
             io::ErrorKind::InvalidInput,
         );
-        assert_kind(TcpListener::bind("not an address"), io::ErrorKind::InvalidInput);
+        assert_kind(
+            TcpListener::bind("not an address"),
+            io::ErrorKind::InvalidInput,
+        );
         Ok(())
     })
 }

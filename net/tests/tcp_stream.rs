@@ -38,7 +38,10 @@ fn one_mib_both_ways() -> io::Result<()> {
         w.join().unwrap()?;
         let server_got = server.join().unwrap()?;
         assert_eq!(server_got.len(), N);
-        assert!(server_got == pattern(N, 3), "server received corrupted data");
+        assert!(
+            server_got == pattern(N, 3),
+            "server received corrupted data"
+        );
         Ok(())
     })
 }
@@ -146,7 +149,10 @@ fn connect_refused() -> io::Result<()> {
         let addr = TcpListener::bind("127.0.0.1:0")?.local_addr()?; // dropped: port free
         assert_kind(TcpStream::connect(addr), io::ErrorKind::ConnectionRefused);
         assert_kind(TcpStream::connect("127.0.0.1"), io::ErrorKind::InvalidInput);
-        assert_kind(TcpStream::connect("127.0.0.1:notaport"), io::ErrorKind::InvalidInput);
+        assert_kind(
+            TcpStream::connect("127.0.0.1:notaport"),
+            io::ErrorKind::InvalidInput,
+        );
         Ok(())
     })
 }
@@ -194,7 +200,10 @@ fn read_timeout_option() -> io::Result<()> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let mut c = TcpStream::connect(listener.local_addr()?)?;
         let (mut s, _) = listener.accept()?;
-        assert_kind(s.set_read_timeout(Some(Duration::ZERO)), io::ErrorKind::InvalidInput);
+        assert_kind(
+            s.set_read_timeout(Some(Duration::ZERO)),
+            io::ErrorKind::InvalidInput,
+        );
         s.set_read_timeout(Some(Duration::from_millis(20)))?;
         assert_eq!(s.read_timeout()?, Some(Duration::from_millis(20)));
         let mut buf = [0; 4];
