@@ -1,0 +1,422 @@
+//! Sockets: a coro echo server beside a tokio current-thread one, driven by
+//! the same client (a mio event loop on the bench thread) with 64-byte
+//! messages over loopback, at 1, 100 and 1 000 connections; the rate of
+//! accept+close; and resident memory with 10 000 idle connections open.
+//!
+//! Each server runs on its own OS thread; its CPU time (the thread's CPU
+//! clock) is read around every timed run, so the summary gives server CPU per
+//! message beside throughput: on a 2-core machine the client may saturate its
+//! core first. Run with
+//!
+//! ```text
+//! cargo bench -p coro-benches --bench net
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
+
+const MSG: usize = 64;
+const IDLE_CONNS: usize = 10_000;
+const IDLE_ENV: &str = "CORO_NET_BENCH_IDLE_SERVER";
+
+/// What a server does with a connection.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Echo until EOF.
+    Echo,
+    /// Close at once.
+    Close,
+    /// Read until EOF (idle connections).
+    Idle,
+}
+
+/// A server thread: its address and a handle on its CPU clock.
+struct Server {
+    addr: SocketAddr,
+    thread: libc::pthread_t,
+}
+
+impl Server {
+    /// CPU time the server thread has used.
+    fn cpu(&self) -> Duration {
+        let mut clk: libc::clockid_t = 0;
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: the server thread never exits (it is leaked), so its
+        // pthread_t stays valid; both out-pointers are live locals.
+        unsafe {
+            assert_eq!(libc::pthread_getcpuclockid(self.thread, &mut clk), 0);
+            assert_eq!(libc::clock_gettime(clk, &mut ts), 0);
+        }
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+}
+
+fn start(name: &str, mode: Mode) -> Server {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = match name {
+        "coro" => std::thread::spawn(move || coro_server(mode, tx)),
+        _ => std::thread::spawn(move || tokio_server(mode, tx)),
+    };
+    use std::os::unix::thread::JoinHandleExt;
+    let thread = h.as_pthread_t();
+    std::mem::forget(h); // runs until the process exits
+    Server {
+        addr: rx.recv().expect("server started"),
+        thread,
+    }
+}
+
+fn coro_server(mode: Mode, tx: std::sync::mpsc::Sender<SocketAddr>) {
+    let mut rt = coro::Runtime::builder()
+        .latency_warning(None)
+        .build()
+        .expect("coro runtime");
+    rt.block_on(move || {
+        let listener = coro::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        tx.send(listener.local_addr().unwrap()).unwrap();
+        loop {
+            let (mut s, _) = match listener.accept() {
+                Ok(c) => c,
+                Err(_) => {
+                    let _ = coro::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            match mode {
+                Mode::Close => drop(s),
+                Mode::Echo | Mode::Idle => {
+                    let _ = s.set_nodelay(true);
+                    coro::spawn(move || {
+                        let mut buf = [0u8; 1024];
+                        while let Ok(n @ 1..) = s.read(&mut buf) {
+                            if s.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+        }
+    })
+}
+
+fn tokio_server(mode: Mode, tx: std::sync::mpsc::Sender<SocketAddr>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        tx.send(listener.local_addr().unwrap()).unwrap();
+        loop {
+            let (mut s, _) = match listener.accept().await {
+                Ok(c) => c,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            match mode {
+                Mode::Close => drop(s),
+                Mode::Echo | Mode::Idle => {
+                    let _ = s.set_nodelay(true);
+                    tokio::spawn(async move {
+                        let mut buf = [0u8; 1024];
+                        while let Ok(n @ 1..) = s.read(&mut buf).await {
+                            if s.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+        }
+    })
+}
+
+/// The shared client: `n` connections, each sending a 64-byte message and
+/// waiting for its echo before the next, in one mio loop.
+struct Client {
+    poll: mio::Poll,
+    events: mio::Events,
+    conns: Vec<mio::net::TcpStream>,
+}
+
+impl Client {
+    fn new(addr: SocketAddr, n: usize) -> Client {
+        let poll = mio::Poll::new().unwrap();
+        let mut conns = Vec::with_capacity(n);
+        for i in 0..n {
+            let s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_nodelay(true).unwrap();
+            s.set_nonblocking(true).unwrap();
+            let mut s = mio::net::TcpStream::from_std(s);
+            poll.registry()
+                .register(&mut s, mio::Token(i), mio::Interest::READABLE)
+                .unwrap();
+            conns.push(s);
+        }
+        Client {
+            poll,
+            events: mio::Events::with_capacity(1024),
+            conns,
+        }
+    }
+
+    /// Exchanges `msgs` messages in all; returns the elapsed time.
+    fn run(&mut self, msgs: u64) -> Duration {
+        let msg = [0x5au8; MSG];
+        let mut got = vec![0usize; self.conns.len()];
+        let mut sent = 0u64;
+        let mut done = 0u64;
+        let start = Instant::now();
+        for c in &self.conns {
+            if sent == msgs {
+                break;
+            }
+            (&*c).write_all(&msg).unwrap();
+            sent += 1;
+        }
+        let mut buf = [0u8; 4096];
+        while done < msgs {
+            self.poll.poll(&mut self.events, None).unwrap();
+            for ev in self.events.iter() {
+                let i = ev.token().0;
+                let c = &self.conns[i];
+                loop {
+                    match (&*c).read(&mut buf) {
+                        Ok(0) => panic!("server closed a connection"),
+                        Ok(n) => {
+                            got[i] += n;
+                            while got[i] >= MSG {
+                                got[i] -= MSG;
+                                done += 1;
+                                if sent < msgs {
+                                    (&*c).write_all(&msg).unwrap();
+                                    sent += 1;
+                                }
+                            }
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => panic!("client read: {e}"),
+                    }
+                }
+            }
+        }
+        start.elapsed()
+    }
+}
+
+/// Connects, waits for the server's close, repeats `n` times.
+fn accept_close(addr: SocketAddr, n: u64) -> Duration {
+    let start = Instant::now();
+    let mut buf = [0u8; 16];
+    for _ in 0..n {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        while let Ok(1..) = s.read(&mut buf) {}
+    }
+    start.elapsed()
+}
+
+/// Totals of one configuration across all of criterion's runs.
+#[derive(Default)]
+struct Totals {
+    msgs: u64,
+    elapsed: Duration,
+    cpu: Duration,
+}
+
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the live local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+fn rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
+}
+
+/// Child mode: a server that reports its RSS before and after `IDLE_CONNS`
+/// idle connections arrive.
+fn idle_server(name: &str) {
+    raise_fd_limit();
+    let base = rss_bytes();
+    let server = start(name, Mode::Idle);
+    println!("PORT={}", server.addr.port());
+    let mut line = String::new();
+    io::stdin().read_line(&mut line).unwrap(); // the parent has connected
+    std::thread::sleep(Duration::from_millis(300));
+    println!("RSS={base} {}", rss_bytes());
+    io::stdin().read_line(&mut line).unwrap();
+}
+
+/// Resident memory of a server process with `IDLE_CONNS` idle connections.
+fn idle_rss(name: &str) -> io::Result<(u64, u64)> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .env(IDLE_ENV, name)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    let port: u16 = line.trim().trim_start_matches("PORT=").parse().unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let conns: Vec<_> = (0..IDLE_CONNS)
+        .map(|_| std::net::TcpStream::connect(addr))
+        .collect::<io::Result<_>>()?;
+    // One round trip on the last one: the server has accepted them all.
+    let mut last = &conns[IDLE_CONNS - 1];
+    last.write_all(b"x")?;
+    last.read_exact(&mut [0u8; 1])?;
+    writeln!(stdin, "measure")?;
+    line.clear();
+    out.read_line(&mut line)?;
+    let v: Vec<u64> = line
+        .trim()
+        .trim_start_matches("RSS=")
+        .split(' ')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok((v[0], v[1]))
+}
+
+fn main() {
+    if let Ok(name) = std::env::var(IDLE_ENV) {
+        return idle_server(&name);
+    }
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    raise_fd_limit();
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    let mut totals: BTreeMap<(usize, &str), Totals> = BTreeMap::new();
+
+    let mut g = c.benchmark_group("net::echo_64b");
+    g.throughput(Throughput::Elements(1));
+    for conns in [1usize, 100, 1000] {
+        for name in ["coro", "tokio"] {
+            let server = start(name, Mode::Echo);
+            let mut client = Client::new(server.addr, conns);
+            let t = totals.entry((conns, name)).or_default();
+            g.bench_function(format!("{name}/conns={conns}"), |b| {
+                b.iter_custom(|iters| {
+                    let msgs = iters.max(conns as u64);
+                    let cpu0 = server.cpu();
+                    let el = client.run(msgs);
+                    t.cpu += server.cpu() - cpu0;
+                    t.msgs += msgs;
+                    t.elapsed += el;
+                    el.mul_f64(iters as f64 / msgs as f64)
+                })
+            });
+        }
+    }
+    g.finish();
+
+    let mut ac: BTreeMap<&str, Totals> = BTreeMap::new();
+    let mut g = c.benchmark_group("net::accept_close");
+    g.throughput(Throughput::Elements(1));
+    for name in ["coro", "tokio"] {
+        let server = start(name, Mode::Close);
+        let t = ac.entry(name).or_default();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let cpu0 = server.cpu();
+                let el = accept_close(server.addr, iters);
+                t.cpu += server.cpu() - cpu0;
+                t.msgs += iters;
+                t.elapsed += el;
+                el
+            })
+        });
+    }
+    g.finish();
+
+    println!("\nnet summary (all timed runs; server CPU from its thread's CPU clock)");
+    println!(
+        "{:<28} {:>12} {:>16} {:>12} {:>12}",
+        "bench", "msg/s", "server ns/msg", "tput ratio", "cpu ratio"
+    );
+    for conns in [1usize, 100, 1000] {
+        let rate = |t: &Totals| t.msgs as f64 / t.elapsed.as_secs_f64();
+        let cpu = |t: &Totals| t.cpu.as_nanos() as f64 / t.msgs as f64;
+        let (co, to) = (&totals[&(conns, "coro")], &totals[&(conns, "tokio")]);
+        for (name, t) in [("coro", co), ("tokio", to)] {
+            println!(
+                "{:<28} {:>12.0} {:>16.0} {:>12} {:>12}",
+                format!("net::echo_64b/{name}/conns={conns}"),
+                rate(t),
+                cpu(t),
+                if name == "coro" {
+                    format!("{:.2}x", rate(co) / rate(to))
+                } else {
+                    String::new()
+                },
+                if name == "coro" {
+                    format!("{:.2}x", cpu(co) / cpu(to))
+                } else {
+                    String::new()
+                },
+            );
+        }
+    }
+    let (co, to) = (&ac["coro"], &ac["tokio"]);
+    for (name, t) in [("coro", co), ("tokio", to)] {
+        let rate = t.msgs as f64 / t.elapsed.as_secs_f64();
+        println!(
+            "{:<28} {:>12.0} {:>16.0}",
+            format!("net::accept_close/{name}"),
+            rate,
+            t.cpu.as_nanos() as f64 / t.msgs as f64
+        );
+    }
+    println!(
+        "net::accept_close coro/tokio: rate {:.2}x, server cpu {:.2}x",
+        (co.msgs as f64 / co.elapsed.as_secs_f64()) / (to.msgs as f64 / to.elapsed.as_secs_f64()),
+        (co.cpu.as_nanos() as f64 / co.msgs as f64) / (to.cpu.as_nanos() as f64 / to.msgs as f64)
+    );
+
+    for name in ["coro", "tokio"] {
+        match idle_rss(name) {
+            Ok((base, with)) => println!(
+                "net::idle_rss/{name}: {:.1} MiB resident with {IDLE_CONNS} idle connections ({:.0} bytes each over a {:.1} MiB base)",
+                with as f64 / (1 << 20) as f64,
+                with.saturating_sub(base) as f64 / IDLE_CONNS as f64,
+                base as f64 / (1 << 20) as f64
+            ),
+            Err(e) => println!("net::idle_rss/{name}: failed: {e}"),
+        }
+    }
+}
