@@ -1,1 +1,46 @@
-//! Benchmark helpers shared by the bench files.
+//! Helpers shared by the bench files: peer runtimes built the same way in
+//! every bench, and resident-memory readings.
+
+use std::time::Duration;
+
+/// tokio's current-thread runtime, with timers enabled.
+pub fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Configures `may` to run one worker thread (call once, before using may).
+pub fn may_one_worker() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        may::config().set_workers(1);
+    });
+}
+
+/// A coro runtime without latency warnings (benches measure the bare loop).
+pub fn coro_rt() -> coro::Runtime {
+    coro::Runtime::builder()
+        .latency_warning(None)
+        .build()
+        .expect("coro runtime")
+}
+
+/// Resident set size of this process in bytes (Linux `/proc/self/statm`).
+pub fn rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    Some(pages * page)
+}
+
+/// Percentile `p` (0..=100) of sorted durations.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() - 1) as f64 * p / 100.0).round() as usize;
+    sorted[i]
+}

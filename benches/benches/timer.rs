@@ -1,0 +1,150 @@
+//! Timers: the `with_timeout` fast path (an operation that completes at once)
+//! beside tokio's `timeout`, and 100 000 timers inserted and fired (100 000
+//! timers with distinct deadlines: 10 000 sleeping threads / tasks, each
+//! sleeping 10 times, so 10 000 timers are pending at once) beside tokio and
+//! may. (100 000 sleeping green threads would need 200 000 memory mappings for
+//! their guarded stacks, past Linux's default `vm.max_map_count` of 65 530.)
+
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
+
+use std::time::{Duration, Instant};
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+
+const THREADS: u64 = 10_000;
+const ROUNDS: u64 = 10;
+/// Deadline of round `r` of thread `i`: all distinct, interleaved across threads.
+fn offset(r: u64, i: u64) -> Duration {
+    Duration::from_nanos(r * 200_000 + i * 10)
+}
+
+fn with_timeout_fast_path(c: &mut Criterion) {
+    let mut rt = coro_benches::coro_rt();
+    c.bench_function("timer::with_timeout_ready/coro", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(move || {
+                let t = Instant::now();
+                for i in 0..iters {
+                    black_box(coro::with_timeout(Duration::from_secs(1), || black_box(i)).unwrap());
+                }
+                t.elapsed()
+            })
+        })
+    });
+    let tokio = coro_benches::tokio_rt();
+    c.bench_function("timer::with_timeout_ready/tokio", |b| {
+        b.iter_custom(|iters| {
+            tokio.block_on(async move {
+                let t = Instant::now();
+                for i in 0..iters {
+                    let r =
+                        tokio::time::timeout(Duration::from_secs(1), async { black_box(i) }).await;
+                    black_box(r.unwrap());
+                }
+                t.elapsed()
+            })
+        })
+    });
+}
+
+fn timers_100k(c: &mut Criterion) {
+    let mut g = c.benchmark_group("timer::insert_fire_100k");
+    g.sample_size(10);
+    // Keep every stack in the pool between iterations: the bench measures
+    // timers, not mapping 10 000 fresh stacks each time.
+    let mut rt = coro::Runtime::builder()
+        .latency_warning(None)
+        .stack_pool(THREADS as usize + 16)
+        .build()
+        .unwrap();
+    g.bench_function("coro", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                total += rt.block_on(|| {
+                    let t = Instant::now();
+                    let base = coro::clock::now() + Duration::from_millis(1);
+                    let hs: Vec<_> = (0..THREADS)
+                        .map(|i| {
+                            coro::spawn(move || {
+                                for r in 0..ROUNDS {
+                                    coro::sleep_until(base + offset(r, i)).unwrap()
+                                }
+                            })
+                        })
+                        .collect();
+                    for h in hs {
+                        h.join().unwrap();
+                    }
+                    t.elapsed()
+                });
+            }
+            total
+        })
+    });
+    let tokio = coro_benches::tokio_rt();
+    g.bench_function("tokio", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                total += tokio.block_on(async {
+                    let t = Instant::now();
+                    let base = tokio::time::Instant::now() + Duration::from_millis(1);
+                    let hs: Vec<_> = (0..THREADS)
+                        .map(|i| {
+                            tokio::spawn(async move {
+                                for r in 0..ROUNDS {
+                                    tokio::time::sleep_until(base + offset(r, i)).await
+                                }
+                            })
+                        })
+                        .collect();
+                    for h in hs {
+                        h.await.unwrap();
+                    }
+                    t.elapsed()
+                });
+            }
+            total
+        })
+    });
+    coro_benches::may_one_worker();
+    g.bench_function("may", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                let base = Instant::now() + Duration::from_millis(1);
+                let hs: Vec<_> = (0..THREADS)
+                    .map(|i| {
+                        // SAFETY: the coroutine only sleeps through may's own
+                        // sleep, as may's spawn contract requires.
+                        unsafe {
+                            may::coroutine::spawn(move || {
+                                for r in 0..ROUNDS {
+                                    let at = base + offset(r, i);
+                                    may::coroutine::sleep(
+                                        at.saturating_duration_since(Instant::now()),
+                                    )
+                                }
+                            })
+                        }
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = with_timeout_fast_path, timers_100k
+}
+criterion_main!(benches);
