@@ -17,6 +17,9 @@ use crate::sched::{self, Scheduler};
 use crate::stack::{self, MIN_STACK_SIZE};
 use crate::task::{Coro, Task, ThreadState, Waiter};
 
+/// Closures up to this size are moved onto the new stack directly.
+const INLINE_CLOSURE: usize = 256;
+
 /// Largest selfishness budget.
 pub const MAX_SELFISHNESS: u32 = 32768;
 
@@ -142,9 +145,18 @@ impl Builder {
             joiner: Cell::new(None),
         });
         let their_packet = packet.clone();
-        let co = Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-            entry(y, f, their_packet);
-        });
+        // corosensei moves the initial closure onto the new stack through a
+        // small fixed-size slot; a large closure travels boxed instead.
+        let co = if std::mem::size_of::<F>() <= INLINE_CLOSURE {
+            Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+                entry(y, f, their_packet);
+            })
+        } else {
+            let f = Box::new(f);
+            Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+                entry(y, *f, their_packet);
+            })
+        };
         *task.coroutine.borrow_mut() = Some(co);
         let key = s.tasks.borrow_mut().insert(task.clone());
         task.key.set(key);

@@ -127,3 +127,12 @@ fn join_error_debug_is_readable() {
     let e = JoinError::Cancelled;
     assert_eq!(format!("{e:?}"), "Cancelled");
 }
+
+#[test]
+fn a_large_closure_can_be_spawned() {
+    coro::run(|| {
+        let big = [1u8; 4096];
+        let h = coro::spawn(move || big.iter().map(|&b| b as u32).sum::<u32>());
+        assert_eq!(h.join().unwrap(), 4096);
+    });
+}
