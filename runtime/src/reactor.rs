@@ -222,7 +222,7 @@ impl Registration {
     ///
     /// `NotConnected` if the registration was [closed](Registration::close)
     /// (before or while waiting); `TimedOut` or an interruption error (see
-    /// [`WaitError`]) if the wait was cut short.
+    /// [`WaitError`](crate::WaitError)) if the wait was cut short.
     pub fn wait(&self, dir: Direction) -> io::Result<()> {
         loop {
             if self.state.closed.get() {
