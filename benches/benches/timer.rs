@@ -1,8 +1,9 @@
 //! Timers: the `with_timeout` fast path (an operation that completes at once)
 //! beside tokio's `timeout`, and 100 000 timers inserted and fired (100 000
 //! timers with distinct deadlines: 10 000 sleeping threads / tasks, each
-//! sleeping 10 times, so 10 000 timers are pending at once) beside tokio and
-//! may. (100 000 sleeping green threads would need 200 000 memory mappings for
+//! sleeping 10 times, so 10 000 timers are pending at once) beside tokio.
+//! (may with one worker did not finish this workload's warm-up within several
+//! minutes here, so it is left out.) (100 000 sleeping green threads would need 200 000 memory mappings for
 //! their guarded stacks, past Linux's default `vm.max_map_count` of 65 530.)
 
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
@@ -104,37 +105,6 @@ fn timers_100k(c: &mut Criterion) {
                     }
                     t.elapsed()
                 });
-            }
-            total
-        })
-    });
-    coro_benches::may_one_worker();
-    g.bench_function("may", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let t = Instant::now();
-                let base = Instant::now() + Duration::from_millis(1);
-                let hs: Vec<_> = (0..THREADS)
-                    .map(|i| {
-                        // SAFETY: the coroutine only sleeps through may's own
-                        // sleep, as may's spawn contract requires.
-                        unsafe {
-                            may::coroutine::spawn(move || {
-                                for r in 0..ROUNDS {
-                                    let at = base + offset(r, i);
-                                    may::coroutine::sleep(
-                                        at.saturating_duration_since(Instant::now()),
-                                    )
-                                }
-                            })
-                        }
-                    })
-                    .collect();
-                for h in hs {
-                    h.join().unwrap();
-                }
-                total += t.elapsed();
             }
             total
         })
