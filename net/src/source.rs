@@ -8,13 +8,13 @@
 //! `try_clone` gives a second handle to the *same* socket (one registration,
 //! one fd) that another green thread of the same runtime can use.
 //!
-//! An operation runs as in Shrapnel: try the syscall; on `EWOULDBLOCK` clear
-//! the direction's readiness flag and park until the reactor sets it again,
-//! then retry. A call that succeeds without waiting spends one unit of
-//! selfishness ([`coro_runtime::try_selfish`]). Reads first look at the
-//! readiness flag: mio is edge-triggered and the flag is only cleared by an
-//! `EWOULDBLOCK`, so while it is clear the syscall would fail and is skipped
-//! (the event that sets it again is already queued in the kernel).
+//! An operation runs as in Shrapnel, through the runtime's
+//! [`Registration::io`]: try the syscall; on `EWOULDBLOCK` clear the
+//! direction's readiness flag and park until the reactor sets it again, then
+//! retry; a call that succeeds without waiting spends one unit of
+//! selfishness. Stream reads and writes go through
+//! [`Registration::io_stream`], which also treats a short count as "drained"
+//! and so saves the syscall that would only say `EWOULDBLOCK`.
 //!
 //! [`Source::close`] marks the registration closed: every green thread parked
 //! on it wakes at once with [`closed_error`], and every later call fails the
@@ -100,32 +100,67 @@ impl<S: mio::event::Source> Source<S> {
     }
 
     fn run<R>(&self, dir: Direction, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
-        let mut waited = false;
-        loop {
-            if self.reg.is_closed() {
-                return Err(closed_error());
-            }
-            if dir == Direction::Read && !self.reg.is_ready(dir) {
-                self.reg.wait(dir)?;
-                waited = true;
-                continue;
-            }
-            match op(&self.io) {
-                Ok(v) => {
-                    if !waited {
-                        coro_runtime::try_selfish();
-                    }
-                    return Ok(v);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.reg.clear(dir);
-                    self.reg.wait(dir)?;
-                    waited = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+        self.reg.io(dir, || op(&self.io))
+    }
+
+    fn run_stream(
+        &self,
+        dir: Direction,
+        len: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let timeout = match dir {
+            Direction::Read => self.read_timeout.get(),
+            Direction::Write => self.write_timeout.get(),
+        };
+        timed(timeout, || self.reg.io_stream(dir, len, || op(&self.io)))
+    }
+
+    /// `Read::read` for a stream socket.
+    pub(crate) fn read_buf(&self, buf: &mut [u8]) -> io::Result<usize>
+    where
+        for<'a> &'a S: io::Read,
+    {
+        if buf.is_empty() {
+            return Ok(0);
         }
+        let len = buf.len();
+        self.run_stream(Direction::Read, len, |mut s| io::Read::read(&mut s, buf))
+    }
+
+    /// `Read::read_vectored` for a stream socket.
+    pub(crate) fn read_bufs(&self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize>
+    where
+        for<'a> &'a S: io::Read,
+    {
+        let len = bufs.iter().map(|b| b.len()).sum();
+        if len == 0 {
+            return Ok(0);
+        }
+        self.run_stream(Direction::Read, len, |mut s| {
+            io::Read::read_vectored(&mut s, bufs)
+        })
+    }
+
+    /// `Write::write` for a stream socket.
+    pub(crate) fn write_buf(&self, buf: &[u8]) -> io::Result<usize>
+    where
+        for<'a> &'a S: io::Write,
+    {
+        self.run_stream(Direction::Write, buf.len(), |mut s| {
+            io::Write::write(&mut s, buf)
+        })
+    }
+
+    /// `Write::write_vectored` for a stream socket.
+    pub(crate) fn write_bufs(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize>
+    where
+        for<'a> &'a S: io::Write,
+    {
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.run_stream(Direction::Write, len, |mut s| {
+            io::Write::write_vectored(&mut s, bufs)
+        })
     }
 
     /// Waits until `dir` is ready (or was never found not ready).
@@ -198,3 +233,65 @@ pub(crate) fn check_timeout(timeout: Option<Duration>) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// `Read` and `Write` for a stream socket type `$t` and for `&$t`, through
+/// its `inner: Rc<Source<_>>` (std's shape: both the owned and the shared
+/// handle read and write).
+macro_rules! stream_io {
+    ($t:ty) => {
+        impl std::io::Read for $t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.inner.read_buf(buf)
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                self.inner.read_bufs(bufs)
+            }
+        }
+
+        impl std::io::Read for &$t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.inner.read_buf(buf)
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                self.inner.read_bufs(bufs)
+            }
+        }
+
+        impl std::io::Write for $t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.inner.write_buf(buf)
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                self.inner.write_bufs(bufs)
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl std::io::Write for &$t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.inner.write_buf(buf)
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                self.inner.write_bufs(bufs)
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use stream_io;

@@ -193,10 +193,10 @@ where
         }));
         key
     });
-    let forget = |_: ()| context::with_sched(|s| s.blocking.waiting.borrow_mut().remove(key));
+    let forget = || context::with_sched(|s| s.blocking.waiting.borrow_mut().remove(key));
     loop {
         if let Some(r) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            forget(());
+            forget();
             match r {
                 Ok(v) => return Ok(v),
                 Err(p) => panic::resume_unwind(p),
@@ -204,7 +204,7 @@ where
         }
         context::with_sched(|s| s.blocking.waiting.borrow_mut()[key] = Some(Waiter::current()));
         if let Err(e) = sched::park_as("blocking job") {
-            forget(());
+            forget();
             return Err(e);
         }
     }

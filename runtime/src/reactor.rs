@@ -41,6 +41,10 @@ pub(crate) struct IoState {
     gen: u32,
     readable: Cell<bool>,
     writable: Cell<bool>,
+    /// The peer closed its side (or the socket has an error): final states,
+    /// never cleared, so a read after a short read still sees the EOF.
+    read_closed: Cell<bool>,
+    write_closed: Cell<bool>,
     closed: Cell<bool>,
     readers: RefCell<VecDeque<Waiter>>,
     writers: RefCell<VecDeque<Waiter>>,
@@ -111,6 +115,12 @@ impl Reactor {
                 Some(s) if s.gen == gen => s.clone(),
                 _ => continue,
             };
+            if ev.is_read_closed() || ev.is_error() {
+                state.read_closed.set(true);
+            }
+            if ev.is_write_closed() || ev.is_error() {
+                state.write_closed.set(true);
+            }
             if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                 state.readable.set(true);
                 IoState::wake_all(&state.readers);
@@ -205,9 +215,14 @@ impl Registration {
         }
     }
 
-    /// Whether the last event said `dir` is ready (and no `clear` since).
+    /// Whether the last event said `dir` is ready (and no `clear` since), or
+    /// that side was closed by the peer (which `clear` does not undo).
     pub fn is_ready(&self, dir: Direction) -> bool {
         self.flag(dir).get()
+            || match dir {
+                Direction::Read => self.state.read_closed.get(),
+                Direction::Write => self.state.write_closed.get(),
+            }
     }
 
     /// Forgets readiness in `dir`: call it when the syscall said `EWOULDBLOCK`.
@@ -228,7 +243,7 @@ impl Registration {
             if self.state.closed.get() {
                 return Err(closed_error());
             }
-            if self.flag(dir).get() {
+            if self.is_ready(dir) {
                 return Ok(());
             }
             self.queue(dir).borrow_mut().push_back(Waiter::current());
@@ -251,14 +266,50 @@ impl Registration {
     /// tries `op`; on `WouldBlock` clears readiness and waits, then tries
     /// again. A call that succeeds without waiting spends one unit of
     /// selfishness (see [`try_selfish`](crate::try_selfish)).
-    pub fn io<R>(&self, dir: Direction, mut op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+    ///
+    /// A read-side call is not even tried while the readiness flag is clear:
+    /// mio is edge-triggered and only an `EWOULDBLOCK` clears the flag, so the
+    /// syscall would fail; the event that sets the flag again is already on
+    /// its way from the kernel.
+    pub fn io<R>(&self, dir: Direction, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        self.run(dir, op, |_| false)
+    }
+
+    /// [`io`](Registration::io) for a byte stream: `op` reads into (or
+    /// writes from) a buffer of `len` bytes and returns the count. A count
+    /// short of `len` (but not zero) shows the socket buffer was drained (or
+    /// filled), so readiness is cleared without spending a syscall to hear
+    /// `EWOULDBLOCK`; an edge arriving after that call sets it again.
+    pub fn io_stream(
+        &self,
+        dir: Direction,
+        len: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.run(dir, op, |&n| n > 0 && n < len)
+    }
+
+    fn run<R>(
+        &self,
+        dir: Direction,
+        mut op: impl FnMut() -> io::Result<R>,
+        drained: impl Fn(&R) -> bool,
+    ) -> io::Result<R> {
         let mut waited = false;
         loop {
             if self.state.closed.get() {
                 return Err(closed_error());
             }
+            if dir == Direction::Read && !self.is_ready(dir) {
+                self.wait(dir)?;
+                waited = true;
+                continue;
+            }
             match op() {
                 Ok(v) => {
+                    if drained(&v) {
+                        self.clear(dir);
+                    }
                     if !waited {
                         crate::try_selfish();
                     }
@@ -294,7 +345,7 @@ impl Registration {
 fn closed_error() -> io::Error {
     io::Error::new(
         io::ErrorKind::NotConnected,
-        "coro: the socket was closed while a green thread was using it",
+        "coro: the socket was closed (close() was called on it or on a clone)",
     )
 }
 

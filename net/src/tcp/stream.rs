@@ -2,7 +2,7 @@
 //! calling green thread.
 
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::rc::Rc;
@@ -324,28 +324,6 @@ impl TcpStream {
     pub fn wait_writable(&self) -> io::Result<()> {
         self.inner.wait(Direction::Write)
     }
-
-    fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        self.inner.read(|mut s| s.read(buf))
-    }
-
-    fn read_many(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        if bufs.iter().all(|b| b.is_empty()) {
-            return Ok(0);
-        }
-        self.inner.read(|mut s| s.read_vectored(bufs))
-    }
-
-    fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(|mut s| s.write(buf))
-    }
-
-    fn write_many(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.inner.write(|mut s| s.write_vectored(bufs))
-    }
 }
 
 /// Connects to one address: start, wait writable, check `SO_ERROR`.
@@ -367,53 +345,7 @@ fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
     }
 }
 
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_one(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.read_many(bufs)
-    }
-}
-
-impl Read for &TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_one(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.read_many(bufs)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write_one(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.write_many(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Write for &TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write_one(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.write_many(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+crate::source::stream_io!(TcpStream);
 
 impl AsRawFd for TcpStream {
     fn as_raw_fd(&self) -> RawFd {

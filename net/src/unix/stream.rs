@@ -2,7 +2,7 @@
 //! calls suspend only the calling green thread.
 
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::SocketAddr;
@@ -208,77 +208,9 @@ impl UnixStream {
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
     }
-
-    fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        self.inner.read(|mut s| s.read(buf))
-    }
-
-    fn read_many(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        if bufs.iter().all(|b| b.is_empty()) {
-            return Ok(0);
-        }
-        self.inner.read(|mut s| s.read_vectored(bufs))
-    }
-
-    fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(|mut s| s.write(buf))
-    }
-
-    fn write_many(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.inner.write(|mut s| s.write_vectored(bufs))
-    }
 }
 
-impl Read for UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_one(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.read_many(bufs)
-    }
-}
-
-impl Read for &UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_one(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.read_many(bufs)
-    }
-}
-
-impl Write for UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write_one(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.write_many(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Write for &UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write_one(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.write_many(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+crate::source::stream_io!(UnixStream);
 
 impl AsRawFd for UnixStream {
     fn as_raw_fd(&self) -> RawFd {

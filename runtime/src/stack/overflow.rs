@@ -29,29 +29,25 @@ const ALT_STACK_SIZE: usize = 64 * 1024;
 /// The handlers that were installed before ours, in `SIGNALS` order.
 static PREVIOUS: OnceLock<[libc::sigaction; 2]> = OnceLock::new();
 
-struct SendAction([libc::sigaction; 2]);
-
 /// Installs the handler once per process.
 pub(crate) fn install() {
     PREVIOUS.get_or_init(|| {
-        let mut prev: SendAction = SendAction(
-            // SAFETY: sigaction is a plain C struct; all-zero is a valid value.
-            unsafe { std::mem::zeroed() },
-        );
+        // SAFETY: sigaction is a plain C struct; all-zero is a valid value.
+        let mut prev: [libc::sigaction; 2] = unsafe { std::mem::zeroed() };
         for (i, &sig) in SIGNALS.iter().enumerate() {
             // SAFETY: all-zero is a valid sigaction; we fill in the fields used.
             let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
             act.sa_sigaction = handler as *const () as usize;
             act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
             // SAFETY: `act.sa_mask` is a valid sigset to initialise; `act` and
-            // `prev.0[i]` are valid for the call, and the handler we install is
+            // `prev[i]` are valid for the call, and the handler we install is
             // async-signal-safe (see the module docs).
             unsafe {
                 libc::sigemptyset(&mut act.sa_mask);
-                libc::sigaction(sig, &act, &mut prev.0[i]);
+                libc::sigaction(sig, &act, &mut prev[i]);
             }
         }
-        prev.0
+        prev
     });
 }
 
@@ -185,7 +181,3 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut l
         unsafe { libc::sigaction(sig, &prev[i], ptr::null_mut()) };
     }
 }
-
-// SAFETY: only used to move the array of previous handlers into the OnceLock;
-// sigaction values are plain data.
-unsafe impl Send for SendAction {}

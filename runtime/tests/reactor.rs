@@ -1,0 +1,66 @@
+//! The reactor's readiness rules, on a real socket pair: a short stream read
+//! clears readiness (no syscall spent to hear `EWOULDBLOCK`), and a peer's
+//! close stays visible after a clear.
+
+use std::io::{Read, Write};
+
+use coro_runtime::{self as coro, Direction, Interest, Registration};
+
+#[test]
+fn short_read_clears_readiness_and_eof_stays_visible() {
+    coro::run(|| {
+        let (mut a, mut b) = mio::net::UnixStream::pair().unwrap();
+        let reg = Registration::new(&mut a, Interest::READABLE | Interest::WRITABLE).unwrap();
+        (&b).write_all(b"0123456789").unwrap();
+        reg.wait(Direction::Read).unwrap();
+        assert!(reg.is_ready(Direction::Read));
+        let mut buf = [0u8; 64];
+        let n = reg
+            .io_stream(Direction::Read, buf.len(), || (&a).read(&mut buf))
+            .unwrap();
+        assert_eq!(n, 10);
+        assert!(
+            !reg.is_ready(Direction::Read),
+            "a short read drains readiness"
+        );
+        // A full-buffer read does not: more may be waiting.
+        (&b).write_all(&[7u8; 100]).unwrap();
+        let n = reg
+            .io_stream(Direction::Read, 64, || (&a).read(&mut buf))
+            .unwrap();
+        assert_eq!(n, 64);
+        assert!(reg.is_ready(Direction::Read));
+        let n = reg
+            .io_stream(Direction::Read, 64, || (&a).read(&mut buf))
+            .unwrap();
+        assert_eq!(n, 36);
+        // The peer closes: EOF is a final state that clear() does not undo.
+        drop(std::mem::replace(
+            &mut b,
+            mio::net::UnixStream::pair().unwrap().0,
+        ));
+        reg.wait(Direction::Read).unwrap();
+        reg.clear(Direction::Read);
+        assert!(reg.is_ready(Direction::Read));
+        let n = reg
+            .io_stream(Direction::Read, 64, || (&a).read(&mut buf))
+            .unwrap();
+        assert_eq!(n, 0);
+        drop(reg);
+        assert_eq!(coro::stats().io_sources, 0);
+    });
+}
+
+#[test]
+fn close_wakes_a_waiter_with_not_connected() {
+    coro::run(|| {
+        let (mut a, _b) = mio::net::UnixStream::pair().unwrap();
+        let reg = std::rc::Rc::new(Registration::new(&mut a, Interest::READABLE).unwrap());
+        let r = reg.clone();
+        let h = coro::spawn(move || r.wait(Direction::Read));
+        coro::yield_now();
+        reg.close();
+        let e = h.join().unwrap().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
+    });
+}
