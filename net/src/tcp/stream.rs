@@ -202,7 +202,7 @@ impl TcpStream {
     ///
     /// # Errors
     ///
-    /// As [`Read::read`].
+    /// As [`Read::read`](std::io::Read::read).
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
