@@ -123,8 +123,6 @@ fn timeouts_around_blocking_calls_do_not_pile_up_in_the_heap() {
     coro::run(|| {
         // Each scope arms a timer (the thread blocks inside it), then leaves
         // before it fires: the entries go stale and the heap is rebuilt.
-        let waker = coro::current();
-        let _ = waker;
         for _ in 0..20_000 {
             coro::with_timeout(Duration::from_secs(10), || {
                 let me = coro::current();
