@@ -72,6 +72,7 @@
 
 mod error;
 mod fd;
+mod handle;
 mod lookup;
 mod source;
 mod tcp;

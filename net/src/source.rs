@@ -181,6 +181,21 @@ impl<S: mio::event::Source> Source<S> {
         self.reg.close()
     }
 
+    /// [`close`](Source::close), shutting the socket down (both directions)
+    /// first unless it was already closed: the peer of a stream sees EOF and
+    /// a listener stops listening. A failed `shutdown` (the peer is gone; a
+    /// listener on a system where it cannot be shut down) is ignored: the fd
+    /// still closes when the last handle drops.
+    pub(crate) fn shutdown_and_close(&self)
+    where
+        S: std::os::fd::AsFd,
+    {
+        if !self.reg.is_closed() {
+            let _ = socket2::SockRef::from(&self.io).shutdown(std::net::Shutdown::Both);
+            self.reg.close();
+        }
+    }
+
     /// Whether [`close`](Source::close) was called.
     pub(crate) fn is_closed(&self) -> bool {
         self.reg.is_closed()
@@ -233,65 +248,3 @@ pub(crate) fn check_timeout(timeout: Option<Duration>) -> io::Result<()> {
     }
     Ok(())
 }
-
-/// `Read` and `Write` for a stream socket type `$t` and for `&$t`, through
-/// its `inner: Rc<Source<_>>` (std's shape: both the owned and the shared
-/// handle read and write).
-macro_rules! stream_io {
-    ($t:ty) => {
-        impl std::io::Read for $t {
-            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                self.inner.read_buf(buf)
-            }
-
-            fn read_vectored(
-                &mut self,
-                bufs: &mut [std::io::IoSliceMut<'_>],
-            ) -> std::io::Result<usize> {
-                self.inner.read_bufs(bufs)
-            }
-        }
-
-        impl std::io::Read for &$t {
-            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                self.inner.read_buf(buf)
-            }
-
-            fn read_vectored(
-                &mut self,
-                bufs: &mut [std::io::IoSliceMut<'_>],
-            ) -> std::io::Result<usize> {
-                self.inner.read_bufs(bufs)
-            }
-        }
-
-        impl std::io::Write for $t {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.inner.write_buf(buf)
-            }
-
-            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-                self.inner.write_bufs(bufs)
-            }
-
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-
-        impl std::io::Write for &$t {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.inner.write_buf(buf)
-            }
-
-            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-                self.inner.write_bufs(bufs)
-            }
-
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-    };
-}
-pub(crate) use stream_io;

@@ -1,12 +1,9 @@
 //! [`UdpSocket`]: a UDP socket whose blocking calls suspend only the calling
 //! green thread.
 
-use std::fmt;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::rc::Rc;
-use std::time::Duration;
 
 use crate::lookup::{each_addr, invalid, ToSocketAddrs};
 use crate::source::Source;
@@ -181,24 +178,6 @@ impl UdpSocket {
         self.inner.get().broadcast()
     }
 
-    /// Sets `IP_TTL`.
-    ///
-    /// # Errors
-    ///
-    /// As `setsockopt`.
-    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.inner.get().set_ttl(ttl)
-    }
-
-    /// The `IP_TTL` value.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockopt`.
-    pub fn ttl(&self) -> io::Result<u32> {
-        self.inner.get().ttl()
-    }
-
     /// Joins an IPv4 multicast group on `interface`.
     ///
     /// # Errors
@@ -235,90 +214,14 @@ impl UdpSocket {
         self.inner.get().leave_multicast_v6(group, interface)
     }
 
-    /// Takes the pending socket error (`SO_ERROR`), if any.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockopt`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.inner.get().take_error()
-    }
-
-    /// Sets a deadline for each receive, as
-    /// [`TcpStream::set_read_timeout`](crate::TcpStream::set_read_timeout).
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.inner.set_read_timeout(timeout)
-    }
-
-    /// Sets a deadline for each send.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.inner.set_write_timeout(timeout)
-    }
-
-    /// The read timeout.
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.read_timeout())
-    }
-
-    /// The write timeout.
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.write_timeout())
-    }
-
-    /// Another handle to the same socket (not a `dup`).
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn try_clone(&self) -> io::Result<UdpSocket> {
-        Ok(UdpSocket {
-            inner: self.inner.clone(),
-        })
-    }
-
     /// Wakes every green thread waiting on the socket with a `NotConnected`
     /// error and fails later calls. Idempotent; the fd is released when the
     /// last handle drops.
     pub fn close(&self) {
         self.inner.close();
     }
-
-    /// Whether [`close`](UdpSocket::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.inner.is_closed()
-    }
 }
 
-impl AsRawFd for UdpSocket {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.get().as_raw_fd()
-    }
-}
-
-impl AsFd for UdpSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.get().as_fd()
-    }
-}
-
-impl fmt::Debug for UdpSocket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.inner, f)
-    }
-}
+crate::handle::handle!(UdpSocket);
+crate::handle::timeouts!(UdpSocket);
+crate::handle::ttl!(UdpSocket, "the packets this socket sends");

@@ -1,13 +1,11 @@
 //! [`TcpListener`] and its [`TcpListenerBuilder`]: a listening TCP socket
 //! whose `accept` suspends only the calling green thread.
 
-use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::rc::Rc;
 
-use socket2::{Domain, SockRef, Socket, Type};
+use socket2::{Domain, Socket, Type};
 
 use crate::lookup::{each_addr, invalid, ToSocketAddrs};
 use crate::source::Source;
@@ -278,61 +276,14 @@ impl TcpListener {
         self.inner.get().local_addr()
     }
 
-    /// Sets `IP_TTL` for accepted connections.
-    ///
-    /// # Errors
-    ///
-    /// As `setsockopt`.
-    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.inner.get().set_ttl(ttl)
-    }
-
-    /// The `IP_TTL` value.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockopt`.
-    pub fn ttl(&self) -> io::Result<u32> {
-        self.inner.get().ttl()
-    }
-
-    /// Takes the pending socket error (`SO_ERROR`), if any.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockopt`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.inner.get().take_error()
-    }
-
-    /// Another handle to the same listener (not a `dup`), for another green
-    /// thread of this runtime; several acceptors queue in order.
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn try_clone(&self) -> io::Result<TcpListener> {
-        Ok(TcpListener {
-            inner: self.inner.clone(),
-        })
-    }
-
     /// Stops listening (new connections are refused) and wakes every green
     /// thread blocked in `accept` with a `NotConnected` error; later calls
     /// fail the same way. Idempotent. The fd is released when the last
     /// handle drops.
     pub fn close(&self) {
-        if !self.inner.is_closed() {
-            // Linux stops listening on shutdown; elsewhere it may fail, and
-            // the fd closes on drop instead.
-            let _ = SockRef::from(self.inner.get()).shutdown(std::net::Shutdown::Both);
-            self.inner.close();
-        }
-    }
-
-    /// Whether [`close`](TcpListener::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.inner.is_closed()
+        // Linux stops listening on shutdown; elsewhere it may fail, and the
+        // fd closes on drop instead.
+        self.inner.shutdown_and_close();
     }
 }
 
@@ -351,20 +302,5 @@ impl Iterator for Incoming<'_> {
     }
 }
 
-impl AsRawFd for TcpListener {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.get().as_raw_fd()
-    }
-}
-
-impl AsFd for TcpListener {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.get().as_fd()
-    }
-}
-
-impl fmt::Debug for TcpListener {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.inner, f)
-    }
-}
+crate::handle::handle!(TcpListener);
+crate::handle::ttl!(TcpListener, "the packets of the connections it accepts");

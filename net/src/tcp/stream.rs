@@ -1,10 +1,8 @@
 //! [`TcpStream`]: a TCP connection whose blocking calls suspend only the
 //! calling green thread.
 
-use std::fmt;
 use std::io;
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -187,15 +185,7 @@ impl TcpStream {
     /// .unwrap();
     /// ```
     pub fn close(&self) {
-        if !self.inner.is_closed() {
-            let _ = self.inner.get().shutdown(Shutdown::Both);
-            self.inner.close();
-        }
-    }
-
-    /// Whether [`close`](TcpStream::close) was called on this socket.
-    pub fn is_closed(&self) -> bool {
-        self.inner.is_closed()
+        self.inner.shutdown_and_close();
     }
 
     /// Reads without removing the data from the queue.
@@ -226,85 +216,6 @@ impl TcpStream {
     /// As `getsockopt`.
     pub fn nodelay(&self) -> io::Result<bool> {
         self.inner.get().nodelay()
-    }
-
-    /// Sets `IP_TTL`.
-    ///
-    /// # Errors
-    ///
-    /// As `setsockopt`.
-    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.inner.get().set_ttl(ttl)
-    }
-
-    /// The `IP_TTL` value.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockopt`.
-    pub fn ttl(&self) -> io::Result<u32> {
-        self.inner.get().ttl()
-    }
-
-    /// Takes the pending socket error (`SO_ERROR`), if any.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockopt`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.inner.get().take_error()
-    }
-
-    /// Sets a deadline for each read-side call on this socket (all handles),
-    /// like std's; past it the call fails with `TimedOut`. `None` removes it.
-    /// An enclosing `with_timeout` still applies too.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.inner.set_read_timeout(timeout)
-    }
-
-    /// Sets a deadline for each write-side call, as
-    /// [`set_read_timeout`](TcpStream::set_read_timeout).
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.inner.set_write_timeout(timeout)
-    }
-
-    /// The read timeout.
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.read_timeout())
-    }
-
-    /// The write timeout.
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.write_timeout())
-    }
-
-    /// Another handle to the same socket (not a `dup` of the fd), usable
-    /// from another green thread of this runtime. See the type's docs on
-    /// sharing.
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn try_clone(&self) -> io::Result<TcpStream> {
-        Ok(TcpStream {
-            inner: self.inner.clone(),
-        })
     }
 
     /// Waits until the socket is readable (data, EOF or an error pending).
@@ -345,22 +256,7 @@ fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
     }
 }
 
-crate::source::stream_io!(TcpStream);
-
-impl AsRawFd for TcpStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.get().as_raw_fd()
-    }
-}
-
-impl AsFd for TcpStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.get().as_fd()
-    }
-}
-
-impl fmt::Debug for TcpStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.inner, f)
-    }
-}
+crate::handle::handle!(TcpStream);
+crate::handle::timeouts!(TcpStream);
+crate::handle::ttl!(TcpStream, "the packets this socket sends");
+crate::handle::stream_io!(TcpStream);

@@ -1,14 +1,11 @@
 //! [`UnixDatagram`]: a Unix-domain datagram socket whose blocking calls
 //! suspend only the calling green thread.
 
-use std::fmt;
 use std::io;
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Duration;
 
 use crate::source::Source;
 
@@ -162,71 +159,13 @@ impl UnixDatagram {
         self.inner.get().shutdown(how)
     }
 
-    /// Takes the pending socket error, if any.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockopt`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.inner.get().take_error()
-    }
-
-    /// Sets a deadline for each receive.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.inner.set_read_timeout(timeout)
-    }
-
-    /// Sets a deadline for each send.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.inner.set_write_timeout(timeout)
-    }
-
-    /// Another handle to the same socket (not a `dup`).
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn try_clone(&self) -> io::Result<UnixDatagram> {
-        Ok(UnixDatagram {
-            inner: self.inner.clone(),
-        })
-    }
-
     /// Wakes every green thread waiting on the socket with a `NotConnected`
     /// error and fails later calls. Idempotent; the fd is released when the
     /// last handle drops.
     pub fn close(&self) {
         self.inner.close();
     }
-
-    /// Whether [`close`](UnixDatagram::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.inner.is_closed()
-    }
 }
 
-impl AsRawFd for UnixDatagram {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.get().as_raw_fd()
-    }
-}
-
-impl AsFd for UnixDatagram {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.get().as_fd()
-    }
-}
-
-impl fmt::Debug for UnixDatagram {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.inner, f)
-    }
-}
+crate::handle::handle!(UnixDatagram);
+crate::handle::timeouts!(UnixDatagram: setters only);

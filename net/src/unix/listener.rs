@@ -1,9 +1,7 @@
 //! [`UnixListener`]: a listening Unix-domain socket whose `accept` suspends
 //! only the calling green thread.
 
-use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
@@ -98,36 +96,11 @@ impl UnixListener {
         self.inner.get().local_addr()
     }
 
-    /// Takes the pending socket error, if any.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockopt`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.inner.get().take_error()
-    }
-
-    /// Another handle to the same listener (not a `dup`).
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn try_clone(&self) -> io::Result<UnixListener> {
-        Ok(UnixListener {
-            inner: self.inner.clone(),
-        })
-    }
-
     /// Wakes every green thread blocked in `accept` with a `NotConnected`
     /// error and fails later calls. Idempotent; the fd is released when the
     /// last handle drops.
     pub fn close(&self) {
         self.inner.close();
-    }
-
-    /// Whether [`close`](UnixListener::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.inner.is_closed()
     }
 }
 
@@ -146,20 +119,4 @@ impl Iterator for Incoming<'_> {
     }
 }
 
-impl AsRawFd for UnixListener {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.get().as_raw_fd()
-    }
-}
-
-impl AsFd for UnixListener {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.get().as_fd()
-    }
-}
-
-impl fmt::Debug for UnixListener {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.inner, f)
-    }
-}
+crate::handle::handle!(UnixListener);

@@ -1,10 +1,8 @@
 //! [`UnixStream`]: a connected Unix-domain stream socket whose blocking
 //! calls suspend only the calling green thread.
 
-use std::fmt;
 use std::io;
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
@@ -137,95 +135,14 @@ impl UnixStream {
         self.inner.get().shutdown(how)
     }
 
-    /// Takes the pending socket error, if any.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockopt`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.inner.get().take_error()
-    }
-
-    /// Sets a deadline for each read-side call, as
-    /// [`TcpStream::set_read_timeout`](crate::TcpStream::set_read_timeout).
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.inner.set_read_timeout(timeout)
-    }
-
-    /// Sets a deadline for each write-side call.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.inner.set_write_timeout(timeout)
-    }
-
-    /// The read timeout.
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.read_timeout())
-    }
-
-    /// The write timeout.
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.write_timeout())
-    }
-
-    /// Another handle to the same socket (not a `dup`).
-    ///
-    /// # Errors
-    ///
-    /// Never; a `Result` to match std.
-    pub fn try_clone(&self) -> io::Result<UnixStream> {
-        Ok(UnixStream {
-            inner: self.inner.clone(),
-        })
-    }
-
     /// Shuts the socket down, wakes every green thread waiting on it with a
     /// `NotConnected` error and fails later calls. Idempotent; the fd is
     /// released when the last handle drops.
     pub fn close(&self) {
-        if !self.inner.is_closed() {
-            let _ = self.inner.get().shutdown(Shutdown::Both);
-            self.inner.close();
-        }
-    }
-
-    /// Whether [`close`](UnixStream::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.inner.is_closed()
+        self.inner.shutdown_and_close();
     }
 }
 
-crate::source::stream_io!(UnixStream);
-
-impl AsRawFd for UnixStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.get().as_raw_fd()
-    }
-}
-
-impl AsFd for UnixStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.get().as_fd()
-    }
-}
-
-impl fmt::Debug for UnixStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.inner, f)
-    }
-}
+crate::handle::handle!(UnixStream);
+crate::handle::timeouts!(UnixStream);
+crate::handle::stream_io!(UnixStream);
