@@ -8,22 +8,57 @@
 //! rather than a trait write them. Each macro emits its own `impl` block,
 //! which rustdoc lists with the type's other methods; the docs are written
 //! for every type at once and link through `Self::`. What differs from type
-//! to type (connecting, accepting, sending and receiving, closing, the
-//! address type) stays in the type's own file.
+//! to type (binding and connecting, accepting, sending to an address,
+//! closing) stays in the type's own file.
 //!
 //! | macro | gives | used by |
 //! |---|---|---|
-//! | `handle!` | `try_clone`, `is_closed`, `take_error`; `AsRawFd`, `AsFd`, `Debug` | every socket type |
-//! | `timeouts!` | `set_read_timeout`, `set_write_timeout`, `read_timeout`, `write_timeout` | streams, datagram sockets |
+//! | `handle!` | `from_std`, `try_clone`, `is_closed`, `take_error`; `AsRawFd`, `AsFd`, `Debug` | every socket type |
+//! | `addrs!` | `local_addr`, `peer_addr` | every type but the listeners |
+//! | `shutdown!` | `shutdown` | `TcpStream`, `UnixStream`, `UnixDatagram` |
+//! | `timeouts!` | `set_read_timeout`, `set_write_timeout`, `read_timeout`, `write_timeout` | every type but the listeners (`UnixDatagram`: the setters only) |
 //! | `ttl!` | `set_ttl`, `ttl` | the TCP and UDP types |
 //! | `stream_io!` | `Read` and `Write` for `T` and `&T` | `TcpStream`, `UnixStream` |
+//! | `datagram_io!` | `send`, `recv`, `recv_from` | `UdpSocket`, `UnixDatagram` |
+//! | `incoming!` | `incoming` and its iterator `Incoming` | `TcpListener`, `UnixListener` |
 
-/// The methods and impls every socket type `$t` has: `try_clone`,
-/// `is_closed`, `take_error`, `AsRawFd`, `AsFd` and `Debug` (the inner
-/// socket's).
+/// The methods and impls every socket type `$t` has: `from_std`, the
+/// crate's constructor `from_mio`, `try_clone`, `is_closed`, `take_error`,
+/// `AsRawFd`, `AsFd` and `Debug` (the inner socket's). `$std` is the std
+/// module with the socket type of the same name (`std::net` or
+/// `std::os::unix::net`); mio's is always `mio::net::$t`.
 macro_rules! handle {
-    ($t:ident) => {
+    ($t:ident, $($std:ident)::+) => {
+        $crate::handle::handle!(
+            @impl $t,
+            $($std::)+$t,
+            mio::net::$t,
+            concat!("[`", $(stringify!($std), "::",)+ stringify!($t), "`]")
+        );
+    };
+    (@impl $t:ident, $std:path, $mio:path, $std_link:expr) => {
         impl $t {
+            #[doc = concat!("Wraps a ", $std_link, ", switching it to non-blocking mode.")]
+            ///
+            /// # Errors
+            ///
+            /// If the socket cannot be made non-blocking or registered.
+            ///
+            /// # Panics
+            ///
+            /// Outside a green thread.
+            pub fn from_std(socket: $std) -> std::io::Result<$t> {
+                socket.set_nonblocking(true)?;
+                $t::from_mio(<$mio>::from_std(socket))
+            }
+
+            /// Registers an already non-blocking mio socket.
+            pub(crate) fn from_mio(socket: $mio) -> std::io::Result<$t> {
+                Ok($t {
+                    inner: std::rc::Rc::new($crate::source::Source::new(socket)?),
+                })
+            }
+
             /// Another handle to the same socket (not a `dup` of the fd),
             /// usable from another green thread of this runtime. Green
             /// threads waiting on the socket in the same direction queue in
@@ -76,6 +111,52 @@ macro_rules! handle {
     };
 }
 pub(crate) use handle;
+
+/// `local_addr` and `peer_addr` for `$t`, whose addresses are `$addr`.
+macro_rules! addrs {
+    ($t:ident, $addr:ty) => {
+        impl $t {
+            /// The local address of this socket.
+            ///
+            /// # Errors
+            ///
+            /// As `getsockname`.
+            pub fn local_addr(&self) -> std::io::Result<$addr> {
+                self.inner.get().local_addr()
+            }
+
+            /// The address of the connected peer.
+            ///
+            /// # Errors
+            ///
+            /// `NotConnected` if there is none (never connected, or the
+            /// connection is gone); otherwise as `getpeername`.
+            pub fn peer_addr(&self) -> std::io::Result<$addr> {
+                self.inner.get().peer_addr()
+            }
+        }
+    };
+}
+pub(crate) use addrs;
+
+/// `shutdown` for a socket type `$t` that std gives one (streams, Unix
+/// datagram sockets).
+macro_rules! shutdown {
+    ($t:ident) => {
+        impl $t {
+            /// Shuts down the read half, the write half or both (never
+            /// blocks).
+            ///
+            /// # Errors
+            ///
+            /// As `shutdown(2)` (`NotConnected` if the peer is gone).
+            pub fn shutdown(&self, how: std::net::Shutdown) -> std::io::Result<()> {
+                self.inner.get().shutdown(how)
+            }
+        }
+    };
+}
+pub(crate) use shutdown;
 
 /// The per-call timeouts of std's sockets for `$t`: `set_read_timeout`,
 /// `set_write_timeout` and, unless `$t: setters only`, the getters
@@ -229,3 +310,76 @@ macro_rules! stream_io {
     };
 }
 pub(crate) use stream_io;
+
+/// `send`, `recv` and `recv_from` for a datagram socket type `$t` whose
+/// addresses are `$addr` (`send_to`, which takes an address of its own
+/// kind, stays with the type).
+macro_rules! datagram_io {
+    ($t:ident, $addr:ty) => {
+        impl $t {
+            /// Sends `buf` as one datagram to the connected peer; returns the
+            /// bytes sent.
+            ///
+            /// # Errors
+            ///
+            /// `NotConnected`-like errors from the OS if not connected;
+            /// otherwise as [`send_to`](Self::send_to).
+            pub fn send(&self, buf: &[u8]) -> std::io::Result<usize> {
+                self.inner.write(|s| s.send(buf))
+            }
+
+            /// Receives one datagram from the connected peer; returns its
+            /// length. A datagram longer than `buf` is truncated.
+            ///
+            /// # Errors
+            ///
+            /// As [`recv_from`](Self::recv_from).
+            pub fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.inner.read(|s| s.recv(buf))
+            }
+
+            /// Receives one datagram; returns its length and sender. A
+            /// datagram longer than `buf` is truncated.
+            ///
+            /// # Errors
+            ///
+            /// The `recvfrom` error; a timeout or an interruption;
+            /// `NotConnected` after [`close`](Self::close).
+            pub fn recv_from(&self, buf: &mut [u8]) -> std::io::Result<(usize, $addr)> {
+                self.inner.read(|s| s.recv_from(buf))
+            }
+        }
+    };
+}
+pub(crate) use datagram_io;
+
+/// `incoming` for a listener type `$l` whose `accept` returns a `$stream`,
+/// and its iterator, `Incoming`, defined where the macro is called.
+macro_rules! incoming {
+    ($l:ident, $stream:ident) => {
+        impl $l {
+            /// An iterator over incoming connections: each item is
+            /// [`accept`](Self::accept)'s result without the address. It
+            /// never ends by itself; errors (including `EMFILE`) are items.
+            pub fn incoming(&self) -> Incoming<'_> {
+                Incoming { listener: self }
+            }
+        }
+
+        #[doc = concat!("The iterator of [`", stringify!($l), "::incoming`].")]
+        #[derive(Debug)]
+        pub struct Incoming<'a> {
+            /// The listener accepted on.
+            listener: &'a $l,
+        }
+
+        impl Iterator for Incoming<'_> {
+            type Item = std::io::Result<$stream>;
+
+            fn next(&mut self) -> Option<std::io::Result<$stream>> {
+                Some(self.listener.accept().map(|(s, _)| s))
+            }
+        }
+    };
+}
+pub(crate) use incoming;

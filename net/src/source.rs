@@ -6,7 +6,9 @@
 //!
 //! Every socket type is a thin handle around `Rc<Source<S>>`, so
 //! `try_clone` gives a second handle to the *same* socket (one registration,
-//! one fd) that another green thread of the same runtime can use.
+//! one fd) that another green thread of the same runtime can use. The
+//! public methods that only delegate to the `Source` are written once, by
+//! the macros of `handle.rs`.
 //!
 //! An operation runs as in Shrapnel, through the runtime's
 //! [`Registration::io`]: try the syscall; on `EWOULDBLOCK` clear the

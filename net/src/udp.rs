@@ -54,22 +54,6 @@ impl UdpSocket {
         each_addr(addr, |a| UdpSocket::from_mio(mio::net::UdpSocket::bind(a)?))
     }
 
-    /// Wraps a std socket (switching it to non-blocking mode).
-    ///
-    /// # Errors
-    ///
-    /// If it cannot be made non-blocking or registered.
-    pub fn from_std(socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
-        socket.set_nonblocking(true)?;
-        UdpSocket::from_mio(mio::net::UdpSocket::from_std(socket))
-    }
-
-    fn from_mio(socket: mio::net::UdpSocket) -> io::Result<UdpSocket> {
-        Ok(UdpSocket {
-            inner: Rc::new(Source::new(socket)?),
-        })
-    }
-
     /// Sets the default peer for `send`/`recv` (the first resolved address
     /// that works) and filters incoming datagrams to it.
     ///
@@ -94,17 +78,6 @@ impl UdpSocket {
         self.inner.write(|s| s.send_to(buf, to))
     }
 
-    /// Receives one datagram; returns its length and sender. A datagram
-    /// longer than `buf` is truncated.
-    ///
-    /// # Errors
-    ///
-    /// The `recvfrom` error; a timeout or an interruption; `NotConnected`
-    /// after `close`.
-    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.inner.read(|s| s.recv_from(buf))
-    }
-
     /// As [`recv_from`](UdpSocket::recv_from) but leaves the datagram queued.
     ///
     /// # Errors
@@ -114,25 +87,6 @@ impl UdpSocket {
         self.inner.read(|s| s.peek_from(buf))
     }
 
-    /// Sends to the connected peer.
-    ///
-    /// # Errors
-    ///
-    /// `NotConnected`-like errors from the OS if not connected; otherwise as
-    /// [`send_to`](UdpSocket::send_to).
-    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(|s| s.send(buf))
-    }
-
-    /// Receives from the connected peer.
-    ///
-    /// # Errors
-    ///
-    /// As [`recv_from`](UdpSocket::recv_from).
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(|s| s.recv(buf))
-    }
-
     /// As [`recv`](UdpSocket::recv) but leaves the datagram queued.
     ///
     /// # Errors
@@ -140,24 +94,6 @@ impl UdpSocket {
     /// As `recv`.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.read(|s| s.peek(buf))
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockname`.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get().local_addr()
-    }
-
-    /// The connected peer's address.
-    ///
-    /// # Errors
-    ///
-    /// `NotConnected` if not connected.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get().peer_addr()
     }
 
     /// Sets `SO_BROADCAST`.
@@ -222,6 +158,9 @@ impl UdpSocket {
     }
 }
 
-crate::handle::handle!(UdpSocket);
+// The methods and impls every socket type shares: see `handle.rs`.
+crate::handle::handle!(UdpSocket, std::net);
+crate::handle::addrs!(UdpSocket, SocketAddr);
+crate::handle::datagram_io!(UdpSocket, SocketAddr);
 crate::handle::timeouts!(UdpSocket);
 crate::handle::ttl!(UdpSocket, "the packets this socket sends");

@@ -201,22 +201,6 @@ impl TcpListener {
         TcpListenerBuilder::default()
     }
 
-    /// Wraps a listening std socket (switching it to non-blocking mode).
-    ///
-    /// # Errors
-    ///
-    /// If it cannot be made non-blocking or registered.
-    pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
-        listener.set_nonblocking(true)?;
-        TcpListener::from_mio(mio::net::TcpListener::from_std(listener))
-    }
-
-    fn from_mio(listener: mio::net::TcpListener) -> io::Result<TcpListener> {
-        Ok(TcpListener {
-            inner: Rc::new(Source::new(listener)?),
-        })
-    }
-
     /// Accepts a connection, suspending this green thread until one comes.
     ///
     /// # Errors
@@ -260,13 +244,6 @@ impl TcpListener {
         Ok(out)
     }
 
-    /// An iterator over incoming connections: each item is
-    /// [`accept`](TcpListener::accept)'s result without the address. It
-    /// never ends by itself; errors (including `EMFILE`) are items.
-    pub fn incoming(&self) -> Incoming<'_> {
-        Incoming { listener: self }
-    }
-
     /// The local address (find the port after binding port 0).
     ///
     /// # Errors
@@ -287,20 +264,7 @@ impl TcpListener {
     }
 }
 
-/// The iterator of [`TcpListener::incoming`].
-#[derive(Debug)]
-pub struct Incoming<'a> {
-    /// The listener accepted on.
-    listener: &'a TcpListener,
-}
-
-impl Iterator for Incoming<'_> {
-    type Item = io::Result<TcpStream>;
-
-    fn next(&mut self) -> Option<io::Result<TcpStream>> {
-        Some(self.listener.accept().map(|(s, _)| s))
-    }
-}
-
-crate::handle::handle!(TcpListener);
+// The methods and impls every socket type shares: see `handle.rs`.
+crate::handle::handle!(TcpListener, std::net);
+crate::handle::incoming!(TcpListener, TcpStream);
 crate::handle::ttl!(TcpListener, "the packets of the connections it accepts");

@@ -2,7 +2,7 @@
 //! calling green thread.
 
 use std::io;
-use std::net::{Shutdown, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -117,50 +117,6 @@ impl TcpStream {
         crate::source::timed(Some(timeout), || connect_one(*addr))
     }
 
-    /// Wraps a connected std stream (switching it to non-blocking mode).
-    ///
-    /// # Errors
-    ///
-    /// If the socket cannot be made non-blocking or registered.
-    pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
-        stream.set_nonblocking(true)?;
-        TcpStream::from_mio(mio::net::TcpStream::from_std(stream))
-    }
-
-    /// Registers an already non-blocking mio stream.
-    pub(crate) fn from_mio(stream: mio::net::TcpStream) -> io::Result<TcpStream> {
-        Ok(TcpStream {
-            inner: Rc::new(Source::new(stream)?),
-        })
-    }
-
-    /// The address of the remote end.
-    ///
-    /// # Errors
-    ///
-    /// `NotConnected` if the connection is gone.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get().peer_addr()
-    }
-
-    /// The local address of this end.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockname`.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get().local_addr()
-    }
-
-    /// Shuts down the read half, the write half or both (never blocks).
-    ///
-    /// # Errors
-    ///
-    /// As `shutdown(2)` (`NotConnected` if the peer is gone).
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.inner.get().shutdown(how)
-    }
-
     /// Closes the stream for every handle: shuts the connection down, wakes
     /// every green thread waiting on it with a `NotConnected` error, and
     /// fails every later call the same way. Idempotent. The fd is released
@@ -256,7 +212,10 @@ fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
     }
 }
 
-crate::handle::handle!(TcpStream);
+// The methods and impls every socket type shares: see `handle.rs`.
+crate::handle::handle!(TcpStream, std::net);
+crate::handle::addrs!(TcpStream, SocketAddr);
+crate::handle::shutdown!(TcpStream);
 crate::handle::timeouts!(TcpStream);
 crate::handle::ttl!(TcpStream, "the packets this socket sends");
 crate::handle::stream_io!(TcpStream);

@@ -2,7 +2,6 @@
 //! suspend only the calling green thread.
 
 use std::io;
-use std::net::Shutdown;
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
@@ -69,22 +68,6 @@ impl UnixDatagram {
         Ok((UnixDatagram::from_mio(a)?, UnixDatagram::from_mio(b)?))
     }
 
-    /// Wraps a std socket (switching it to non-blocking mode).
-    ///
-    /// # Errors
-    ///
-    /// If it cannot be made non-blocking or registered.
-    pub fn from_std(socket: std::os::unix::net::UnixDatagram) -> io::Result<UnixDatagram> {
-        socket.set_nonblocking(true)?;
-        UnixDatagram::from_mio(mio::net::UnixDatagram::from_std(socket))
-    }
-
-    fn from_mio(socket: mio::net::UnixDatagram) -> io::Result<UnixDatagram> {
-        Ok(UnixDatagram {
-            inner: Rc::new(Source::new(socket)?),
-        })
-    }
-
     /// Sets the default peer for `send`/`recv`.
     ///
     /// # Errors
@@ -104,61 +87,6 @@ impl UnixDatagram {
         self.inner.write(|s| s.send_to(buf, path))
     }
 
-    /// Receives one datagram and its sender's address.
-    ///
-    /// # Errors
-    ///
-    /// The `recvfrom` error; a timeout or an interruption; `NotConnected`
-    /// after `close`.
-    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.inner.read(|s| s.recv_from(buf))
-    }
-
-    /// Sends to the connected peer.
-    ///
-    /// # Errors
-    ///
-    /// As [`send_to`](UnixDatagram::send_to).
-    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(|s| s.send(buf))
-    }
-
-    /// Receives from the connected peer.
-    ///
-    /// # Errors
-    ///
-    /// As [`recv_from`](UnixDatagram::recv_from).
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(|s| s.recv(buf))
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockname`.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get().local_addr()
-    }
-
-    /// The connected peer's address.
-    ///
-    /// # Errors
-    ///
-    /// As `getpeername`.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get().peer_addr()
-    }
-
-    /// Shuts down the read half, the write half or both.
-    ///
-    /// # Errors
-    ///
-    /// As `shutdown(2)`.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.inner.get().shutdown(how)
-    }
-
     /// Wakes every green thread waiting on the socket with a `NotConnected`
     /// error and fails later calls. Idempotent; the fd is released when the
     /// last handle drops.
@@ -167,5 +95,9 @@ impl UnixDatagram {
     }
 }
 
-crate::handle::handle!(UnixDatagram);
+// The methods and impls every socket type shares: see `handle.rs`.
+crate::handle::handle!(UnixDatagram, std::os::unix::net);
+crate::handle::addrs!(UnixDatagram, SocketAddr);
+crate::handle::shutdown!(UnixDatagram);
+crate::handle::datagram_io!(UnixDatagram, SocketAddr);
 crate::handle::timeouts!(UnixDatagram: setters only);

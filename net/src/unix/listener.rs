@@ -55,22 +55,6 @@ impl UnixListener {
         UnixListener::from_mio(mio::net::UnixListener::bind(path)?)
     }
 
-    /// Wraps a std listener (switching it to non-blocking mode).
-    ///
-    /// # Errors
-    ///
-    /// If it cannot be made non-blocking or registered.
-    pub fn from_std(listener: std::os::unix::net::UnixListener) -> io::Result<UnixListener> {
-        listener.set_nonblocking(true)?;
-        UnixListener::from_mio(mio::net::UnixListener::from_std(listener))
-    }
-
-    fn from_mio(listener: mio::net::UnixListener) -> io::Result<UnixListener> {
-        Ok(UnixListener {
-            inner: Rc::new(Source::new(listener)?),
-        })
-    }
-
     /// Accepts a connection, suspending this green thread until one comes.
     ///
     /// # Errors
@@ -80,11 +64,6 @@ impl UnixListener {
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
         let (s, addr) = self.inner.read(|l| l.accept())?;
         Ok((UnixStream::from_mio(s)?, addr))
-    }
-
-    /// An endless iterator over incoming connections (errors are items).
-    pub fn incoming(&self) -> Incoming<'_> {
-        Incoming { listener: self }
     }
 
     /// The local address.
@@ -104,19 +83,6 @@ impl UnixListener {
     }
 }
 
-/// The iterator of [`UnixListener::incoming`].
-#[derive(Debug)]
-pub struct Incoming<'a> {
-    /// The listener accepted on.
-    listener: &'a UnixListener,
-}
-
-impl Iterator for Incoming<'_> {
-    type Item = io::Result<UnixStream>;
-
-    fn next(&mut self) -> Option<io::Result<UnixStream>> {
-        Some(self.listener.accept().map(|(s, _)| s))
-    }
-}
-
-crate::handle::handle!(UnixListener);
+// The methods and impls every socket type shares: see `handle.rs`.
+crate::handle::handle!(UnixListener, std::os::unix::net);
+crate::handle::incoming!(UnixListener, UnixStream);

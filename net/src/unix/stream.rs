@@ -2,7 +2,6 @@
 //! calls suspend only the calling green thread.
 
 use std::io;
-use std::net::Shutdown;
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
@@ -92,49 +91,6 @@ impl UnixStream {
         Ok((UnixStream::from_mio(a)?, UnixStream::from_mio(b)?))
     }
 
-    /// Wraps a std stream (switching it to non-blocking mode).
-    ///
-    /// # Errors
-    ///
-    /// If it cannot be made non-blocking or registered.
-    pub fn from_std(stream: std::os::unix::net::UnixStream) -> io::Result<UnixStream> {
-        stream.set_nonblocking(true)?;
-        UnixStream::from_mio(mio::net::UnixStream::from_std(stream))
-    }
-
-    pub(crate) fn from_mio(stream: mio::net::UnixStream) -> io::Result<UnixStream> {
-        Ok(UnixStream {
-            inner: Rc::new(Source::new(stream)?),
-        })
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    ///
-    /// As `getsockname`.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get().local_addr()
-    }
-
-    /// The peer's address.
-    ///
-    /// # Errors
-    ///
-    /// As `getpeername`.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get().peer_addr()
-    }
-
-    /// Shuts down the read half, the write half or both.
-    ///
-    /// # Errors
-    ///
-    /// As `shutdown(2)`.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.inner.get().shutdown(how)
-    }
-
     /// Shuts the socket down, wakes every green thread waiting on it with a
     /// `NotConnected` error and fails later calls. Idempotent; the fd is
     /// released when the last handle drops.
@@ -143,6 +99,9 @@ impl UnixStream {
     }
 }
 
-crate::handle::handle!(UnixStream);
+// The methods and impls every socket type shares: see `handle.rs`.
+crate::handle::handle!(UnixStream, std::os::unix::net);
+crate::handle::addrs!(UnixStream, SocketAddr);
+crate::handle::shutdown!(UnixStream);
 crate::handle::timeouts!(UnixStream);
 crate::handle::stream_io!(UnixStream);
