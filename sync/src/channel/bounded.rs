@@ -113,29 +113,31 @@ pub struct Receiver<T> {
 }
 
 impl<T> Chan<T> {
+    /// Hands `item` into the slot of the first waiting receiver and wakes
+    /// it; returns the item if no receiver waits.
+    fn hand_to_receiver(&self, item: T) -> Result<(), T> {
+        let mut w = self.recv_waiters.borrow_mut();
+        let Some(k) = w.first_live() else {
+            return Err(item);
+        };
+        *w.data_mut(k) = Some(item);
+        w.hand(k);
+        Ok(())
+    }
+
     /// Gives `item` to the first receiver that can take it, or buffers it.
     /// The caller has checked there is room (or holds a reservation).
     fn deliver(&self, item: T) {
-        let mut w = self.recv_waiters.borrow_mut();
-        match w.first_live() {
-            Some(k) => {
-                *w.data_mut(k) = Some(item);
-                w.hand(k);
-            }
-            None => self.buf.borrow_mut().push_back(item),
+        if let Err(item) = self.hand_to_receiver(item) {
+            self.buf.borrow_mut().push_back(item);
         }
     }
 
     /// Puts back an item a receiver was handed but could not take: to the
     /// next waiting receiver, or first in the buffer.
     fn give_back(&self, item: T) {
-        let mut w = self.recv_waiters.borrow_mut();
-        match w.first_live() {
-            Some(k) => {
-                *w.data_mut(k) = Some(item);
-                w.hand(k);
-            }
-            None => self.buf.borrow_mut().push_front(item),
+        if let Err(item) = self.hand_to_receiver(item) {
+            self.buf.borrow_mut().push_front(item);
         }
     }
 
@@ -249,14 +251,9 @@ impl<T> Sender<T> {
         if !c.send_waiters.borrow().is_empty() {
             return Err(TrySendError::Full(value));
         }
-        {
-            let mut w = c.recv_waiters.borrow_mut();
-            if let Some(k) = w.first_live() {
-                *w.data_mut(k) = Some(value);
-                w.hand(k);
-                return Ok(());
-            }
-        }
+        let Err(value) = c.hand_to_receiver(value) else {
+            return Ok(());
+        };
         let mut buf = c.buf.borrow_mut();
         if buf.len() + c.reserved.get() < c.cap {
             buf.push_back(value);
