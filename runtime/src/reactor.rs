@@ -51,10 +51,18 @@ pub(crate) struct IoState {
 }
 
 impl IoState {
+    /// Wakes the waiters queued now, in order. The queue keeps its buffer
+    /// (taking the whole deque would free it and the next wait would
+    /// allocate again: a malloc and a free per message on a busy socket),
+    /// and no borrow is held while a waiter is woken or dropped.
     fn wake_all(q: &RefCell<VecDeque<Waiter>>) {
-        let waiters = std::mem::take(&mut *q.borrow_mut());
-        for w in waiters {
-            w.wake();
+        let queued = q.borrow().len();
+        for _ in 0..queued {
+            let next = q.borrow_mut().pop_front();
+            match next {
+                Some(w) => w.wake(),
+                None => break,
+            };
         }
     }
 }
