@@ -3,10 +3,15 @@
 //! messages over loopback, at 1, 100 and 1 000 connections; the rate of
 //! accept+close; and resident memory with 10 000 idle connections open.
 //!
+//! A third echo server, `floor`, is a bare mio loop with no runtime at all
+//! (one buffer, no tasks, no wakers): the least any epoll-based server can
+//! spend per message, so the gap between it and a runtime is that runtime's
+//! own cost.
+//!
 //! Each server runs on its own OS thread; its CPU time (the thread's CPU
-//! clock) is read around every timed run, so the summary gives server CPU per
-//! message beside throughput: on a 2-core machine the client may saturate its
-//! core first. Run with
+//! clock, split into user and kernel time from `/proc`) is read around every
+//! timed run, so the summary gives server CPU per message beside throughput:
+//! on a 2-core machine the client may saturate its core first. Run with
 //!
 //! ```text
 //! cargo bench -p coro-benches --bench net
@@ -35,10 +40,12 @@ enum Mode {
     Idle,
 }
 
-/// A server thread: its address and a handle on its CPU clock.
+/// A server thread: its address, a handle on its CPU clock and its kernel
+/// thread id (for its user/system split in `/proc`).
 struct Server {
     addr: SocketAddr,
     thread: libc::pthread_t,
+    tid: libc::pid_t,
 }
 
 impl Server {
@@ -57,31 +64,60 @@ impl Server {
         }
         Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
     }
+
+    /// User and system CPU time of the server thread, in clock ticks
+    /// (`utime` and `stime` of `/proc/self/task/<tid>/stat`).
+    fn user_sys_ticks(&self) -> (u64, u64) {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{}/stat", self.tid))
+            .unwrap_or_default();
+        // The fields after the parenthesised command name; utime and stime
+        // are fields 14 and 15 of the whole line.
+        let rest = stat.rsplit(')').next().unwrap_or("");
+        let mut f = rest.split_whitespace().skip(11);
+        let mut next = || f.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+        (next(), next())
+    }
+}
+
+/// The kernel thread id of the calling thread.
+fn gettid() -> libc::pid_t {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Clock ticks per second, the unit of `/proc`'s CPU times.
+fn ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
 }
 
 fn start(name: &str, mode: Mode) -> Server {
     let (tx, rx) = std::sync::mpsc::channel();
-    let h = match name {
-        "coro" => std::thread::spawn(move || coro_server(mode, tx)),
-        _ => std::thread::spawn(move || tokio_server(mode, tx)),
-    };
+    let name = name.to_owned();
+    let h = std::thread::spawn(move || {
+        let tid = gettid();
+        let ready = move |addr| tx.send((addr, tid)).expect("bench waits");
+        match name.as_str() {
+            "coro" => coro_server(mode, ready),
+            "tokio" => tokio_server(mode, ready),
+            _ => floor_server(ready),
+        }
+    });
     use std::os::unix::thread::JoinHandleExt;
     let thread = h.as_pthread_t();
     std::mem::forget(h); // runs until the process exits
-    Server {
-        addr: rx.recv().expect("server started"),
-        thread,
-    }
+    let (addr, tid) = rx.recv().expect("server started");
+    Server { addr, thread, tid }
 }
 
-fn coro_server(mode: Mode, tx: std::sync::mpsc::Sender<SocketAddr>) {
+fn coro_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
     let mut rt = coro::Runtime::builder()
         .latency_warning(None)
         .build()
         .expect("coro runtime");
     rt.block_on(move || {
         let listener = coro::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        tx.send(listener.local_addr().unwrap()).unwrap();
+        ready(listener.local_addr().unwrap());
         loop {
             let (mut s, _) = match listener.accept() {
                 Ok(c) => c,
@@ -108,7 +144,7 @@ fn coro_server(mode: Mode, tx: std::sync::mpsc::Sender<SocketAddr>) {
     })
 }
 
-fn tokio_server(mode: Mode, tx: std::sync::mpsc::Sender<SocketAddr>) {
+fn tokio_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -116,7 +152,7 @@ fn tokio_server(mode: Mode, tx: std::sync::mpsc::Sender<SocketAddr>) {
         .expect("tokio runtime");
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        tx.send(listener.local_addr().unwrap()).unwrap();
+        ready(listener.local_addr().unwrap());
         loop {
             let (mut s, _) = match listener.accept().await {
                 Ok(c) => c,
@@ -141,6 +177,60 @@ fn tokio_server(mode: Mode, tx: std::sync::mpsc::Sender<SocketAddr>) {
             }
         }
     })
+}
+
+/// The floor: an echo server that is one mio loop and one buffer, with no
+/// runtime. Replies are 64 bytes, so a write never finds the socket buffer
+/// full; a connection that fails or ends is dropped.
+fn floor_server(ready: impl FnOnce(SocketAddr)) {
+    const LISTENER: mio::Token = mio::Token(usize::MAX);
+    let mut poll = mio::Poll::new().unwrap();
+    let mut listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    poll.registry()
+        .register(&mut listener, LISTENER, mio::Interest::READABLE)
+        .unwrap();
+    ready(listener.local_addr().unwrap());
+    let mut conns: slab::Slab<mio::net::TcpStream> = slab::Slab::new();
+    let mut events = mio::Events::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    loop {
+        poll.poll(&mut events, None).unwrap();
+        for ev in events.iter() {
+            if ev.token() == LISTENER {
+                while let Ok((mut s, _)) = listener.accept() {
+                    let _ = s.set_nodelay(true);
+                    let entry = conns.vacant_entry();
+                    let token = mio::Token(entry.key());
+                    poll.registry()
+                        .register(&mut s, token, mio::Interest::READABLE)
+                        .unwrap();
+                    entry.insert(s);
+                }
+                continue;
+            }
+            let key = ev.token().0;
+            let Some(c) = conns.get(key) else { continue };
+            let alive = loop {
+                match (&*c).read(&mut buf) {
+                    Ok(0) => break false,
+                    Ok(n) => {
+                        if (&*c).write_all(&buf[..n]).is_err() {
+                            break false;
+                        }
+                        if n < buf.len() {
+                            break true; // drained, as the runtimes assume
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break true,
+                    Err(_) => break false,
+                }
+            };
+            if !alive {
+                let mut s = conns.remove(key);
+                let _ = poll.registry().deregister(&mut s);
+            }
+        }
+    }
 }
 
 /// The shared client: `n` connections, each sending a 64-byte message and
@@ -233,6 +323,25 @@ struct Totals {
     msgs: u64,
     elapsed: Duration,
     cpu: Duration,
+    user_ticks: u64,
+    sys_ticks: u64,
+}
+
+impl Totals {
+    fn rate(&self) -> f64 {
+        self.msgs as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Server CPU nanoseconds per message.
+    fn cpu_ns(&self) -> f64 {
+        self.cpu.as_nanos() as f64 / self.msgs as f64
+    }
+
+    /// Server user and system nanoseconds per message (tick resolution).
+    fn user_sys_ns(&self) -> (f64, f64) {
+        let per = 1e9 / ticks_per_sec() / self.msgs as f64;
+        (self.user_ticks as f64 * per, self.sys_ticks as f64 * per)
+    }
 }
 
 fn raise_fd_limit() {
@@ -326,16 +435,20 @@ fn main() {
     let mut g = c.benchmark_group("net::echo_64b");
     g.throughput(Throughput::Elements(1));
     for conns in [1usize, 100, 1000] {
-        for name in ["coro", "tokio"] {
+        for name in ["coro", "tokio", "floor"] {
             let server = start(name, Mode::Echo);
             let mut client = Client::new(server.addr, conns);
             let t = totals.entry((conns, name)).or_default();
             g.bench_function(format!("{name}/conns={conns}"), |b| {
                 b.iter_custom(|iters| {
                     let msgs = iters.max(conns as u64);
+                    let (user0, sys0) = server.user_sys_ticks();
                     let cpu0 = server.cpu();
                     let el = client.run(msgs);
                     t.cpu += server.cpu() - cpu0;
+                    let (user1, sys1) = server.user_sys_ticks();
+                    t.user_ticks += user1 - user0;
+                    t.sys_ticks += sys1 - sys0;
                     t.msgs += msgs;
                     t.elapsed += el;
                     el.mul_f64(iters as f64 / msgs as f64)
@@ -364,49 +477,45 @@ fn main() {
     }
     g.finish();
 
-    println!("\nnet summary (all timed runs; server CPU from its thread's CPU clock)");
     println!(
-        "{:<28} {:>12} {:>16} {:>12} {:>12}",
-        "bench", "msg/s", "server ns/msg", "tput ratio", "cpu ratio"
+        "\nnet summary (all timed runs; server CPU from its thread's CPU clock, \
+         user/sys split from /proc at tick resolution; ratios against tokio)"
+    );
+    println!(
+        "{:<28} {:>10} {:>10} {:>9} {:>9} {:>7} {:>7}",
+        "bench", "msg/s", "cpu ns/msg", "user ns", "sys ns", "tput x", "cpu x"
     );
     for conns in [1usize, 100, 1000] {
-        let rate = |t: &Totals| t.msgs as f64 / t.elapsed.as_secs_f64();
-        let cpu = |t: &Totals| t.cpu.as_nanos() as f64 / t.msgs as f64;
-        let (co, to) = (&totals[&(conns, "coro")], &totals[&(conns, "tokio")]);
-        for (name, t) in [("coro", co), ("tokio", to)] {
+        let to = &totals[&(conns, "tokio")];
+        for name in ["coro", "tokio", "floor"] {
+            let t = &totals[&(conns, name)];
+            let (user, sys) = t.user_sys_ns();
             println!(
-                "{:<28} {:>12.0} {:>16.0} {:>12} {:>12}",
+                "{:<28} {:>10.0} {:>10.0} {:>9.0} {:>9.0} {:>7.2} {:>7.2}",
                 format!("net::echo_64b/{name}/conns={conns}"),
-                rate(t),
-                cpu(t),
-                if name == "coro" {
-                    format!("{:.2}x", rate(co) / rate(to))
-                } else {
-                    String::new()
-                },
-                if name == "coro" {
-                    format!("{:.2}x", cpu(co) / cpu(to))
-                } else {
-                    String::new()
-                },
+                t.rate(),
+                t.cpu_ns(),
+                user,
+                sys,
+                t.rate() / to.rate(),
+                t.cpu_ns() / to.cpu_ns(),
             );
         }
     }
-    let (co, to) = (&ac["coro"], &ac["tokio"]);
-    for (name, t) in [("coro", co), ("tokio", to)] {
-        let rate = t.msgs as f64 / t.elapsed.as_secs_f64();
+    let to = &ac["tokio"];
+    for name in ["coro", "tokio"] {
+        let t = &ac[name];
         println!(
-            "{:<28} {:>12.0} {:>16.0}",
+            "{:<28} {:>10.0} {:>10.0} {:>9} {:>9} {:>7.2} {:>7.2}",
             format!("net::accept_close/{name}"),
-            rate,
-            t.cpu.as_nanos() as f64 / t.msgs as f64
+            t.rate(),
+            t.cpu_ns(),
+            "",
+            "",
+            t.rate() / to.rate(),
+            t.cpu_ns() / to.cpu_ns(),
         );
     }
-    println!(
-        "net::accept_close coro/tokio: rate {:.2}x, server cpu {:.2}x",
-        (co.msgs as f64 / co.elapsed.as_secs_f64()) / (to.msgs as f64 / to.elapsed.as_secs_f64()),
-        (co.cpu.as_nanos() as f64 / co.msgs as f64) / (to.cpu.as_nanos() as f64 / to.msgs as f64)
-    );
 
     for name in ["coro", "tokio"] {
         match idle_rss(name) {
