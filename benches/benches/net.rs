@@ -26,6 +26,11 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 
 const MSG: usize = 64;
+const CONNS: [usize; 3] = [1, 100, 1000];
+const SERVERS: [&str; 3] = ["coro", "tokio", "floor"];
+/// Alternating rounds after criterion's runs, and messages per round.
+const ROUNDS: usize = 5;
+const ROUND_MSGS: [u64; 3] = [20_000, 200_000, 200_000];
 const IDLE_CONNS: usize = 10_000;
 const IDLE_ENV: &str = "CORO_NET_BENCH_IDLE_SERVER";
 
@@ -306,6 +311,40 @@ impl Client {
     }
 }
 
+/// An echo server and the client connected to it.
+struct Rig {
+    server: Server,
+    client: Client,
+}
+
+impl Rig {
+    fn new(name: &str, conns: usize) -> Rig {
+        let server = start(name, Mode::Echo);
+        let client = Client::new(server.addr, conns);
+        Rig { server, client }
+    }
+
+    /// Exchanges `msgs` messages and adds what it cost to `t`.
+    fn measure(&mut self, msgs: u64, t: &mut Totals) -> Duration {
+        let (user0, sys0) = self.server.user_sys_ticks();
+        let cpu0 = self.server.cpu();
+        let el = self.client.run(msgs);
+        t.cpu += self.server.cpu() - cpu0;
+        let (user1, sys1) = self.server.user_sys_ticks();
+        t.user_ticks += user1 - user0;
+        t.sys_ticks += sys1 - sys0;
+        t.msgs += msgs;
+        t.elapsed += el;
+        el
+    }
+}
+
+/// The median of `v` (which must not be empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Connects, waits for the server's close, repeats `n` times.
 fn accept_close(addr: SocketAddr, n: u64) -> Duration {
     let start = Instant::now();
@@ -434,23 +473,15 @@ fn main() {
 
     let mut g = c.benchmark_group("net::echo_64b");
     g.throughput(Throughput::Elements(1));
-    for conns in [1usize, 100, 1000] {
-        for name in ["coro", "tokio", "floor"] {
-            let server = start(name, Mode::Echo);
-            let mut client = Client::new(server.addr, conns);
+    let mut rigs: BTreeMap<(usize, &str), Rig> = BTreeMap::new();
+    for conns in CONNS {
+        for name in SERVERS {
+            let rig = rigs.entry((conns, name)).or_insert_with(|| Rig::new(name, conns));
             let t = totals.entry((conns, name)).or_default();
             g.bench_function(format!("{name}/conns={conns}"), |b| {
                 b.iter_custom(|iters| {
                     let msgs = iters.max(conns as u64);
-                    let (user0, sys0) = server.user_sys_ticks();
-                    let cpu0 = server.cpu();
-                    let el = client.run(msgs);
-                    t.cpu += server.cpu() - cpu0;
-                    let (user1, sys1) = server.user_sys_ticks();
-                    t.user_ticks += user1 - user0;
-                    t.sys_ticks += sys1 - sys0;
-                    t.msgs += msgs;
-                    t.elapsed += el;
+                    let el = rig.measure(msgs, t);
                     el.mul_f64(iters as f64 / msgs as f64)
                 })
             });
@@ -485,9 +516,9 @@ fn main() {
         "{:<28} {:>10} {:>10} {:>9} {:>9} {:>7} {:>7}",
         "bench", "msg/s", "cpu ns/msg", "user ns", "sys ns", "tput x", "cpu x"
     );
-    for conns in [1usize, 100, 1000] {
+    for conns in CONNS {
         let to = &totals[&(conns, "tokio")];
-        for name in ["coro", "tokio", "floor"] {
+        for name in SERVERS {
             let t = &totals[&(conns, name)];
             let (user, sys) = t.user_sys_ns();
             println!(
@@ -516,6 +547,41 @@ fn main() {
             t.cpu_ns() / to.cpu_ns(),
         );
     }
+
+    // The VM's noise (which core the kernel runs the loopback softirq on,
+    // steal time) moves CPU per message by ±25% between criterion's
+    // back-to-back runs, so the servers also take turns: each round runs
+    // every server once, and the ratio is taken within a round.
+    println!(
+        "\nnet alternating: {ROUNDS} rounds, servers in turn within a round; \
+         medians of server CPU per message and of the per-round ratio to tokio"
+    );
+    for (conns, msgs) in CONNS.into_iter().zip(ROUND_MSGS) {
+        let mut per_round: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for _ in 0..ROUNDS {
+            for name in SERVERS {
+                let mut t = Totals::default();
+                rigs.get_mut(&(conns, name))
+                    .expect("every rig was built")
+                    .measure(msgs, &mut t);
+                per_round.entry(name).or_default().push(t.cpu_ns());
+            }
+        }
+        let tokio = &per_round["tokio"];
+        for name in SERVERS {
+            let cpu = &per_round[name];
+            let ratios: Vec<f64> = cpu.iter().zip(tokio).map(|(c, t)| c / t).collect();
+            println!(
+                "{:<28} {:>10.0} ns/msg   cpu x {:.2} (rounds {:.2}..{:.2})",
+                format!("net::echo_64b/{name}/conns={conns}"),
+                median(cpu.clone()),
+                median(ratios.clone()),
+                ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                ratios.iter().copied().fold(0.0, f64::max),
+            );
+        }
+    }
+    drop(rigs);
 
     for name in ["coro", "tokio"] {
         match idle_rss(name) {
