@@ -476,7 +476,9 @@ fn main() {
     let mut rigs: BTreeMap<(usize, &str), Rig> = BTreeMap::new();
     for conns in CONNS {
         for name in SERVERS {
-            let rig = rigs.entry((conns, name)).or_insert_with(|| Rig::new(name, conns));
+            let rig = rigs
+                .entry((conns, name))
+                .or_insert_with(|| Rig::new(name, conns));
             let t = totals.entry((conns, name)).or_default();
             g.bench_function(format!("{name}/conns={conns}"), |b| {
                 b.iter_custom(|iters| {
