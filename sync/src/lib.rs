@@ -4,8 +4,8 @@
 //! control *resources* (outstanding requests, access to a file), not memory:
 //! a [`Semaphore`] bounds the requests in flight on a link, a [`Mutex`] or an
 //! [`RwLock`] serializes access to a file across blocking calls, a [`Fifo`] or
-//! a [`channel`] feeds a worker thread, an [`InvertedSemaphore`] or
-//! [`in_parallel`] waits for a batch of jobs.
+//! a [`channel`] feeds a worker thread, a [`WaitGroup`], an
+//! [`InvertedSemaphore`] or [`in_parallel`] waits for a batch of jobs.
 //!
 //! Every primitive queues its waiters in FIFO order and hands what it
 //! releases (ownership, permits, an item, a notification) straight to the
@@ -64,6 +64,7 @@ mod mutex;
 mod parallel;
 mod rwlock;
 mod semaphore;
+mod wait_group;
 mod waitlist;
 
 pub use channel::{channel, Fifo, Receiver, SendError, Sender, TryRecvError, TrySendError};
@@ -75,3 +76,4 @@ pub use mutex::{Mutex, MutexGuard};
 pub use parallel::in_parallel;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use wait_group::{WaitGroup, WaitGroupGuard};
