@@ -68,7 +68,9 @@ pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
 pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
-pub use spawn::{current, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS};
+pub use spawn::{
+    current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
+};
 pub use stack::MIN_STACK_SIZE;
 pub use stats::{stats, threads, Stats, ThreadInfo};
 pub use task::{Coro, ThreadState};

@@ -310,6 +310,31 @@ pub fn current() -> Coro {
     Coro(context::current_task_rc("coro::current"))
 }
 
+/// The id of the running green thread ([`Coro::id`] of [`current`]), or
+/// `None` outside one. Cheaper than `current().id()`: no handle is made,
+/// which matters on the fast paths of locks that record their owner.
+///
+/// # Examples
+///
+/// ```
+/// # use coro_runtime as coro;
+/// assert_eq!(coro::current_id(), None);
+/// coro::run(|| {
+///     assert_eq!(coro::current_id(), Some(coro::current().id()));
+/// });
+/// ```
+#[inline]
+pub fn current_id() -> Option<u64> {
+    context::try_with_sched(|s| {
+        let t = s.current.get();
+        // SAFETY: `current` is non-null only while the scheduler resumes
+        // that task and holds an `Rc` to it for the whole resume (the same
+        // argument as `context::with_current`).
+        (!t.is_null()).then(|| unsafe { (*t).id })
+    })
+    .flatten()
+}
+
 /// Sets the running thread's selfishness budget (1..=32768) and refills it.
 ///
 /// # Errors

@@ -136,3 +136,25 @@ fn a_large_closure_can_be_spawned() {
         assert_eq!(h.join().unwrap(), 4096);
     });
 }
+
+#[test]
+fn current_id_names_the_running_thread() {
+    assert_eq!(coro::current_id(), None, "no runtime on this OS thread");
+    coro::run(|| {
+        let main = coro::current_id().expect("main is a green thread");
+        assert_eq!(main, coro::current().id());
+        let h = coro::spawn(|| {
+            coro::yield_now();
+            coro::current_id()
+        });
+        let child = h.thread().id();
+        assert_ne!(child, main);
+        assert_eq!(h.join().unwrap(), Some(child));
+        assert_eq!(
+            coro::current_id(),
+            Some(main),
+            "still main after the switch"
+        );
+    });
+    assert_eq!(coro::current_id(), None, "the runtime has returned");
+}

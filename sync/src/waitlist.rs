@@ -321,11 +321,7 @@ impl<D, F: Fn(), P: FnOnce(D)> Drop for Leave<'_, D, F, P> {
 /// The id of the running green thread, or 0 outside one.
 #[inline]
 pub(crate) fn current_id() -> u64 {
-    if coro_runtime::in_green_thread() {
-        coro_runtime::current().id()
-    } else {
-        0
-    }
+    coro_runtime::current_id().unwrap_or(0)
 }
 
 /// The running green thread's handle, for queueing it.
