@@ -49,6 +49,21 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Yields (no sleeping, so no timer is involved) until `cond` holds, for
+/// forcing an interleaving: the scheduler polls the OS every few hundred
+/// resumes while threads are ready, so I/O readiness is seen too. Panics
+/// after a million yields, saying what it waited for.
+#[track_caller]
+pub fn yield_until(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..1_000_000 {
+        if cond() {
+            return;
+        }
+        coro::yield_now();
+    }
+    panic!("still waiting for {what} after a million yields");
+}
+
 /// A connected pair of loopback TCP streams: (client side, server side).
 pub fn pair() -> io::Result<(TcpStream, TcpStream)> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
