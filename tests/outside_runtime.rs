@@ -1,0 +1,191 @@
+//! Calls made where no runtime runs (DESIGN §4, "Outside a runtime"): on a
+//! plain OS thread, on a thread of the blocking-offload pool, and on the
+//! runtime's own OS thread after `block_on` returned. A call that would
+//! suspend panics (the documented misuse behaviour, `# Panics` on each
+//! item) with a message that says a runtime or a green thread is needed;
+//! it never hangs. Calls of `coro::sync` that need not wait still work
+//! there, as std's do.
+//!
+//! Each test body runs on its own OS thread and the test waits for it with
+//! a generous bound, so a call that hung would fail the test.
+
+mod util;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use coro::sync::{channel, Event, Mutex, Semaphore, WaitGroup};
+use coro::{JoinError, WaitError};
+use util::{panic_text, LIMIT, LONG};
+
+/// Runs `f` on a new OS thread; fails if it takes longer than [`LIMIT`]
+/// (it hung) and passes its panic on.
+#[track_caller]
+fn on_os_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(LIMIT) {
+        Ok(Ok(v)) => v,
+        Ok(Err(p)) => std::panic::resume_unwind(p),
+        Err(e) => panic!("the OS thread hung ({e})"),
+    }
+}
+
+/// The message `f` panics with; fails if it returns.
+#[track_caller]
+fn refusal<R>(what: &str, f: impl FnOnce() -> R) -> String {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(_) => panic!("{what} returned outside a runtime instead of refusing"),
+        Err(p) => panic_text(&*p),
+    }
+}
+
+const NEEDS_RUNTIME: &str = "needs a coro runtime, but none runs on this OS thread";
+const NEEDS_GREEN_THREAD: &str = "would block, and that needs a green thread";
+
+#[test]
+fn runtime_and_socket_calls_on_a_plain_os_thread_say_a_runtime_is_needed() {
+    let refusals = on_os_thread(|| {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = std_listener.local_addr().unwrap();
+        let ms = Duration::from_millis(1);
+        vec![
+            ("coro::sleep", refusal("sleep", || coro::sleep(ms))),
+            ("coro::park", refusal("park", coro::park)),
+            ("coro::yield_now", refusal("yield_now", coro::yield_now)),
+            (
+                "coro::with_timeout",
+                refusal("with_timeout", || coro::with_timeout(ms, || ())),
+            ),
+            ("coro::current", refusal("current", coro::current)),
+            ("", refusal("spawn", || coro::spawn(|| ()))),
+            ("", refusal("blocking", || coro::blocking(|| ()))),
+            (
+                "",
+                refusal("bind", || coro::net::TcpListener::bind("127.0.0.1:0")),
+            ),
+            (
+                "",
+                refusal("connect", || coro::net::TcpStream::connect(addr)),
+            ),
+            (
+                "",
+                refusal("udp bind", || coro::net::UdpSocket::bind("127.0.0.1:0")),
+            ),
+            (
+                "",
+                refusal("lookup_host", || coro::net::lookup_host("localhost:80")),
+            ),
+        ]
+    });
+    for (name, msg) in refusals {
+        assert!(msg.contains(NEEDS_RUNTIME), "{msg}");
+        assert!(msg.contains(name), "the message names {name}: {msg}");
+    }
+}
+
+#[test]
+fn primitive_waits_on_a_plain_os_thread_say_a_green_thread_is_needed() {
+    let refusals = on_os_thread(|| {
+        let m = Mutex::new(0);
+        let _held = m.lock().expect("an uncontended lock needs no runtime");
+        let group = WaitGroup::new();
+        let _member = group.add();
+        let (tx, _rx) = channel::<u8>(1);
+        tx.try_send(0).unwrap(); // full
+        let (_tx, empty) = channel::<u8>(1);
+        vec![
+            ("Mutex::lock", refusal("lock", || m.lock().map(drop))),
+            (
+                "Semaphore::acquire",
+                refusal("acquire", || Semaphore::new(0).acquire(1).map(drop)),
+            ),
+            ("Event::wait", refusal("event", || Event::new().wait())),
+            ("", refusal("wait group", || group.wait())),
+            ("Receiver::recv", refusal("recv", || empty.recv())),
+            (
+                "Sender::send",
+                refusal("send", || tx.send(1).map_err(|e| e.into_inner())),
+            ),
+        ]
+    });
+    for (name, msg) in refusals {
+        assert!(msg.contains(NEEDS_GREEN_THREAD), "{msg}");
+        assert!(msg.contains(name), "the message names {name}: {msg}");
+    }
+}
+
+/// What needs no waiting works outside a runtime, as with std.
+#[test]
+fn calls_that_need_not_wait_work_on_a_plain_os_thread() {
+    on_os_thread(|| {
+        assert!(!coro::in_green_thread());
+        let m = Mutex::new(1);
+        *m.lock().unwrap() += 1;
+        assert_eq!(*m.try_lock().unwrap(), 2);
+        let sem = Semaphore::new(2);
+        assert_eq!(sem.acquire(2).unwrap().count(), 2);
+        let ev = Event::new();
+        assert_eq!(ev.set(), 0);
+        ev.wait().unwrap();
+        let group = WaitGroup::new();
+        group.add().done();
+        group.wait().unwrap();
+        let (tx, rx) = channel(2);
+        tx.send(5).unwrap();
+        assert_eq!(rx.recv().unwrap(), Some(5));
+        drop(tx);
+        assert_eq!(rx.recv().unwrap(), None);
+        let addrs: Vec<_> = coro::net::lookup_host("127.0.0.1:80").unwrap().collect();
+        assert_eq!(addrs, ["127.0.0.1:80".parse().unwrap()]);
+    });
+}
+
+/// A job on the blocking-offload pool runs on an OS thread without a
+/// runtime: a `coro::sleep` there panics with the message, and the panic
+/// comes back to the green thread that waited for the job. The runtime
+/// carries on.
+#[test]
+fn a_blocking_job_that_sleeps_fails_in_its_caller() {
+    on_os_thread(|| {
+        coro::run(|| {
+            let caller = coro::spawn(|| coro::blocking(|| coro::sleep(Duration::from_millis(1))));
+            match caller.join() {
+                Err(e @ JoinError::Panicked(_)) => {
+                    let msg = e.panic_message().unwrap_or_default().to_owned();
+                    assert!(msg.contains(NEEDS_RUNTIME), "{msg}");
+                }
+                other => panic!("expected the job's panic, got {other:?}"),
+            }
+            coro::sleep(Duration::from_millis(1)).expect("the runtime carries on");
+        });
+    });
+}
+
+/// After `block_on` returns, its OS thread is outside a runtime again:
+/// suspending calls refuse, and handles that escaped the runtime report
+/// how their threads ended without needing it.
+#[test]
+fn after_block_on_returns_the_thread_is_outside_again() {
+    on_os_thread(|| {
+        let mut rt = coro::Runtime::new().unwrap();
+        let (reacted, unwound) = rt.block_on(|| {
+            let reacted = coro::spawn(|| coro::sleep(LONG));
+            let unwound = coro::spawn(|| loop {
+                let _ = coro::park();
+                coro::yield_now();
+            });
+            coro::yield_now();
+            (reacted, unwound)
+        });
+        let msg = refusal("sleep", || coro::sleep(Duration::from_millis(1)));
+        assert!(msg.contains(NEEDS_RUNTIME), "{msg}");
+        assert_eq!(reacted.join().unwrap(), Err(WaitError::Interrupted));
+        assert!(matches!(unwound.join(), Err(JoinError::Cancelled)));
+        // And it can enter the runtime again.
+        assert_eq!(rt.block_on(|| coro::spawn(|| 7).join().unwrap()), 7);
+    });
+}
