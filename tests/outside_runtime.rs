@@ -61,22 +61,25 @@ fn runtime_and_socket_calls_on_a_plain_os_thread_say_a_runtime_is_needed() {
                 refusal("with_timeout", || coro::with_timeout(ms, || ())),
             ),
             ("coro::current", refusal("current", coro::current)),
-            ("", refusal("spawn", || coro::spawn(|| ()))),
-            ("", refusal("blocking", || coro::blocking(|| ()))),
+            ("coro::spawn", refusal("spawn", || coro::spawn(|| ()))),
             (
-                "",
+                "coro::blocking",
+                refusal("blocking", || coro::blocking(|| ())),
+            ),
+            (
+                "registering a socket",
                 refusal("bind", || coro::net::TcpListener::bind("127.0.0.1:0")),
             ),
             (
-                "",
+                "registering a socket",
                 refusal("connect", || coro::net::TcpStream::connect(addr)),
             ),
             (
-                "",
+                "registering a socket",
                 refusal("udp bind", || coro::net::UdpSocket::bind("127.0.0.1:0")),
             ),
             (
-                "",
+                "coro::blocking",
                 refusal("lookup_host", || coro::net::lookup_host("localhost:80")),
             ),
         ]
@@ -104,7 +107,7 @@ fn primitive_waits_on_a_plain_os_thread_say_a_green_thread_is_needed() {
                 refusal("acquire", || Semaphore::new(0).acquire(1).map(drop)),
             ),
             ("Event::wait", refusal("event", || Event::new().wait())),
-            ("", refusal("wait group", || group.wait())),
+            ("WaitGroup::wait", refusal("wait group", || group.wait())),
             ("Receiver::recv", refusal("recv", || empty.recv())),
             (
                 "Sender::send",

@@ -176,7 +176,7 @@ where
     T: Send + 'static,
 {
     let slot: Arc<Slot<T>> = Arc::new(Mutex::new(None));
-    let key = context::with_sched(|s| {
+    let key = context::with_sched("coro::blocking", |s| {
         let pool = &s.blocking;
         let key = pool.waiting.borrow_mut().insert(None);
         let shared = pool.shared.clone();
@@ -193,7 +193,11 @@ where
         }));
         key
     });
-    let forget = || context::with_sched(|s| s.blocking.waiting.borrow_mut().remove(key));
+    let forget = || {
+        context::with_sched("coro::blocking", |s| {
+            s.blocking.waiting.borrow_mut().remove(key)
+        })
+    };
     loop {
         if let Some(r) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
             forget();
@@ -202,7 +206,9 @@ where
                 Err(p) => panic::resume_unwind(p),
             }
         }
-        context::with_sched(|s| s.blocking.waiting.borrow_mut()[key] = Some(Waiter::current()));
+        context::with_sched("coro::blocking", |s| {
+            s.blocking.waiting.borrow_mut()[key] = Some(Waiter::current("coro::blocking"))
+        });
         if let Err(e) = sched::park_as("blocking job") {
             forget();
             return Err(e);

@@ -49,13 +49,13 @@ pub(crate) fn try_with_sched<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
 ///
 /// # Panics
 ///
-/// Outside a runtime, with a message that says so.
+/// Outside a runtime, with a message that names `what` (the call made).
 #[inline]
 #[track_caller]
-pub(crate) fn with_sched<R>(f: impl FnOnce(&Scheduler) -> R) -> R {
+pub(crate) fn with_sched<R>(what: &str, f: impl FnOnce(&Scheduler) -> R) -> R {
     match try_with_sched(f) {
         Some(r) => r,
-        None => no_runtime("this call"),
+        None => no_runtime(what),
     }
 }
 

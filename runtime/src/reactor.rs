@@ -182,7 +182,7 @@ impl Registration {
         source: &mut S,
         interest: Interest,
     ) -> io::Result<Registration> {
-        context::with_sched(|s| {
+        context::with_sched("registering a socket", |s| {
             let r = &s.reactor;
             let gen = r.next_gen.get().wrapping_add(1);
             r.next_gen.set(gen);
@@ -206,7 +206,9 @@ impl Registration {
 
     /// Deregisters `source` from the reactor (before its fd is closed).
     pub fn deregister<S: mio::event::Source + ?Sized>(&self, source: &mut S) -> io::Result<()> {
-        context::with_sched(|s| s.reactor.registry(|reg| reg.deregister(source)))
+        context::with_sched("deregistering a socket", |s| {
+            s.reactor.registry(|reg| reg.deregister(source))
+        })
     }
 
     fn queue(&self, dir: Direction) -> &RefCell<VecDeque<Waiter>> {
@@ -254,7 +256,9 @@ impl Registration {
             if self.is_ready(dir) {
                 return Ok(());
             }
-            self.queue(dir).borrow_mut().push_back(Waiter::current());
+            self.queue(dir)
+                .borrow_mut()
+                .push_back(Waiter::current("a socket wait"));
             let what = match dir {
                 Direction::Read => "readable",
                 Direction::Write => "writable",
@@ -318,7 +322,10 @@ impl Registration {
                     if drained(&v) {
                         self.clear(dir);
                     }
-                    if !waited {
+                    // Outside a green thread (a socket used after its
+                    // runtime returned) there is no budget to spend, and
+                    // failing now would lose what `op` already did.
+                    if !waited && crate::in_green_thread() {
                         crate::try_selfish();
                     }
                     return Ok(v);

@@ -365,9 +365,37 @@ fn suspend(t: &Task) {
 #[inline]
 pub fn yield_now() {
     context::with_current("coro::yield_now", |_, t| {
+        if !may_suspend(t) {
+            log::warn!(
+                target: "coro",
+                "green thread #{} '{}' called yield_now {}; ignored (a destructor must not switch threads)",
+                t.id,
+                t.display_name(),
+                why_not_suspend(t),
+            );
+            return;
+        }
         t.state.set(ThreadState::Ready);
         suspend(t);
     })
+}
+
+/// Whether the running task may switch away now: not inside a `no_suspend`
+/// region and not unwinding (from a panic, or forcibly at shutdown). While a
+/// green thread unwinds no other may run: the panic state is per OS thread,
+/// and a switch in the middle of an unwind can abort the process.
+#[inline]
+fn may_suspend(t: &Task) -> bool {
+    t.no_suspend.get() == 0 && !t.unwinding.get() && !std::thread::panicking()
+}
+
+/// Why [`may_suspend`] said no, for messages.
+fn why_not_suspend(t: &Task) -> &'static str {
+    if t.no_suspend.get() > 0 {
+        "inside a no_suspend region"
+    } else {
+        "while unwinding"
+    }
 }
 
 /// Spends one unit of the running thread's selfishness budget; when it runs
@@ -379,6 +407,11 @@ pub fn yield_now() {
 /// the others. Any real block refills the budget too. Returns whether it
 /// yielded.
 ///
+/// Where the thread may not switch (inside
+/// [`no_suspend`](crate::no_suspend), or in a destructor running while it
+/// unwinds) the yield is put off: the budget stays empty and the next
+/// operation that may switch yields.
+///
 /// # Panics
 ///
 /// Outside a green thread.
@@ -386,7 +419,10 @@ pub fn yield_now() {
 pub fn try_selfish() -> bool {
     context::with_current("coro::try_selfish", |s, t| {
         let left = t.selfish_left.get().saturating_sub(1);
-        if left == 0 {
+        if left == 0 && !may_suspend(t) {
+            t.selfish_left.set(0);
+            false
+        } else if left == 0 {
             t.selfish_left.set(t.selfish_max.get());
             s.counters
                 .forced_yields
@@ -453,13 +489,13 @@ fn check(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
         deliver_timeout(t);
         return Err(WaitError::TimedOut);
     }
-    if t.no_suspend.get() > 0 || std::thread::panicking() {
+    if !may_suspend(t) {
         log::error!(
             target: "coro",
             "green thread #{} '{}' tried to block {}; refused (a destructor must not block: defer the work)",
             t.id,
             t.display_name(),
-            if t.no_suspend.get() > 0 { "inside a no_suspend region" } else { "while unwinding from a panic" },
+            why_not_suspend(t),
         );
         return Err(WaitError::SuspendForbidden);
     }
@@ -527,10 +563,10 @@ pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
         let now = clock::now();
         if now >= deadline {
             // Still report a pending interrupt or timeout, as any blocking call.
-            return context::with_sched(|s| check(s, &t));
+            return context::with_sched("coro::sleep", |s| check(s, &t));
         }
         let gen = t.park_gen.get();
-        context::with_sched(|s| {
+        context::with_sched("coro::sleep", |s| {
             s.timers
                 .borrow_mut()
                 .insert(deadline.ticks(), t.clone(), TimerKind::Wake { gen })
@@ -538,7 +574,7 @@ pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
         let r = park_as("sleep");
         if r.is_err() || clock::now() < deadline {
             // Woken by something other than our timer: its entry is stale.
-            context::with_sched(|s| s.timers.borrow_mut().cancel_one());
+            context::with_sched("coro::sleep", |s| s.timers.borrow_mut().cancel_one());
         }
         r?;
     }

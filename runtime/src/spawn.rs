@@ -117,7 +117,7 @@ impl Builder {
         F: FnOnce() -> T + 'static,
         T: 'static,
     {
-        context::with_sched(|s| self.spawn_in(s, f))
+        context::with_sched("coro::spawn", |s| self.spawn_in(s, f))
     }
 
     pub(crate) fn spawn_in<F, T>(self, s: &Scheduler, f: F) -> io::Result<JoinHandle<T>>
@@ -231,7 +231,9 @@ impl<T> JoinHandle<T> {
     /// [`WaitError`] if the wait is cut short (timeout, interrupt).
     pub fn wait(&self) -> Result<(), WaitError> {
         while !self.is_finished() {
-            self.packet.joiner.set(Some(Waiter::current()));
+            self.packet
+                .joiner
+                .set(Some(Waiter::current("JoinHandle::join")));
             let r = sched::park_as("join");
             self.packet.joiner.set(None);
             r?;

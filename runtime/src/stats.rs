@@ -79,7 +79,7 @@ pub struct ThreadInfo {
 ///
 /// Outside a runtime.
 pub fn stats() -> Stats {
-    context::with_sched(|s| {
+    context::with_sched("coro::stats", |s| {
         let timers = s.timers.borrow();
         Stats {
             live: s.tasks.borrow().len(),
@@ -109,7 +109,7 @@ pub fn stats() -> Stats {
 ///
 /// Outside a runtime.
 pub fn threads() -> Vec<ThreadInfo> {
-    context::with_sched(|s| {
+    context::with_sched("coro::stats", |s| {
         let run = s.watchdog.as_ref().map(|w| {
             w.shared
                 .run_ns

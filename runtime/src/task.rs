@@ -146,7 +146,9 @@ impl Task {
 pub(crate) fn make_ready(task: &Rc<Task>) {
     debug_assert_eq!(task.state.get(), ThreadState::Parked);
     task.state.set(ThreadState::Ready);
-    context::with_sched(|s| s.ready.borrow_mut().push_back(task.clone()));
+    context::with_sched("waking a green thread", |s| {
+        s.ready.borrow_mut().push_back(task.clone())
+    });
 }
 
 /// A registration for one particular park of one task.
@@ -160,9 +162,10 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
-    /// A waiter for the current task's next park.
-    pub(crate) fn current() -> Waiter {
-        let task = context::current_task_rc("coro: a waiter can only be made on a green thread");
+    /// A waiter for the current task's next park; `what` names the wait
+    /// in the panic outside a green thread.
+    pub(crate) fn current(what: &str) -> Waiter {
+        let task = context::current_task_rc(what);
         let gen = task.park_gen.get();
         Waiter { task, gen }
     }

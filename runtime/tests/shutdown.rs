@@ -87,3 +87,97 @@ fn blocking_in_a_destructor_during_unwinding_is_refused() {
     });
     assert_eq!(got.get(), Some(Err(WaitError::SuspendForbidden)));
 }
+
+/// A destructor that yields (directly, or through a socket operation's
+/// selfishness) while its thread unwinds must not switch: no other thread may
+/// run in the middle of an unwind (the panic state is per OS thread).
+struct YieldsOnDrop {
+    /// Whether the other thread had run when the destructor finished.
+    other_ran_before_drop_ended: Rc<Cell<Option<bool>>>,
+    other_ran: Rc<Cell<bool>>,
+}
+impl Drop for YieldsOnDrop {
+    fn drop(&mut self) {
+        let yielded = coro::try_selfish(); // budget 1: would yield
+        coro::yield_now();
+        let _ = yielded;
+        self.other_ran_before_drop_ended
+            .set(Some(self.other_ran.get()));
+    }
+}
+
+#[test]
+fn yields_in_a_destructor_during_a_panic_do_not_switch() {
+    coro::run(|| {
+        let seen = Rc::new(Cell::new(None));
+        let other_ran = Rc::new(Cell::new(false));
+        let guard = YieldsOnDrop {
+            other_ran_before_drop_ended: seen.clone(),
+            other_ran: other_ran.clone(),
+        };
+        let h = coro::Builder::new()
+            .selfishness(1)
+            .spawn(move || {
+                let _guard = guard;
+                panic!("unwind through a yielding destructor");
+            })
+            .unwrap();
+        let o = other_ran.clone();
+        let other = coro::spawn(move || {
+            o.set(true);
+            coro::sleep(Duration::from_millis(1))
+        });
+        assert!(h.join().unwrap_err().is_panic());
+        assert_eq!(seen.get(), Some(false), "another thread ran mid-unwind");
+        // And nothing of the unwind leaked into the other thread.
+        assert_eq!(other.join().unwrap(), Ok(()));
+    });
+}
+
+#[test]
+fn yields_in_a_destructor_during_shutdown_do_not_abort() {
+    let seen = Rc::new(Cell::new(None));
+    let other_ran = Rc::new(Cell::new(false));
+    let guard = YieldsOnDrop {
+        other_ran_before_drop_ended: seen.clone(),
+        other_ran: other_ran.clone(),
+    };
+    coro::run(move || {
+        coro::Builder::new()
+            .selfishness(1)
+            .spawn(move || {
+                let _guard = guard;
+                loop {
+                    // Ignores every error, so shutdown must unwind it.
+                    let _ = coro::park();
+                    coro::yield_now();
+                }
+            })
+            .unwrap();
+        coro::spawn(move || loop {
+            other_ran.set(true);
+            let _ = coro::park();
+            coro::yield_now();
+        });
+        coro::yield_now();
+    });
+    // Reaching this line is the test: a switch mid-unwind aborts the process.
+    assert!(seen.get().is_some(), "the destructor ran");
+}
+
+#[test]
+fn no_suspend_puts_off_selfish_yields_and_ignores_yield_now() {
+    coro::run(|| {
+        coro::set_selfishness(1).unwrap();
+        let before = coro::stats().switches;
+        let yielded = coro::no_suspend(|| {
+            let y = coro::try_selfish();
+            coro::yield_now();
+            y
+        });
+        assert!(!yielded);
+        assert_eq!(coro::stats().switches, before, "nothing switched");
+        // The yield was put off, not forgotten: the next spend yields.
+        assert!(coro::try_selfish());
+    });
+}

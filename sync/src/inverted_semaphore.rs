@@ -111,15 +111,21 @@ impl InvertedSemaphore {
     ///
     /// If it has to wait and the caller is not a green thread.
     pub fn block_till_zero(&self) -> Result<(), WaitError> {
+        self.wait_for_zero("InvertedSemaphore::block_till_zero")
+    }
+
+    /// [`block_till_zero`](Self::block_till_zero), naming the call `what`
+    /// in messages and in [`threads`](coro_runtime::threads).
+    pub(crate) fn wait_for_zero(&self, what: &'static str) -> Result<(), WaitError> {
         if self.count.get() == 0 {
             return Ok(());
         }
-        let coro = waitlist::current_coro("InvertedSemaphore::block_till_zero");
+        let coro = waitlist::current_coro(what);
         let key = self.waiters.borrow_mut().push_back(coro, ());
         waitlist::wait(
             &self.waiters,
             key,
-            "InvertedSemaphore::block_till_zero",
+            what,
             || self.dispatch(),
             |()| {}, // a zero is not consumed: nothing to pass on
         )

@@ -128,7 +128,7 @@ impl WaitGroup {
     ///
     /// If it has to wait and the caller is not a green thread.
     pub fn wait(&self) -> Result<(), WaitError> {
-        self.members.block_till_zero()
+        self.members.wait_for_zero("WaitGroup::wait")
     }
 }
 
