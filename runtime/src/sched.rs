@@ -365,19 +365,26 @@ fn suspend(t: &Task) {
 #[inline]
 pub fn yield_now() {
     context::with_current("coro::yield_now", |_, t| {
-        if !may_suspend(t) {
-            log::warn!(
-                target: "coro",
-                "green thread #{} '{}' called yield_now {}; ignored (a destructor must not switch threads)",
-                t.id,
-                t.display_name(),
-                why_not_suspend(t),
-            );
-            return;
+        if may_suspend(t) {
+            t.state.set(ThreadState::Ready);
+            suspend(t);
+        } else {
+            yield_refused(t);
         }
-        t.state.set(ThreadState::Ready);
-        suspend(t);
     })
+}
+
+/// Reports a `yield_now` where the thread may not switch.
+#[cold]
+#[inline(never)]
+fn yield_refused(t: &Task) {
+    log::warn!(
+        target: "coro",
+        "green thread #{} '{}' called yield_now {}; ignored (a destructor must not switch threads)",
+        t.id,
+        t.display_name(),
+        why_not_suspend(t),
+    );
 }
 
 /// Whether the running task may switch away now: not inside a `no_suspend`
