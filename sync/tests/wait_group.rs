@@ -8,9 +8,22 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use coro_runtime::{spawn, with_timeout, Timeout, WaitError};
+use coro_runtime::{spawn, with_timeout, JoinHandle, Timeout, WaitError};
 use coro_sync::WaitGroup;
 use util::{interrupt, join_all, run, settle, Log};
+
+/// Spawns `n` threads waiting on `group`, logging what each wait returned;
+/// returns once all are queued.
+fn waiters(group: &WaitGroup, log: &Log, n: usize) -> Vec<JoinHandle<()>> {
+    let hs = (0..n)
+        .map(|i| {
+            let (group, log) = (group.clone(), log.clone());
+            spawn(move || log.push(i, group.wait()))
+        })
+        .collect();
+    settle();
+    hs
+}
 
 #[test]
 fn empty_group_does_not_wait() {
@@ -84,13 +97,7 @@ fn every_waiter_wakes_in_order_and_sees_the_zero() {
         let group = WaitGroup::new();
         let member = group.add();
         let log = Log::new();
-        let waiters: Vec<_> = (0..4)
-            .map(|i| {
-                let (group, log) = (group.clone(), log.clone());
-                spawn(move || log.push(i, group.wait()))
-            })
-            .collect();
-        settle();
+        let waiters = waiters(&group, &log, 4);
         assert_eq!(log.len(), 0, "nobody returns while a member is out");
         drop(member);
         // A new member joins before the woken waiters run: they saw the
@@ -129,13 +136,7 @@ fn interrupted_waiter_leaves_and_the_others_still_wake() {
         let group = WaitGroup::new();
         let member = group.add();
         let log = Log::new();
-        let waiters: Vec<_> = (0..3)
-            .map(|i| {
-                let (group, log) = (group.clone(), log.clone());
-                spawn(move || log.push(i, group.wait()))
-            })
-            .collect();
-        settle();
+        let waiters = waiters(&group, &log, 3);
         interrupt(&waiters, [1]);
         settle();
         assert_eq!(
