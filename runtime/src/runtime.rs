@@ -188,6 +188,11 @@ impl Runtime {
     ///
     /// If `f` panics (after the other threads were stopped), if called from
     /// inside a runtime, or if the main thread cannot get a stack.
+    ///
+    /// Called from a destructor while the OS thread unwinds from a panic,
+    /// the runtime runs, but no green thread may block or switch: the panic
+    /// state is the OS thread's, and it looks to the runtime like an unwind
+    /// in progress (blocking calls fail with `SuspendForbidden`).
     pub fn block_on<F, T>(&mut self, f: F) -> T
     where
         F: FnOnce() -> T + 'static,

@@ -341,6 +341,11 @@ fn suspend(t: &Task) {
 /// It is not a blocking call: it neither fails nor reports timeouts or
 /// interrupts (a pending one stays for the next blocking call).
 ///
+/// Where the thread may not switch (inside [`no_suspend`](crate::no_suspend),
+/// or in a destructor running while the thread unwinds) it does nothing and
+/// logs a warning, once per thread. So a loop that waits for another thread
+/// with `yield_now` must not run there: it would spin.
+///
 /// # Panics
 ///
 /// Outside a green thread.
@@ -378,9 +383,12 @@ pub fn yield_now() {
 #[cold]
 #[inline(never)]
 fn yield_refused(t: &Task) {
+    if t.yield_refusal_logged.replace(true) {
+        return;
+    }
     log::warn!(
         target: "coro",
-        "green thread #{} '{}' called yield_now {}; ignored (a destructor must not switch threads)",
+        "green thread #{} '{}' called yield_now {}; ignored (a destructor must not switch threads; further refusals of this thread are not logged)",
         t.id,
         t.display_name(),
         why_not_suspend(t),
@@ -416,8 +424,8 @@ fn why_not_suspend(t: &Task) -> &'static str {
 ///
 /// Where the thread may not switch (inside
 /// [`no_suspend`](crate::no_suspend), or in a destructor running while it
-/// unwinds) the yield is put off: the budget stays empty and the next
-/// operation that may switch yields.
+/// unwinds) the yield is put off: the budget stays empty and the first later
+/// `try_selfish` where the thread may switch yields.
 ///
 /// # Panics
 ///

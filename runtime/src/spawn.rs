@@ -117,7 +117,7 @@ impl Builder {
         F: FnOnce() -> T + 'static,
         T: 'static,
     {
-        context::with_sched("coro::spawn", |s| self.spawn_in(s, f))
+        context::with_sched("Builder::spawn", |s| self.spawn_in(s, f))
     }
 
     pub(crate) fn spawn_in<F, T>(self, s: &Scheduler, f: F) -> io::Result<JoinHandle<T>>

@@ -109,7 +109,7 @@ pub fn stats() -> Stats {
 ///
 /// Outside a runtime.
 pub fn threads() -> Vec<ThreadInfo> {
-    context::with_sched("coro::stats", |s| {
+    context::with_sched("coro::threads", |s| {
         let run = s.watchdog.as_ref().map(|w| {
             w.shared
                 .run_ns

@@ -105,6 +105,8 @@ pub(crate) struct Task {
     pub(crate) stack_size: usize,
     /// The scheduler is unwinding this task at shutdown.
     pub(crate) unwinding: Cell<bool>,
+    /// A refused `yield_now` was logged (it is logged once per thread).
+    pub(crate) yield_refusal_logged: Cell<bool>,
 }
 
 impl Task {
@@ -134,6 +136,7 @@ impl Task {
             stack_limit,
             stack_size,
             unwinding: Cell::new(false),
+            yield_refusal_logged: Cell::new(false),
         }
     }
 

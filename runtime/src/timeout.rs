@@ -133,6 +133,8 @@ fn pop_scope(id: u64) -> Scope {
 /// code holding a borrow that another thread would need).
 ///
 /// Blocking while a green thread unwinds from a panic is refused the same way.
+/// [`yield_now`](crate::yield_now) does nothing there, and the forced yield
+/// of [`try_selfish`](crate::try_selfish) is put off until after the region.
 ///
 /// # Panics
 ///

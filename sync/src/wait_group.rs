@@ -2,9 +2,10 @@
 //! to finish, each member counted by a guard that cannot be forgotten.
 
 use std::fmt;
+use std::io;
 use std::rc::Rc;
 
-use coro_runtime::{JoinHandle, WaitError};
+use coro_runtime::{Builder, JoinHandle, WaitError};
 
 use crate::InvertedSemaphore;
 
@@ -94,7 +95,8 @@ impl WaitGroup {
     /// # Panics
     ///
     /// Outside a runtime, or if no stack can be had for the thread (as
-    /// [`coro_runtime::spawn`]).
+    /// [`coro_runtime::spawn`]); [`spawn_with`](WaitGroup::spawn_with)
+    /// returns that as an error.
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + 'static,
@@ -102,6 +104,43 @@ impl WaitGroup {
     {
         let member = self.add();
         coro_runtime::spawn(move || {
+            let _member = member;
+            f()
+        })
+    }
+
+    /// [`spawn`](WaitGroup::spawn) through a [`Builder`] (a name, a stack
+    /// size, a selfishness budget): like [`Builder::spawn`], it returns an
+    /// error instead of panicking when the thread cannot be started, and the
+    /// group is then as it was.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::spawn`]: bad settings, or no memory for a stack.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use coro_runtime::Builder;
+    /// use coro_sync::WaitGroup;
+    ///
+    /// coro_runtime::run(|| -> std::io::Result<()> {
+    ///     let group = WaitGroup::new();
+    ///     let worker = Builder::new().name("worker".into()).stack_size(64 * 1024);
+    ///     group.spawn_with(worker, || coro_runtime::yield_now())?;
+    ///     group.wait().unwrap();
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn spawn_with<F, T>(&self, builder: Builder, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + 'static,
+        T: 'static,
+    {
+        let member = self.add();
+        // On an error the closure, and with it the member, is dropped.
+        builder.spawn(move || {
             let _member = member;
             f()
         })

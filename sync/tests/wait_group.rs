@@ -148,3 +148,22 @@ fn interrupted_waiter_leaves_and_the_others_still_wake() {
         assert_eq!(log.with("Ok(())"), [0, 2]);
     });
 }
+
+#[test]
+fn spawn_with_names_the_thread_and_a_failed_spawn_leaves_no_member() {
+    run(|| {
+        let group = WaitGroup::new();
+        let h = group
+            .spawn_with(coro_runtime::Builder::new().name("member".into()), || {
+                coro_runtime::yield_now();
+                coro_runtime::current().name().map(str::to_owned)
+            })
+            .unwrap();
+        assert_eq!(group.len(), 1);
+        let bad = group.spawn_with(coro_runtime::Builder::new().stack_size(0), || ());
+        assert_eq!(bad.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(group.len(), 1, "the failed spawn's member was counted out");
+        group.wait().unwrap();
+        assert_eq!(h.join().unwrap().as_deref(), Some("member"));
+    });
+}
