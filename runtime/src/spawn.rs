@@ -298,8 +298,7 @@ where
     F: FnOnce() -> T + 'static,
     T: 'static,
 {
-    Builder::new()
-        .spawn(f)
+    context::with_sched("coro::spawn", |s| Builder::new().spawn_in(s, f))
         .unwrap_or_else(|e| panic!("coro::spawn: {e}"))
 }
 
