@@ -493,6 +493,19 @@ pub fn park_as(what: &'static str) -> Result<(), WaitError> {
 /// Whether the running task may block now; consumes a pending interrupt.
 #[inline]
 fn check(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
+    // The common case in a few loads; the reasons (and the logging, whose
+    // formatting would keep this from being inlined) are out of line.
+    if t.interrupted.get() || s.shutting_down.get() || t.expired_scopes.get() > 0 || !may_suspend(t)
+    {
+        return refusal(s, t);
+    }
+    Ok(())
+}
+
+/// Why the running task may not block now ([`check`]'s slow path).
+#[cold]
+#[inline(never)]
+fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
     if t.interrupted.get() {
         t.interrupted.set(false);
         return Err(WaitError::Interrupted);
