@@ -16,6 +16,19 @@ fn child(test: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs `test` in a child process that must exit successfully; returns its
+/// standard output.
+fn child_ok(test: &str) -> String {
+    let out = child(test);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 fn is_child(test: &str) -> bool {
     std::env::var(CHILD).as_deref() == Ok(test)
 }
@@ -109,13 +122,7 @@ fn out_of_memory_for_stacks_is_an_error_from_spawn() {
         println!("SPAWN-ERROR: {err}");
         return;
     }
-    let out = child(NAME);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = child_ok(NAME);
     assert!(stdout.contains("SPAWN-ERROR"), "{stdout}");
     assert!(stdout.contains("vm.max_map_count"), "{stdout}");
 }
@@ -145,12 +152,6 @@ fn reaching_the_mapping_limit_is_an_error_from_spawn() {
         println!("SPAWNED {n} SPAWN-ERROR: {err}");
         return;
     }
-    let out = child(NAME);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = child_ok(NAME);
     assert!(stdout.contains("vm.max_map_count"), "{stdout}");
 }
