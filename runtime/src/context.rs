@@ -91,6 +91,18 @@ pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R
     f(s, unsafe { &*t })
 }
 
+/// Runs `f` with the running green thread, or returns `None` where none
+/// runs (outside a runtime, or in the scheduler itself).
+#[inline]
+pub(crate) fn try_with_current<R>(f: impl FnOnce(&Scheduler, &Task) -> R) -> Option<R> {
+    try_with_sched(|s| {
+        let t = s.current.get();
+        // SAFETY: as in `with_current`.
+        (!t.is_null()).then(|| f(s, unsafe { &*t }))
+    })
+    .flatten()
+}
+
 /// An `Rc` to the running green thread.
 #[track_caller]
 pub(crate) fn current_task_rc(what: &str) -> Rc<Task> {

@@ -322,11 +322,8 @@ impl Registration {
                     if drained(&v) {
                         self.clear(dir);
                     }
-                    // Outside a green thread (a socket used after its
-                    // runtime returned) there is no budget to spend, and
-                    // failing now would lose what `op` already did.
-                    if !waited && crate::in_green_thread() {
-                        crate::try_selfish();
+                    if !waited {
+                        sched::try_selfish_if_green();
                     }
                     return Ok(v);
                 }

@@ -432,24 +432,38 @@ fn why_not_suspend(t: &Task) -> &'static str {
 /// Outside a green thread.
 #[inline]
 pub fn try_selfish() -> bool {
-    context::with_current("coro::try_selfish", |s, t| {
-        let left = t.selfish_left.get().saturating_sub(1);
-        if left == 0 && !may_suspend(t) {
-            t.selfish_left.set(0);
-            false
-        } else if left == 0 {
-            t.selfish_left.set(t.selfish_max.get());
-            s.counters
-                .forced_yields
-                .set(s.counters.forced_yields.get() + 1);
-            t.state.set(ThreadState::Ready);
-            suspend(t);
-            true
-        } else {
-            t.selfish_left.set(left);
-            false
-        }
-    })
+    context::with_current("coro::try_selfish", spend_selfishness)
+}
+
+/// [`try_selfish`] for the runtime's own I/O paths: does nothing (and
+/// returns `false`) where no green thread runs, e.g. on a socket that
+/// outlived its runtime, where failing after the syscall would lose its
+/// result. One thread-local lookup, as `try_selfish`.
+#[inline]
+pub(crate) fn try_selfish_if_green() -> bool {
+    context::try_with_current(spend_selfishness).unwrap_or(false)
+}
+
+/// Spends one unit of `t`'s budget; at zero yields (or, where `t` may not
+/// switch, puts the yield off). Returns whether it yielded.
+#[inline]
+fn spend_selfishness(s: &Scheduler, t: &Task) -> bool {
+    let left = t.selfish_left.get().saturating_sub(1);
+    if left == 0 && !may_suspend(t) {
+        t.selfish_left.set(0);
+        false
+    } else if left == 0 {
+        t.selfish_left.set(t.selfish_max.get());
+        s.counters
+            .forced_yields
+            .set(s.counters.forced_yields.get() + 1);
+        t.state.set(ThreadState::Ready);
+        suspend(t);
+        true
+    } else {
+        t.selfish_left.set(left);
+        false
+    }
 }
 
 /// Suspends the running green thread until [`Coro::unpark`](crate::Coro::unpark)

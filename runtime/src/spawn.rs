@@ -326,14 +326,7 @@ pub fn current() -> Coro {
 /// ```
 #[inline]
 pub fn current_id() -> Option<u64> {
-    context::try_with_sched(|s| {
-        let t = s.current.get();
-        // SAFETY: `current` is non-null only while the scheduler resumes
-        // that task and holds an `Rc` to it for the whole resume (the same
-        // argument as `context::with_current`).
-        (!t.is_null()).then(|| unsafe { (*t).id })
-    })
-    .flatten()
+    context::try_with_current(|_, t| t.id)
 }
 
 /// Sets the running thread's selfishness budget (1..=32768) and refills it.
