@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# README's test command: installs the system tools the tests drive (Debian
+# packages) when they are missing, then runs the test suite.
+#
+# A test never passes silently because a tool is absent: the tests that use a
+# tool fail with a message naming it, and this script installs every tool
+# listed below first. Extra arguments go to `cargo test`.
+#
+# The benches crate (tokio, may, criterion) is left out: it only builds the
+# side-by-side benchmarks, which CI builds and lints separately.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# command the tests run -> Debian package that provides it
+tools=(
+)
+
+missing=()
+for entry in "${tools[@]}"; do
+  cmd=${entry%%:*} pkg=${entry#*:}
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "test.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+exec cargo test --workspace --exclude coro-benches "$@"
