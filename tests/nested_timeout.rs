@@ -122,8 +122,9 @@ fn outer_deadline_first_the_inner_scope_returns_the_error_unchanged() -> io::Res
 
 /// After the deadline, a read, a lock, an accept, a semaphore, an event, a
 /// channel, a sleep, a join and a fresh nested scope all fail with
-/// `TimedOut` without suspending (no green thread is resumed meanwhile), and
-/// leave no waiter queued. After the scope, they block and work again.
+/// `TimedOut` without waiting (the only switches meanwhile are the forced
+/// yields that failing calls earn, as succeeding ones do: an error loop must
+/// not starve the others), and leave no waiter queued. After the scope, they block and work again.
 #[test]
 fn after_the_deadline_every_blocking_call_in_the_scope_fails_at_once() -> io::Result<()> {
     run(|| {
@@ -138,10 +139,12 @@ fn after_the_deadline_every_blocking_call_in_the_scope_fails_at_once() -> io::Re
         let mut first = None;
         let mut later: Vec<(&str, Option<WaitError>)> = Vec::new();
         let mut switches = (0, 0);
+        let mut forced = (0, 0);
         let r = with_timeout(SHORT, || {
             // Blocks until the deadline.
             first = (&server).read(&mut [0; 1]).err().map(|e| e.kind());
             switches.0 = coro::stats().switches;
+            forced.0 = coro::stats().forced_yields;
             later.push(("read", io((&server).read(&mut [0; 1]))));
             later.push(("read_exact", io((&server).read_exact(&mut [0; 4]))));
             later.push(("accept", io(listener.accept().map(drop))));
@@ -168,6 +171,7 @@ fn after_the_deadline_every_blocking_call_in_the_scope_fails_at_once() -> io::Re
                 },
             ));
             switches.1 = coro::stats().switches;
+            forced.1 = coro::stats().forced_yields;
         });
         assert_eq!(r, Err(Timeout));
         assert_eq!(first, Some(io::ErrorKind::TimedOut));
@@ -176,8 +180,13 @@ fn after_the_deadline_every_blocking_call_in_the_scope_fails_at_once() -> io::Re
         }
         assert_eq!(later.len(), 11);
         assert_eq!(
-            switches.0, switches.1,
-            "a call suspended after the deadline"
+            switches.1 - switches.0,
+            forced.1 - forced.0,
+            "a call waited after the deadline (every switch should be a forced yield)"
+        );
+        assert!(
+            forced.1 > forced.0,
+            "eleven failing calls earned no forced yield"
         );
         assert_eq!((m.waiters(), sem.waiters(), ev.waiters()), (0, 0, 0));
 

@@ -13,6 +13,20 @@ use crate::source::Source;
 
 /// A file descriptor registered with the current runtime's reactor.
 ///
+/// `T` must own its descriptor or borrow it for as long as the `Fd` lives
+/// (`T: AsFd`: an `OwnedFd`, a `File`, a pipe end, a `BorrowedFd<'_>`): the
+/// descriptor stays open while it is registered, so dropping the `Fd`
+/// deregisters that descriptor and never another one that reused its number.
+/// A bare number does not qualify:
+///
+/// ```compile_fail
+/// use std::os::fd::AsRawFd;
+/// coro::run(|| {
+///     let (r, _w) = std::io::pipe().unwrap();
+///     let _fd = coro::net::Fd::new(r.as_raw_fd()); // a RawFd owns nothing
+/// });
+/// ```
+///
 /// [`Fd::new`] puts the descriptor in non-blocking mode (this changes the
 /// open file description, which a `dup` or a parent process may share: a
 /// terminal on stdin, say) and registers it for readability and writability.
@@ -55,7 +69,7 @@ use crate::source::Source;
 /// })
 /// .unwrap();
 /// ```
-pub struct Fd<T: AsRawFd> {
+pub struct Fd<T: AsFd> {
     /// The registered descriptor; `None` only while `into_inner` or `drop`
     /// takes it out.
     inner: Option<Source<Raw<T>>>,
@@ -64,14 +78,14 @@ pub struct Fd<T: AsRawFd> {
 /// Adapts any `AsRawFd` to a mio source.
 struct Raw<T>(T);
 
-impl<T: AsRawFd> mio::event::Source for Raw<T> {
+impl<T: AsFd> mio::event::Source for Raw<T> {
     fn register(
         &mut self,
         registry: &mio::Registry,
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        mio::unix::SourceFd(&self.0.as_raw_fd()).register(registry, token, interests)
+        mio::unix::SourceFd(&self.0.as_fd().as_raw_fd()).register(registry, token, interests)
     }
 
     fn reregister(
@@ -80,15 +94,15 @@ impl<T: AsRawFd> mio::event::Source for Raw<T> {
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        mio::unix::SourceFd(&self.0.as_raw_fd()).reregister(registry, token, interests)
+        mio::unix::SourceFd(&self.0.as_fd().as_raw_fd()).reregister(registry, token, interests)
     }
 
     fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        mio::unix::SourceFd(&self.0.as_raw_fd()).deregister(registry)
+        mio::unix::SourceFd(&self.0.as_fd().as_raw_fd()).deregister(registry)
     }
 }
 
-impl<T: AsRawFd> Fd<T> {
+impl<T: AsFd> Fd<T> {
     /// Makes `inner`'s descriptor non-blocking and registers it with the
     /// current runtime.
     ///
@@ -101,7 +115,7 @@ impl<T: AsRawFd> Fd<T> {
     ///
     /// Outside a green thread.
     pub fn new(inner: T) -> io::Result<Fd<T>> {
-        set_nonblocking(inner.as_raw_fd())?;
+        set_nonblocking(inner.as_fd().as_raw_fd())?;
         Ok(Fd {
             inner: Some(Source::new(Raw(inner))?),
         })
@@ -208,7 +222,7 @@ fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-impl<T: AsRawFd> Drop for Fd<T> {
+impl<T: AsFd> Drop for Fd<T> {
     fn drop(&mut self) {
         if let Some(src) = self.inner.take() {
             // Deregister explicitly: `T` may not own the descriptor (or it
@@ -222,7 +236,7 @@ impl<T: AsRawFd> Drop for Fd<T> {
     }
 }
 
-impl<T: AsRawFd> Read for Fd<T>
+impl<T: AsFd> Read for Fd<T>
 where
     for<'a> &'a T: Read,
 {
@@ -231,7 +245,7 @@ where
     }
 }
 
-impl<T: AsRawFd> Read for &Fd<T>
+impl<T: AsFd> Read for &Fd<T>
 where
     for<'a> &'a T: Read,
 {
@@ -243,7 +257,7 @@ where
     }
 }
 
-impl<T: AsRawFd> Write for Fd<T>
+impl<T: AsFd> Write for Fd<T>
 where
     for<'a> &'a T: Write,
 {
@@ -256,7 +270,7 @@ where
     }
 }
 
-impl<T: AsRawFd> Write for &Fd<T>
+impl<T: AsFd> Write for &Fd<T>
 where
     for<'a> &'a T: Write,
 {
@@ -269,19 +283,19 @@ where
     }
 }
 
-impl<T: AsRawFd> AsRawFd for Fd<T> {
+impl<T: AsFd> AsRawFd for Fd<T> {
     fn as_raw_fd(&self) -> RawFd {
-        self.get_ref().as_raw_fd()
+        self.get_ref().as_fd().as_raw_fd()
     }
 }
 
-impl<T: AsRawFd + AsFd> AsFd for Fd<T> {
+impl<T: AsFd> AsFd for Fd<T> {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.get_ref().as_fd()
     }
 }
 
-impl<T: AsRawFd + fmt::Debug> fmt::Debug for Fd<T> {
+impl<T: AsFd + fmt::Debug> fmt::Debug for Fd<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fd")
             .field("inner", &self.inner.as_ref().map(|s| &s.get().0))

@@ -10,10 +10,15 @@
 //! test) moves only that offset ([`resync_wall`], [`set_wall_offset`]) and never
 //! when a timer fires.
 //!
-//! The tick rate is calibrated once per process, the first time the clock is
-//! used, against `CLOCK_MONOTONIC` over about 10 ms. Conversions between
-//! ticks and [`Duration`] use a 32.32 fixed-point factor (a multiply and a
-//! shift, no division on the hot path).
+//! The tick rate is calibrated the first time the clock is used, against
+//! `CLOCK_MONOTONIC` over about 10 ms, and refined by [`recalibrate`] over
+//! the whole time since then (runtimes call it from their loop, at most
+//! once a minute), so a rate error of a fraction of a ppm does not grow with uptime.
+//! Conversions between ticks and [`Duration`] use a 32.32 fixed-point factor
+//! (a multiply and a shift, no division on the hot path). Timers are placed
+//! on `CLOCK_MONOTONIC` relative to the present (the timerfd is armed for
+//! "deadline - now"), so they never depend on how far the calibration
+//! anchor lies in the past.
 //!
 //! # Examples
 //!
@@ -31,7 +36,7 @@
 
 use std::fmt;
 use std::ops::{Add, Sub};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -51,16 +56,45 @@ pub struct Instant(u64);
 
 struct Calibration {
     source: Source,
-    /// Ticks per second.
-    hz: u64,
-    /// `ticks * to_ns >> 32` = nanoseconds.
-    to_ns: u128,
-    /// `ns * to_ticks >> 32` = ticks.
-    to_ticks: u128,
-    /// Tick count and monotonic nanoseconds read together at calibration,
-    /// used to place tick deadlines on `CLOCK_MONOTONIC` (timerfd).
+    /// Ticks per second (refined by [`recalibrate`]).
+    hz: AtomicU64,
+    /// `ticks * to_ns >> 32` = nanoseconds (refined by [`recalibrate`]).
+    to_ns: AtomicU64,
+    /// `ns * to_ticks >> 32` = ticks (refined by [`recalibrate`]).
+    to_ticks: AtomicU64,
+    /// Tick count and monotonic nanoseconds read together at calibration:
+    /// the anchor [`recalibrate`] measures the rate from.
     tick0: u64,
     mono0_ns: u64,
+    /// Monotonic nanoseconds of the last recalibration.
+    last_ns: AtomicU64,
+}
+
+/// Fixed-point factors for a rate of `hz` ticks per second.
+fn factors(hz: u64) -> (u64, u64) {
+    let hz = hz.max(1) as u128;
+    let to_ns = ((1_000_000_000u128 << 32) + hz / 2) / hz;
+    let to_ticks = ((hz << 32) + 500_000_000) / 1_000_000_000;
+    (
+        to_ns.min(u64::MAX as u128) as u64,
+        to_ticks.min(u64::MAX as u128) as u64,
+    )
+}
+
+/// A tick count and the monotonic clock read as close together as this
+/// thread can: the tightest of a few tries, so a preempted read does not skew
+/// a rate measured from it.
+fn read_pair() -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let a = read_tsc();
+        let m = monotonic_ns();
+        let b = read_tsc();
+        if b.wrapping_sub(a) < best.0 {
+            best = (b.wrapping_sub(a), a + b.wrapping_sub(a) / 2, m);
+        }
+    }
+    (best.1, best.2)
 }
 
 static CAL: OnceLock<Calibration> = OnceLock::new();
@@ -109,43 +143,66 @@ fn read_tsc() -> u64 {
 }
 
 fn calibrate() -> Calibration {
-    let (source, hz) = if invariant_tsc() {
+    let (source, hz, tick0, mono0_ns) = if invariant_tsc() {
         // Pair the TSC with the monotonic clock at both ends of a ~10 ms
-        // window; each pair is taken as the tightest of a few reads so a
-        // preempted read does not skew the rate.
-        let pair = || {
-            let mut best = (u64::MAX, 0, 0);
-            for _ in 0..5 {
-                let a = read_tsc();
-                let m = monotonic_ns();
-                let b = read_tsc();
-                if b - a < best.0 {
-                    best = (b - a, a + (b - a) / 2, m);
-                }
-            }
-            (best.1, best.2)
-        };
-        let (t0, m0) = pair();
+        // window.
+        let (t0, m0) = read_pair();
         std::thread::sleep(Duration::from_millis(10));
-        let (t1, m1) = pair();
+        let (t1, m1) = read_pair();
         let hz = ((t1 - t0) as u128 * 1_000_000_000 / (m1 - m0).max(1) as u128) as u64;
-        (Source::Tsc, hz.max(1))
+        (Source::Tsc, hz.max(1), t1, m1)
     } else {
-        (Source::Monotonic, 1_000_000_000)
+        let m = monotonic_ns();
+        (Source::Monotonic, 1_000_000_000, m, m)
     };
-    let tick0 = match source {
-        Source::Tsc => read_tsc(),
-        Source::Monotonic => monotonic_ns(),
-    };
-    let mono0_ns = monotonic_ns();
+    let (to_ns, to_ticks) = factors(hz);
     Calibration {
         source,
-        hz,
-        to_ns: ((1_000_000_000u128 << 32) + hz as u128 / 2) / hz as u128,
-        to_ticks: (((hz as u128) << 32) + 500_000_000) / 1_000_000_000,
+        hz: AtomicU64::new(hz),
+        to_ns: AtomicU64::new(to_ns),
+        to_ticks: AtomicU64::new(to_ticks),
         tick0,
         mono0_ns,
+        last_ns: AtomicU64::new(mono0_ns),
     }
+}
+
+/// Refines the tick rate from the whole time since the clock was first
+/// calibrated, if at least `min_interval` passed since the last refinement;
+/// returns whether it did. Wall time stays continuous across the change (the
+/// wall offset is adjusted), and timers are unaffected (they run on ticks).
+///
+/// Runtimes call this from their loop (at most once a minute); there is no
+/// need to call it yourself. Does nothing when ticks are the monotonic clock itself.
+pub fn recalibrate(min_interval: Duration) -> bool {
+    let c = cal();
+    if c.source != Source::Tsc {
+        return false;
+    }
+    let last = c.last_ns.load(Ordering::Relaxed);
+    if monotonic_ns().saturating_sub(last) < min_interval.as_nanos() as u64 {
+        return false;
+    }
+    let (t, m) = read_pair();
+    if m <= c.mono0_ns {
+        return false;
+    }
+    c.last_ns.store(m, Ordering::Relaxed);
+    let wall = wall_ns_at(t);
+    let hz = (t.wrapping_sub(c.tick0) as u128 * 1_000_000_000 / (m - c.mono0_ns) as u128) as u64;
+    if hz == 0 {
+        return false;
+    }
+    let (to_ns, to_ticks) = factors(hz);
+    c.hz.store(hz, Ordering::Relaxed);
+    c.to_ns.store(to_ns, Ordering::Relaxed);
+    c.to_ticks.store(to_ticks, Ordering::Relaxed);
+    if WALL_OFFSET_NS.load(Ordering::Relaxed) != i64::MIN {
+        let since_zero = ticks_to_duration(t).as_nanos() as i128;
+        let off = (wall - since_zero).clamp(i64::MIN as i128 + 1, i64::MAX as i128) as i64;
+        WALL_OFFSET_NS.store(off, Ordering::Relaxed);
+    }
+    true
 }
 
 #[inline]
@@ -174,15 +231,16 @@ pub fn source() -> Source {
     cal().source
 }
 
-/// Ticks per second, as calibrated at start.
+/// Ticks per second, as calibrated (and refined since: see [`recalibrate`]).
 pub fn ticks_per_second() -> u64 {
-    cal().hz
+    cal().hz.load(Ordering::Relaxed)
 }
 
 /// Converts a tick count to a [`Duration`].
 #[inline]
 pub fn ticks_to_duration(ticks: u64) -> Duration {
-    let ns = (ticks as u128 * cal().to_ns + (1 << 31)) >> 32;
+    let to_ns = cal().to_ns.load(Ordering::Relaxed) as u128;
+    let ns = (ticks as u128 * to_ns + (1 << 31)) >> 32;
     Duration::from_nanos(ns.min(u64::MAX as u128) as u64)
 }
 
@@ -193,18 +251,8 @@ pub fn duration_to_ticks(d: Duration) -> u64 {
     if ns > u64::MAX as u128 {
         return u64::MAX;
     }
-    ((ns * cal().to_ticks + (1 << 31)) >> 32).min(u64::MAX as u128) as u64
-}
-
-/// `CLOCK_MONOTONIC` nanoseconds at which the tick count reaches `t`
-/// (used to arm a timerfd).
-pub(crate) fn monotonic_ns_at(t: Instant) -> u64 {
-    let c = cal();
-    let delta = t.0 as i128 - c.tick0 as i128;
-    let ns = (delta.unsigned_abs() * c.to_ns) >> 32;
-    let ns = ns.min(i64::MAX as u128) as i128;
-    let mono = c.mono0_ns as i128 + if delta < 0 { -ns } else { ns };
-    mono.clamp(0, u64::MAX as i128) as u64
+    let to_ticks = cal().to_ticks.load(Ordering::Relaxed) as u128;
+    ((ns * to_ticks + (1 << 31)) >> 32).min(u64::MAX as u128) as u64
 }
 
 impl Instant {
@@ -299,9 +347,14 @@ pub fn wall_now() -> SystemTime {
     wall_at(now())
 }
 
+/// Nanoseconds since the Unix epoch at tick count `t`.
+fn wall_ns_at(t: u64) -> i128 {
+    wall_offset() as i128 + ticks_to_duration(t).as_nanos() as i128
+}
+
 /// Wall time at tick count `t`.
 pub fn wall_at(t: Instant) -> SystemTime {
-    let ns = wall_offset() as i128 + ticks_to_duration(t.0).as_nanos() as i128;
+    let ns = wall_ns_at(t.0);
     if ns >= 0 {
         UNIX_EPOCH + Duration::from_nanos(ns.min(u64::MAX as i128) as u64)
     } else {
@@ -334,11 +387,22 @@ mod tests {
     }
 
     #[test]
-    fn monotonic_mapping_is_consistent() {
-        let t = now();
-        let m = monotonic_ns();
-        let mapped = monotonic_ns_at(t);
-        assert!(mapped.abs_diff(m) < 5_000_000, "{mapped} vs {m}");
+    fn recalibration_keeps_wall_time_continuous() {
+        let before = wall_now();
+        let changed = recalibrate(Duration::ZERO);
+        let after = wall_now();
+        let jump = match after.duration_since(before) {
+            Ok(d) => d,
+            Err(e) => e.duration(),
+        };
+        assert!(
+            jump < Duration::from_millis(50),
+            "wall time jumped by {jump:?}"
+        );
+        if source() == Source::Tsc {
+            assert!(changed);
+            assert!(!recalibrate(Duration::from_secs(3600)));
+        }
     }
 
     #[test]

@@ -116,7 +116,8 @@ impl ScheduleError {
         self.id
     }
 
-    /// Its state at the time: `"ready"`, `"running"` or `"dead"`.
+    /// Its state at the time: `"ready"`, `"running"` or `"dead"`, or that it
+    /// belongs to a runtime that is not running on this OS thread.
     pub fn state(&self) -> &'static str {
         self.state
     }

@@ -170,6 +170,9 @@ pub enum Direction {
 pub struct Registration {
     state: Rc<IoState>,
     key: usize,
+    /// Id of the runtime whose poller holds the source: waiting on it is
+    /// only possible while that runtime runs (its events arrive nowhere else).
+    runtime: u64,
 }
 
 impl Registration {
@@ -200,15 +203,35 @@ impl Registration {
                 r.sources.borrow_mut().remove(key);
                 return Err(e);
             }
-            Ok(Registration { state, key })
+            Ok(Registration {
+                state,
+                key,
+                runtime: s.id,
+            })
         })
     }
 
     /// Deregisters `source` from the reactor (before its fd is closed).
+    ///
+    /// # Errors
+    ///
+    /// The OS error, or an error naming the mix-up if the source was
+    /// registered with another runtime than the one running (nothing is done
+    /// then: the source is not in this runtime's poller).
     pub fn deregister<S: mio::event::Source + ?Sized>(&self, source: &mut S) -> io::Result<()> {
         context::with_sched("deregistering a socket", |s| {
+            self.same_runtime(s)?;
             s.reactor.registry(|reg| reg.deregister(source))
         })
+    }
+
+    /// Fails unless `s` is the runtime this source is registered with.
+    fn same_runtime(&self, s: &sched::Scheduler) -> io::Result<()> {
+        if s.id == self.runtime {
+            Ok(())
+        } else {
+            Err(foreign_error(self.runtime, s.id))
+        }
     }
 
     fn queue(&self, dir: Direction) -> &RefCell<VecDeque<Waiter>> {
@@ -248,14 +271,20 @@ impl Registration {
     /// `NotConnected` if the registration was [closed](Registration::close)
     /// (before or while waiting); `TimedOut` or an interruption error (see
     /// [`WaitError`](crate::WaitError)) if the wait was cut short.
+    ///
+    /// An error naming the mix-up if the source was registered with another
+    /// runtime than the one running (its readiness is reported to that
+    /// runtime's poller only, so waiting here would never end).
     pub fn wait(&self, dir: Direction) -> io::Result<()> {
         loop {
             if self.state.closed.get() {
+                sched::failed_at_once_if_green();
                 return Err(closed_error());
             }
             if self.is_ready(dir) {
                 return Ok(());
             }
+            context::with_sched("a socket wait", |s| self.same_runtime(s))?;
             self.queue(dir)
                 .borrow_mut()
                 .push_back(Waiter::current("a socket wait"));
@@ -288,17 +317,25 @@ impl Registration {
     }
 
     /// [`io`](Registration::io) for a byte stream: `op` reads into (or
-    /// writes from) a buffer of `len` bytes and returns the count. A count
-    /// short of `len` (but not zero) shows the socket buffer was drained (or
-    /// filled), so readiness is cleared without spending a syscall to hear
-    /// `EWOULDBLOCK`; an edge arriving after that call sets it again.
+    /// writes from) a buffer of `len` bytes and returns the count.
+    ///
+    /// For writes, a count short of `len` (but not zero) shows the socket
+    /// buffer filled up, so write readiness is cleared without spending a
+    /// syscall to hear `EWOULDBLOCK`; the edge that comes when room frees
+    /// sets it again. Reads clear readiness only on `EWOULDBLOCK`: a short
+    /// read does not prove the socket is empty (Linux stops a TCP read at the
+    /// urgent mark, `readv` at `IOV_MAX` buffers, a Unix stream read at an
+    /// `SCM_RIGHTS` boundary), and no new edge would come for what is left.
     pub fn io_stream(
         &self,
         dir: Direction,
         len: usize,
         op: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
-        self.run(dir, op, |&n| n > 0 && n < len)
+        match dir {
+            Direction::Read => self.run(dir, op, |_| false),
+            Direction::Write => self.run(dir, op, |&n| n > 0 && n < len),
+        }
     }
 
     fn run<R>(
@@ -310,6 +347,7 @@ impl Registration {
         let mut waited = false;
         loop {
             if self.state.closed.get() {
+                sched::failed_at_once_if_green();
                 return Err(closed_error());
             }
             if dir == Direction::Read && !self.is_ready(dir) {
@@ -352,6 +390,14 @@ impl Registration {
     pub fn is_closed(&self) -> bool {
         self.state.closed.get()
     }
+}
+
+fn foreign_error(registered: u64, running: u64) -> io::Error {
+    io::Error::other(format!(
+        "coro: this socket is registered with runtime #{registered}, but runtime #{running} \
+         is running: a socket can only be used in the runtime that created it (its readiness \
+         is reported to that runtime's poller)"
+    ))
 }
 
 fn closed_error() -> io::Error {

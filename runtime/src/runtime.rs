@@ -9,9 +9,27 @@
 //! [`WaitError::Interrupted`](crate::WaitError). The loop runs (without
 //! blocking) until no thread is ready or 64 passes went by, so threads that
 //! react to the error leave normally. Threads still alive after that are
-//! unwound in place: their stacks unwind as if from a panic, so destructors
-//! run and no stack or thread leaks. `JoinHandle::join` on such a thread
-//! reports [`JoinError::Cancelled`](crate::JoinError).
+//! unwound in place: each is resumed once more and unwinds from its suspend
+//! point as if from a panic, on its own stack with the runtime current, so
+//! destructors run and no stack or thread leaks. `JoinHandle::join` on such
+//! a thread reports [`JoinError::Cancelled`](crate::JoinError). Threads
+//! spawned meanwhile (by a destructor) are unwound too, without running,
+//! until no thread is left.
+//!
+//! The same shutdown runs when the loop itself panics (the deadlock report,
+//! say): a guard in `block_on` runs it while the panic unwinds, so no green
+//! thread outlives `block_on` on any path. This is what enforces the
+//! invariant that tasks are unwound by their own scheduler with the runtime
+//! current (see `sched`).
+//!
+//! # A thread that will not die
+//!
+//! A thread that catches its unwind (`catch_unwind` in a loop) and blocks
+//! again is unwound again at that call, up to 8 times; after that it is
+//! logged by name at ERROR and leaked: its stack and what lives on it stay
+//! allocated and it never runs again. A thread that catches the unwind and
+//! then loops without ever blocking or yielding cannot be stopped by a
+//! cooperative scheduler; the latency watchdog names it.
 
 use std::io;
 use std::panic;
@@ -57,6 +75,7 @@ pub struct RuntimeBuilder {
     selfishness: u32,
     latency_warning: Option<Duration>,
     blocking_threads: usize,
+    blocking_keep_alive: Duration,
     stack_pool: usize,
 }
 
@@ -66,7 +85,8 @@ impl Default for RuntimeBuilder {
             stack_size: DEFAULT_STACK_SIZE,
             selfishness: DEFAULT_SELFISHNESS,
             latency_warning: Some(DEFAULT_LATENCY_WARNING),
-            blocking_threads: 4,
+            blocking_threads: crate::blocking::DEFAULT_MAX_THREADS,
+            blocking_keep_alive: crate::blocking::DEFAULT_KEEP_ALIVE,
             stack_pool: 1024,
         }
     }
@@ -92,9 +112,19 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Most OS threads of the blocking-offload pool (at least 1).
+    /// Most OS threads of the [`blocking`](crate::blocking) pool (at least
+    /// 1; 512 by default, as tokio's). Threads start when jobs need them and
+    /// exit after [`blocking_keep_alive`](Self::blocking_keep_alive) idle, so
+    /// a high bound costs nothing while the pool is quiet.
     pub fn blocking_threads(mut self, n: usize) -> Self {
         self.blocking_threads = n;
+        self
+    }
+
+    /// How long an idle thread of the [`blocking`](crate::blocking) pool
+    /// waits for work before it exits (10 s by default; above zero).
+    pub fn blocking_keep_alive(mut self, idle: Duration) -> Self {
+        self.blocking_keep_alive = idle;
         self
     }
 
@@ -121,6 +151,12 @@ impl RuntimeBuilder {
                 "blocking_threads must be at least 1",
             ));
         }
+        if self.blocking_keep_alive.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "blocking_keep_alive must be above zero",
+            ));
+        }
         if self.latency_warning == Some(Duration::ZERO) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -135,6 +171,7 @@ impl RuntimeBuilder {
             selfishness,
             latency_warning: self.latency_warning,
             blocking_threads: self.blocking_threads,
+            blocking_keep_alive: self.blocking_keep_alive,
             stack_pool: self.stack_pool,
         })?;
         Ok(Runtime {
@@ -206,6 +243,9 @@ impl Runtime {
             .unwrap_or_else(|e| panic!("coro: cannot set up a signal stack: {e}"));
         let s: &Scheduler = &self.sched;
         let prev = context::enter(s);
+        // Drop order is the reverse of declaration: on every path (also when
+        // the loop panics) the remaining threads are shut down first, with
+        // this runtime current, and only then is the previous one restored.
         struct Exit(*const Scheduler);
         impl Drop for Exit {
             fn drop(&mut self) {
@@ -213,6 +253,13 @@ impl Runtime {
             }
         }
         let _exit = Exit(prev);
+        struct Shutdown<'a>(&'a Scheduler);
+        impl Drop for Shutdown<'_> {
+            fn drop(&mut self) {
+                shutdown(self.0);
+            }
+        }
+        let stop = Shutdown(s);
         s.shutting_down.set(false);
         let handle = Builder::new()
             .name("main".into())
@@ -220,7 +267,7 @@ impl Runtime {
             .unwrap_or_else(|e| panic!("coro: cannot start the main green thread: {e}"));
         let main = handle.thread().0.clone();
         s.run_until(&main);
-        shutdown(s);
+        drop(stop);
         drop(main);
         match handle.join() {
             Ok(v) => v,
@@ -230,9 +277,15 @@ impl Runtime {
     }
 }
 
-/// Stops every green thread still alive (see the module docs).
+/// Times a thread that catches its forced unwind is unwound again before it
+/// is leaked.
+const UNWIND_ROUNDS: usize = 8;
+
+/// Stops every green thread still alive (see the module docs). Runs with
+/// this runtime current; never panics.
 fn shutdown(s: &Scheduler) {
     if s.tasks.borrow().is_empty() {
+        s.ready.borrow_mut().clear();
         s.timers.borrow_mut().clear();
         return;
     }
@@ -247,22 +300,47 @@ fn shutdown(s: &Scheduler) {
     drop(live);
     s.run_passes(SHUTDOWN_PASSES);
     s.ready.borrow_mut().clear();
-    let rest: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
-    for t in rest {
-        t.unwinding.set(true);
-        t.state.set(ThreadState::Running);
-        s.current.set(Rc::as_ptr(&t));
-        let co = t.coroutine.borrow_mut().take();
-        if let Some(mut co) = co {
-            co.force_unwind();
-            s.stacks.borrow_mut().put(co.into_stack());
+    // Unwind what is left, and whatever their destructors spawn, until the
+    // table is empty.
+    loop {
+        let rest: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
+        if rest.is_empty() {
+            break;
         }
-        s.current.set(std::ptr::null());
-        s.finish(&t);
+        for t in rest {
+            unwind(s, &t);
+        }
+        s.ready.borrow_mut().clear();
     }
-    s.ready.borrow_mut().clear();
     s.timers.borrow_mut().clear();
     s.shutting_down.set(false);
+}
+
+/// Unwinds one thread on its own stack by resuming it with its unwind
+/// requested (see `sched::suspend`); leaks it if it keeps catching the
+/// unwind and blocking again.
+fn unwind(s: &Scheduler, t: &Rc<Task>) {
+    t.unwinding.set(true);
+    for _ in 0..UNWIND_ROUNDS {
+        if t.state.get() == ThreadState::Dead || t.coroutine.borrow().is_none() {
+            break;
+        }
+        s.resume(t.clone());
+    }
+    if t.state.get() == ThreadState::Dead {
+        return;
+    }
+    log::error!(
+        target: "coro",
+        "green thread #{} '{}' caught its shutdown unwind and blocked again {UNWIND_ROUNDS} times; \
+         it is leaked (its stack and what lives on it stay allocated; it never runs again)",
+        t.id,
+        t.display_name(),
+    );
+    if let Some(co) = t.coroutine.borrow_mut().take() {
+        std::mem::forget(co);
+    }
+    s.finish(t);
 }
 
 /// Builds a runtime with the default settings on this OS thread, runs `f` as

@@ -17,6 +17,20 @@
 //! made ready during a pass run in the next pass, so a thread that yields in a
 //! loop cannot starve the others.
 //!
+//! # Invariants the unsafe code relies on
+//!
+//! * **Tasks are resumed and unwound only by their own scheduler, with its
+//!   runtime current.** [`Scheduler::resume`] sets `current` for exactly the
+//!   duration of a resume and resets it on every path (a panic that would
+//!   escape is caught there). Shutdown (`runtime::shutdown`, run by a guard
+//!   in `block_on` also when the loop panics) finishes every task before
+//!   `block_on` returns; it unwinds a task by resuming it, so the unwind runs
+//!   on the task's stack with the runtime current ([`suspend`] raises
+//!   [`ForcedUnwind`] at the task's suspend point). `Drop for Task` leaks a
+//!   coroutine that escaped this rather than unwinding it elsewhere.
+//! * **No panic leaves a coroutine** (`spawn::entry` and `resume` catch).
+//! * **A task is woken only by the runtime that owns it** (`task::make_ready`).
+//!
 //! Polling the OS costs a syscall (about as much as 40 switches here), so
 //! while threads are ready the loop polls without blocking only every
 //! [`POLL_INTERVAL`] resumes (tokio: every 61 ticks). While threads keep
@@ -25,8 +39,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use corosensei::CoroutineResult;
@@ -46,6 +61,15 @@ use crate::watchdog::Watchdog;
 /// Resumes between two non-blocking polls while threads are ready.
 pub(crate) const POLL_INTERVAL: u64 = 256;
 
+/// Polls between two looks at whether the clock's rate is due a refinement
+/// ([`clock::recalibrate`]), and the least time between refinements.
+const RECALIBRATE_POLLS: u64 = 1024;
+const RECALIBRATE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Non-blocking polls between two stack-pool trims while threads keep the
+/// loop busy (see `stack`, "What the pool keeps").
+const TRIM_POLLS: u64 = 64;
+
 /// Settings a runtime was built with.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -53,6 +77,7 @@ pub(crate) struct Config {
     pub(crate) selfishness: u32,
     pub(crate) latency_warning: Option<Duration>,
     pub(crate) blocking_threads: usize,
+    pub(crate) blocking_keep_alive: Duration,
     pub(crate) stack_pool: usize,
 }
 
@@ -67,8 +92,25 @@ pub(crate) struct Counters {
     pub(crate) timers_fired: Cell<u64>,
 }
 
+/// Ids of runtimes: unique per process, never reused.
+static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The panic payload that unwinds a green thread at shutdown (raised at its
+/// suspend point by [`suspend`]; `spawn::entry` turns it into
+/// `JoinError::Cancelled`). User code that catches it and carries on is
+/// unwound again at its next suspend point, a bounded number of times.
+#[derive(Debug)]
+pub(crate) struct ForcedUnwind;
+
+/// Blocking calls refused to a thread being unwound while the OS thread
+/// panics before the runtime gives up on it (see [`refusal`]).
+const UNWIND_REFUSAL_LIMIT: u32 = 10_000;
+
 /// Everything one runtime owns.
 pub(crate) struct Scheduler {
+    /// This runtime's id: tasks and I/O registrations record it, and are
+    /// only scheduled or waited on while it is the current runtime.
+    pub(crate) id: u64,
     pub(crate) config: Config,
     pub(crate) ready: RefCell<VecDeque<Rc<Task>>>,
     /// Every live green thread, by key.
@@ -94,12 +136,17 @@ impl Scheduler {
     pub(crate) fn new(config: Config) -> std::io::Result<Scheduler> {
         let reactor = Reactor::new()?;
         let precise = reactor.registry(PreciseTimer::new)?;
-        let blocking = BlockingPool::new(config.blocking_threads, reactor.waker.clone());
+        let blocking = BlockingPool::new(
+            config.blocking_threads,
+            config.blocking_keep_alive,
+            reactor.waker.clone(),
+        );
         let watchdog = match config.latency_warning {
             Some(t) => Some(Watchdog::start(t)?),
             None => None,
         };
         Ok(Scheduler {
+            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             stacks: RefCell::new(StackPool::new(config.stack_size, config.stack_pool)),
             config,
             ready: RefCell::new(VecDeque::new()),
@@ -167,8 +214,14 @@ impl Scheduler {
     }
 
     /// Resumes one task until it suspends or finishes.
+    ///
+    /// `current` points at the task for exactly the duration of the resume.
+    /// Nothing unwinds out of here: `spawn::entry` catches every panic of the
+    /// thread, and whatever would still escape the coroutine is caught here
+    /// and counted as that thread's panic (the thread is then finished).
     #[inline]
     pub(crate) fn resume(&self, task: Rc<Task>) {
+        debug_assert_eq!(task.runtime, self.id, "a task resumed by another runtime");
         task.state.set(ThreadState::Running);
         self.current.set(Rc::as_ptr(&task));
         let n = self.counters.switches.get() + 1;
@@ -179,28 +232,52 @@ impl Scheduler {
         }
         let result = {
             let mut co = task.coroutine.borrow_mut();
-            co.as_mut().expect("ready task has a coroutine").resume(())
+            let co = co.as_mut().expect("ready task has a coroutine");
+            panic::catch_unwind(AssertUnwindSafe(|| co.resume(())))
         };
         if let Some(w) = &self.watchdog {
             w.shared.running.store(0, Ordering::Relaxed);
         }
         self.current.set(std::ptr::null());
         match result {
-            CoroutineResult::Yield(()) => {
+            Ok(CoroutineResult::Yield(())) => {
                 if task.state.get() == ThreadState::Ready {
                     self.ready.borrow_mut().push_back(task);
                 }
             }
-            CoroutineResult::Return(()) => self.finish(&task),
+            Ok(CoroutineResult::Return(())) => self.finish(&task),
+            Err(p) => self.escaped(&task, p),
         }
+    }
+
+    /// A panic escaped a task's coroutine (which `entry` is built to
+    /// prevent): the coroutine is over; count it as the thread's panic.
+    #[cold]
+    #[inline(never)]
+    fn escaped(&self, task: &Rc<Task>, p: Box<dyn std::any::Any + Send>) {
+        self.counters.panicked.set(self.counters.panicked.get() + 1);
+        log::error!(
+            target: "coro",
+            "green thread #{} '{}': a panic escaped the thread; it is finished",
+            task.id,
+            task.display_name(),
+        );
+        // Its payload's destructor could panic too: leak it.
+        std::mem::forget(p);
+        self.finish(task);
     }
 
     /// A task's coroutine returned: recycle its stack and forget it.
     pub(crate) fn finish(&self, task: &Rc<Task>) {
         task.state.set(ThreadState::Dead);
-        if let Some(co) = task.coroutine.borrow_mut().take() {
+        let co = task.coroutine.borrow_mut().take();
+        if let Some(co) = co {
             if co.done() {
                 self.stacks.borrow_mut().put(co.into_stack());
+            } else {
+                // Never dropped unfinished: that would unwind it from here
+                // (see `Drop for Task`).
+                std::mem::forget(co);
             }
         }
         let key = task.key.get();
@@ -234,14 +311,17 @@ impl Scheduler {
         let now = clock::now().ticks();
         while let Some(e) = timers.pop_expired(now) {
             if !e.is_live() {
-                timers.popped_stale();
                 continue;
             }
+            timers.fired();
             self.counters
                 .timers_fired
                 .set(self.counters.timers_fired.get() + 1);
             match e.kind {
-                TimerKind::Wake { .. } => make_ready(&e.task),
+                TimerKind::Wake { .. } => {
+                    e.task.timer_fired.set(true);
+                    make_ready(&e.task);
+                }
                 TimerKind::Scope { id } => {
                     let mut scopes = e.task.scopes.borrow_mut();
                     if let Some(s) = scopes.iter_mut().find(|s| s.id == id) {
@@ -259,27 +339,37 @@ impl Scheduler {
 
     /// Polls the reactor; blocks until the next timer (or an event) if `block`.
     fn poll(&self, block: bool) {
+        let polls = self.counters.polls.get() + 1;
+        self.counters.polls.set(polls);
         let timeout = if !block {
+            if polls.is_multiple_of(TRIM_POLLS) {
+                self.stacks.borrow_mut().trim(clock::now().ticks());
+            }
             Some(Duration::ZERO)
         } else {
-            let next = self.timers.borrow().next_deadline();
-            match next {
+            let now = clock::now();
+            let trim_due = self.stacks.borrow_mut().trim(now.ticks());
+            let next = self.timers.borrow_mut().next_live_deadline();
+            if next.is_none() {
+                self.check_deadlock();
+            }
+            // Wake for the next timer, or for the next stack trim.
+            match next.into_iter().chain(trim_due).min() {
                 Some(d) => {
                     let d = Instant::from_ticks(d);
-                    if d <= clock::now() {
+                    if d <= now {
                         Some(Duration::ZERO)
                     } else {
                         self.precise.arm(d);
                         self.precise.poll_timeout(d)
                     }
                 }
-                None => {
-                    self.check_deadlock();
-                    None
-                }
+                None => None,
             }
         };
-        self.counters.polls.set(self.counters.polls.get() + 1);
+        if polls.is_multiple_of(RECALIBRATE_POLLS) {
+            clock::recalibrate(RECALIBRATE_INTERVAL);
+        }
         match self.reactor.poll(timeout) {
             Ok(out) => {
                 if out.timer {
@@ -326,6 +416,10 @@ impl Scheduler {
 }
 
 /// Suspends the running task; returns when the scheduler resumes it.
+///
+/// When shutdown resumes the task to unwind it, this raises [`ForcedUnwind`]
+/// instead of returning: the task's stack unwinds from its suspend point,
+/// on its own stack, with its runtime current.
 #[inline]
 fn suspend(t: &Task) {
     let y = t.yielder.get();
@@ -333,6 +427,15 @@ fn suspend(t: &Task) {
     // SAFETY: by the invariant on `Task::yielder`, a running task's yielder
     // points at the live `Yielder` on its own stack, and we are that task.
     unsafe { (*y).suspend(()) }
+    if t.unwinding.get() {
+        forced_unwind();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn forced_unwind() -> ! {
+    panic::resume_unwind(Box::new(ForcedUnwind))
 }
 
 /// Gives up the CPU: the running green thread goes to the back of the ready
@@ -396,12 +499,13 @@ fn yield_refused(t: &Task) {
 }
 
 /// Whether the running task may switch away now: not inside a `no_suspend`
-/// region and not unwinding (from a panic, or forcibly at shutdown). While a
-/// green thread unwinds no other may run: the panic state is per OS thread,
-/// and a switch in the middle of an unwind can abort the process.
+/// region and not unwinding (from a panic, or forcibly at shutdown: both
+/// count as panicking). While a green thread unwinds no other may run: the
+/// panic state is per OS thread, and a switch in the middle of an unwind can
+/// abort the process.
 #[inline]
 fn may_suspend(t: &Task) -> bool {
-    t.no_suspend.get() == 0 && !t.unwinding.get() && !std::thread::panicking()
+    t.no_suspend.get() == 0 && !std::thread::panicking()
 }
 
 /// Why [`may_suspend`] said no, for messages.
@@ -492,8 +596,13 @@ pub fn park() -> Result<(), WaitError> {
 /// [`park`], recording `what` the thread waits on for [`threads`](crate::threads).
 pub fn park_as(what: &'static str) -> Result<(), WaitError> {
     context::with_current("coro::park", |s, t| {
-        check(s, t)?;
-        arm_scope_timer(s, t)?;
+        if let Err(e) = check(s, t).and_then(|()| arm_scope_timer(s, t)) {
+            // This park is over before it began: a waiter or a timer made
+            // for it must not match the thread's next park.
+            t.park_gen.set(t.park_gen.get() + 1);
+            failed_at_once(s, t);
+            return Err(e);
+        }
         t.waiting_on.set(what);
         t.state.set(ThreadState::Parked);
         suspend(t);
@@ -516,15 +625,33 @@ fn check(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
     Ok(())
 }
 
+/// A blocking call failed without waiting: it spends selfishness as a call
+/// that succeeded without waiting does, so a loop that ignores the error
+/// yields every few calls instead of starving the other threads.
+#[inline]
+fn failed_at_once(s: &Scheduler, t: &Task) {
+    spend_selfishness(s, t);
+}
+
+/// [`failed_at_once`] for the runtime's I/O paths that fail before parking
+/// (a closed socket); nothing outside a green thread.
+#[inline]
+pub(crate) fn failed_at_once_if_green() {
+    context::try_with_current(failed_at_once);
+}
+
 /// Why the running task may not block now ([`check`]'s slow path).
 #[cold]
 #[inline(never)]
 fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
+    if t.unwinding.get() {
+        return unwinding_refusal(t);
+    }
     if t.interrupted.get() {
         t.interrupted.set(false);
         return Err(WaitError::Interrupted);
     }
-    if s.shutting_down.get() || t.unwinding.get() {
+    if s.shutting_down.get() {
         return Err(WaitError::Interrupted);
     }
     if t.expired_scopes.get() > 0 {
@@ -542,6 +669,40 @@ fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
         return Err(WaitError::SuspendForbidden);
     }
     Ok(())
+}
+
+/// A blocking call of a thread that shutdown is unwinding.
+///
+/// * Inside the unwind (its destructors run, the OS thread panics) it fails
+///   with `Interrupted`: nothing may switch there.
+/// * After user code caught the [`ForcedUnwind`] and went on, the thread
+///   goes back to the scheduler, which unwinds it again (a bounded number of
+///   times, then leaks it: see `runtime::shutdown`).
+/// * A thread that keeps blocking while the OS thread panics (it caught its
+///   unwind during a panic that is unwinding `block_on`) cannot be told from
+///   one inside its unwind, and cannot be switched away from safely; after
+///   [`UNWIND_REFUSAL_LIMIT`] refused calls the process is aborted with a
+///   message naming it, rather than spinning forever.
+#[cold]
+fn unwinding_refusal(t: &Task) -> Result<(), WaitError> {
+    if may_suspend(t) {
+        t.swallowed_unwind.set(true);
+        t.state.set(ThreadState::Ready);
+        suspend(t); // raises ForcedUnwind when resumed
+        return Err(WaitError::Interrupted);
+    }
+    let n = t.unwind_refusals.get() + 1;
+    t.unwind_refusals.set(n);
+    if n >= UNWIND_REFUSAL_LIMIT {
+        eprintln!(
+            "coro: green thread #{} '{}' keeps blocking while runtime shutdown unwinds it \
+             ({n} refused calls; it catches the unwind and loops); aborting",
+            t.id,
+            t.display_name(),
+        );
+        std::process::abort();
+    }
+    Err(WaitError::Interrupted)
 }
 
 /// Marks which expired scope a `TimedOut` belongs to: the one whose deadline
@@ -591,6 +752,12 @@ fn arm_scope_timer(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
 /// Timers never fire early but may fire late (by the time the loop takes to
 /// come round; see BENCHMARKS.md for the measured overshoot).
 ///
+/// A deadline that has already passed still goes through the timer heap: the
+/// thread yields, and due timers fire in deadline order, so a thread whose
+/// sleep is due never runs ahead of one whose earlier deadline has not fired
+/// yet. It is a blocking call like any other: an expired `with_timeout` scope
+/// or a pending interrupt makes it fail, also for `sleep(Duration::ZERO)`.
+///
 /// # Errors
 ///
 /// As [`park`]: a timeout of an enclosing scope or an interrupt ends the sleep
@@ -602,23 +769,24 @@ fn arm_scope_timer(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
 pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
     let t = context::current_task_rc("coro::sleep_until");
     loop {
-        let now = clock::now();
-        if now >= deadline {
-            // Still report a pending interrupt or timeout, as any blocking call.
-            return context::with_sched("coro::sleep", |s| check(s, &t));
-        }
         let gen = t.park_gen.get();
-        context::with_sched("coro::sleep", |s| {
+        t.timer_fired.set(false);
+        context::with_sched("coro::sleep_until", |s| {
             s.timers
                 .borrow_mut()
                 .insert(deadline.ticks(), t.clone(), TimerKind::Wake { gen })
         });
         let r = park_as("sleep");
-        if r.is_err() || clock::now() < deadline {
-            // Woken by something other than our timer: its entry is stale.
-            context::with_sched("coro::sleep", |s| s.timers.borrow_mut().cancel_one());
+        let fired = t.timer_fired.get();
+        if !fired {
+            // Woken otherwise (or the park failed): our entry stays in the
+            // heap, and can never fire (the park generation moved on).
+            context::with_sched("coro::sleep_until", |s| s.timers.borrow_mut().cancel_one());
         }
         r?;
+        if fired || clock::now() >= deadline {
+            return Ok(());
+        }
     }
 }
 

@@ -1,7 +1,19 @@
 //! Starting green threads and waiting for them: [`spawn`], [`Builder`],
 //! [`JoinHandle`], [`current`].
+//!
+//! # Invariant: no panic ever leaves a coroutine
+//!
+//! [`entry`] is the first frame on every green thread's stack. Everything it
+//! does after the thread's closure starts runs under `catch_unwind`: the
+//! closure itself, dropping a closure that never ran (a thread unwound at
+//! shutdown before its first resume), dropping the result or panic payload
+//! of a detached thread, waking the joiners. A panic from a destructor there
+//! is caught, logged and its payload leaked (dropping it could panic again).
+//! The scheduler also catches anything that would escape `resume` and
+//! treats it as that thread's panic (`sched::Scheduler::resume`), so an
+//! unwind never crosses a stack switch into the scheduler.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt;
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
@@ -50,7 +62,9 @@ pub(crate) fn check_stack_size(n: usize) -> io::Result<usize> {
 /// Where a thread's result goes, shared by the thread and its handle.
 struct Packet<T> {
     result: RefCell<Option<Result<T, JoinError>>>,
-    joiner: Cell<Option<Waiter>>,
+    /// Every green thread waiting in [`JoinHandle::wait`] (a handle can be
+    /// shared, so there may be several); all are woken when the thread ends.
+    joiners: RefCell<Vec<Waiter>>,
 }
 
 /// Settings for a new green thread, like [`std::thread::Builder`].
@@ -139,10 +153,10 @@ impl Builder {
         let name: Option<Arc<str>> = self.name.map(Into::into);
         let limit = stack.limit().get();
         let usable = stack::usable_size(&stack);
-        let task = Rc::new(Task::new(id, name, selfishness, limit, usable));
+        let task = Rc::new(Task::new(id, s.id, name, selfishness, limit, usable));
         let packet = Rc::new(Packet {
             result: RefCell::new(None),
-            joiner: Cell::new(None),
+            joiners: RefCell::new(Vec::new()),
         });
         let their_packet = packet.clone();
         // corosensei moves the initial closure onto the new stack through a
@@ -176,34 +190,82 @@ impl Builder {
     }
 }
 
-/// The first frame on every green thread's stack.
+/// The first frame on every green thread's stack (see the module docs:
+/// nothing unwinds out of it).
 fn entry<F, T>(y: &Yielder<(), ()>, f: F, packet: Rc<Packet<T>>)
 where
     F: FnOnce() -> T,
 {
-    let (unwinding, counters_panicked) = context::with_current("entry", |s, t| {
+    // The scheduler resumes a task only with its own runtime current, so
+    // `current` is this task (invariant in `context`).
+    let unwound_before_start = context::with_current("entry", |_, t| {
         t.yielder.set(y);
-        (t as *const Task, &s.counters.panicked as *const Cell<u64>)
+        t.unwinding.get()
     });
-    let r = panic::catch_unwind(AssertUnwindSafe(f));
-    // SAFETY: the task outlives its coroutine (the scheduler holds an Rc while
-    // resuming it and while unwinding it).
-    let task = unsafe { &*unwinding };
-    let r = match r {
-        Ok(v) => Ok(v),
-        Err(_) if task.unwinding.get() => Err(JoinError::Cancelled),
-        Err(p) => {
-            // SAFETY: the counters live in the scheduler, which outlives its
-            // green threads.
-            let c = unsafe { &*counters_panicked };
-            c.set(c.get() + 1);
-            Err(JoinError::Panicked(p))
-        }
-    };
+    let outcome = panic::catch_unwind(AssertUnwindSafe(move || {
+        let r = if unwound_before_start {
+            // Shutdown unwinds a thread that never ran: its closure is
+            // dropped here, on its own stack, under this catch.
+            drop(f);
+            Err(JoinError::Cancelled)
+        } else {
+            match panic::catch_unwind(AssertUnwindSafe(f)) {
+                Ok(v) => Ok(v),
+                Err(p) if p.is::<sched::ForcedUnwind>() => Err(JoinError::Cancelled),
+                Err(p) => {
+                    // Re-fetched after the closure: nothing saved before it
+                    // is trusted to be alive now.
+                    context::try_with_sched(|s| {
+                        s.counters.panicked.set(s.counters.panicked.get() + 1)
+                    });
+                    Err(JoinError::Panicked(p))
+                }
+            }
+        };
+        deliver(packet, r);
+    }));
+    if let Err(p) = outcome {
+        destructor_panicked(p);
+    }
+}
+
+/// Hands the result to the joiners, or drops it if the thread is detached.
+fn deliver<T>(packet: Rc<Packet<T>>, r: Result<T, JoinError>) {
+    if Rc::strong_count(&packet) == 1 {
+        // Detached: nobody can see the result. Drop it (a value's or a panic
+        // payload's destructor may panic: that is caught by `entry`).
+        drop(r);
+        return;
+    }
     *packet.result.borrow_mut() = Some(r);
-    if let Some(w) = packet.joiner.take() {
+    let joiners = std::mem::take(&mut *packet.joiners.borrow_mut());
+    for w in joiners {
         w.wake();
     }
+}
+
+/// A destructor panicked while a green thread ended (its detached result,
+/// its panic payload, a closure that never ran). The thread is over; the
+/// panic is logged and its payload leaked, since dropping it could panic
+/// again.
+#[cold]
+fn destructor_panicked(p: Box<dyn std::any::Any + Send>) {
+    let msg = p
+        .downcast_ref::<&'static str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("<non-string payload>")
+        .to_owned();
+    context::try_with_current(|s, t| {
+        s.counters.panicked.set(s.counters.panicked.get() + 1);
+        log::error!(
+            target: "coro",
+            "green thread #{} '{}': a destructor panicked as the thread ended ({msg}); ignored",
+            t.id,
+            t.display_name(),
+        );
+    });
+    std::mem::forget(p);
 }
 
 /// An owned permission to join a green thread, like
@@ -226,16 +288,21 @@ impl<T> JoinHandle<T> {
 
     /// Waits for the thread to finish without taking its result.
     ///
+    /// Several green threads may wait on one handle (shared through an `Rc`,
+    /// say): all of them return when the thread ends.
+    ///
     /// # Errors
     ///
     /// [`WaitError`] if the wait is cut short (timeout, interrupt).
     pub fn wait(&self) -> Result<(), WaitError> {
         while !self.is_finished() {
             self.packet
-                .joiner
-                .set(Some(Waiter::current("JoinHandle::join")));
+                .joiners
+                .borrow_mut()
+                .push(Waiter::current("JoinHandle::join"));
             let r = sched::park_as("join");
-            self.packet.joiner.set(None);
+            // Leave the list: our entry (and any other given-up one) is stale.
+            self.packet.joiners.borrow_mut().retain(Waiter::is_waiting);
             r?;
         }
         Ok(())

@@ -49,6 +49,10 @@ pub struct Stats {
     pub io_sources: usize,
     /// Blocking-offload jobs waited for.
     pub blocking_in_flight: usize,
+    /// Worker threads of the blocking-offload pool alive now.
+    pub blocking_threads: usize,
+    /// Blocking-offload jobs waiting for a worker.
+    pub blocking_queued: usize,
     /// Stacks waiting in the pool for reuse.
     pub pooled_stacks: usize,
 }
@@ -81,6 +85,7 @@ pub struct ThreadInfo {
 pub fn stats() -> Stats {
     context::with_sched("coro::stats", |s| {
         let timers = s.timers.borrow();
+        let (blocking_threads, blocking_queued) = s.blocking.threads_and_queued();
         Stats {
             live: s.tasks.borrow().len(),
             ready: s.ready.borrow().len(),
@@ -98,6 +103,8 @@ pub fn stats() -> Stats {
             timers_fired: s.counters.timers_fired.get(),
             io_sources: s.reactor.sources(),
             blocking_in_flight: s.blocking.in_flight(),
+            blocking_threads,
+            blocking_queued,
             pooled_stacks: s.stacks.borrow().pooled(),
         }
     })

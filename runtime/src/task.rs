@@ -8,10 +8,20 @@
 //! entries and waiter lists each hold one. Its fields are `Cell`s because only
 //! one green thread of a runtime runs at a time, on one OS thread.
 //!
-//! Every park has a generation (`park_gen`, bumped when a park returns). A
-//! [`Waiter`] remembers the generation it was made for, so a wake-up that
-//! arrives after the waiter gave up (timed out, was interrupted) can never wake
-//! a later, unrelated park of the same thread: nothing is woken twice.
+//! Every park has a generation (`park_gen`, bumped whenever a park ends,
+//! also when it fails before suspending). A [`Waiter`] (and a sleep's timer)
+//! remembers the generation it was made for, so a wake-up that arrives after
+//! the waiter gave up (timed out, was interrupted) can never wake a later,
+//! unrelated park of the same thread: nothing is woken twice.
+//!
+//! # Invariant: a task is only woken by the runtime that owns it
+//!
+//! Each task records the id of the runtime that spawned it
+//! ([`Task::runtime`]). [`make_ready`], the one function that puts a task on
+//! a ready queue, does so only when that runtime is the one running on this
+//! OS thread; otherwise it refuses (and never panics, since it runs inside
+//! destructors such as a lock guard's). So a task can never be resumed by a
+//! scheduler whose thread table and stack pool are not its own.
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -71,6 +81,8 @@ pub(crate) struct Scope {
 /// The control block of one green thread.
 pub(crate) struct Task {
     pub(crate) id: u64,
+    /// Id of the runtime that spawned it (see the module docs).
+    pub(crate) runtime: u64,
     pub(crate) name: Option<Arc<str>>,
     /// Key in the scheduler's thread table.
     pub(crate) key: Cell<usize>,
@@ -103,8 +115,18 @@ pub(crate) struct Task {
     /// usable size; read by the stack-overflow handler.
     pub(crate) stack_limit: usize,
     pub(crate) stack_size: usize,
-    /// The scheduler is unwinding this task at shutdown.
+    /// The scheduler is unwinding this task at shutdown: every suspend point
+    /// of the task unwinds it when it is resumed (see `sched::suspend`).
     pub(crate) unwinding: Cell<bool>,
+    /// Set by a blocking call made after the task caught its forced unwind
+    /// and went on (see `sched::refusal`): the scheduler may unwind it again.
+    pub(crate) swallowed_unwind: Cell<bool>,
+    /// Blocking calls refused while the task was being unwound (bounds a
+    /// loop that keeps catching its unwind while the OS thread panics).
+    pub(crate) unwind_refusals: Cell<u32>,
+    /// Set when a `Wake` timer of this task fires, cleared when a sleep
+    /// registers one: tells a sleep whether its timer entry left the heap.
+    pub(crate) timer_fired: Cell<bool>,
     /// A refused `yield_now` was logged (it is logged once per thread).
     pub(crate) yield_refusal_logged: Cell<bool>,
 }
@@ -112,6 +134,7 @@ pub(crate) struct Task {
 impl Task {
     pub(crate) fn new(
         id: u64,
+        runtime: u64,
         name: Option<Arc<str>>,
         selfishness: u32,
         stack_limit: usize,
@@ -119,6 +142,7 @@ impl Task {
     ) -> Task {
         Task {
             id,
+            runtime,
             name,
             key: Cell::new(usize::MAX),
             state: Cell::new(ThreadState::New),
@@ -136,6 +160,9 @@ impl Task {
             stack_limit,
             stack_size,
             unwinding: Cell::new(false),
+            swallowed_unwind: Cell::new(false),
+            unwind_refusals: Cell::new(0),
+            timer_fired: Cell::new(false),
             yield_refusal_logged: Cell::new(false),
         }
     }
@@ -145,13 +172,49 @@ impl Task {
     }
 }
 
-/// Wakes a parked task: it goes to the back of the ready queue.
-pub(crate) fn make_ready(task: &Rc<Task>) {
+impl Drop for Task {
+    /// The backstop of the invariant that tasks are unwound by their own
+    /// scheduler with the runtime current (`runtime::shutdown`, run by a
+    /// guard in `block_on` on every path, takes every coroutine out before
+    /// the runtime leaves). A coroutine still here was never finished by its
+    /// scheduler: dropping it would unwind its stack with no runtime (or
+    /// another one) current, running code that expects its own. It is leaked
+    /// instead (its stack and what lives on it stay allocated), and said so.
+    fn drop(&mut self) {
+        if let Some(co) = self.coroutine.get_mut().take() {
+            if co.done() {
+                return;
+            }
+            log::error!(
+                target: "coro",
+                "green thread #{} '{}' was dropped without being finished by its runtime; \
+                 its stack is leaked rather than unwound outside the runtime",
+                self.id,
+                self.display_name(),
+            );
+            std::mem::forget(co);
+        }
+    }
+}
+
+/// Wakes a parked task: it goes to the back of its runtime's ready queue.
+///
+/// Returns `false`, and does nothing, when the task's runtime is not the one
+/// running on this OS thread (no runtime runs, or another one does): the
+/// task belongs to a table this scheduler does not own. It never panics: it
+/// is called from destructors (a lock guard handing off), also while a
+/// thread unwinds.
+pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
     debug_assert_eq!(task.state.get(), ThreadState::Parked);
-    task.state.set(ThreadState::Ready);
-    context::with_sched("waking a green thread", |s| {
-        s.ready.borrow_mut().push_back(task.clone())
-    });
+    context::try_with_sched(|s| {
+        if s.id != task.runtime {
+            return false;
+        }
+        task.state.set(ThreadState::Ready);
+        s.ready.borrow_mut().push_back(task.clone());
+        true
+    })
+    .unwrap_or(false)
 }
 
 /// A registration for one particular park of one task.
@@ -173,15 +236,10 @@ impl Waiter {
         Waiter { task, gen }
     }
 
-    /// Schedules the task if it is still in the park this waiter was made for.
-    /// Returns whether it did.
+    /// Schedules the task if it is still in the park this waiter was made for
+    /// (and belongs to the running runtime). Returns whether it did.
     pub(crate) fn wake(&self) -> bool {
-        if self.is_waiting() {
-            make_ready(&self.task);
-            true
-        } else {
-            false
-        }
+        self.is_waiting() && make_ready(&self.task)
     }
 
     /// The task is still parked in the park this waiter was made for.
@@ -240,7 +298,8 @@ impl Coro {
     ///
     /// A [`ScheduleError`] if the thread is not parked: it is already
     /// scheduled (ready or not yet started), running (a thread unparking
-    /// itself) or dead. This is never a silent double wake.
+    /// itself) or dead; or if it belongs to a runtime other than the one
+    /// running on this OS thread. This is never a silent double wake.
     ///
     /// # Examples
     ///
@@ -256,14 +315,20 @@ impl Coro {
     /// ```
     pub fn unpark(&self) -> Result<(), ScheduleError> {
         match self.0.state.get() {
-            ThreadState::Parked => {
-                make_ready(&self.0);
-                Ok(())
-            }
+            ThreadState::Parked if make_ready(&self.0) => Ok(()),
+            ThreadState::Parked => Err(self.foreign()),
             s => Err(ScheduleError {
                 id: self.0.id,
                 state: s.name(),
             }),
+        }
+    }
+
+    /// The error for a thread of a runtime that is not running here.
+    fn foreign(&self) -> ScheduleError {
+        ScheduleError {
+            id: self.0.id,
+            state: "owned by a runtime that is not running on this OS thread",
         }
     }
 
@@ -287,7 +352,8 @@ impl Coro {
     ///
     /// # Errors
     ///
-    /// A [`ScheduleError`] if the thread is dead.
+    /// A [`ScheduleError`] if the thread is dead, or belongs to a runtime
+    /// other than the one running on this OS thread.
     pub fn interrupt(&self) -> Result<(), ScheduleError> {
         let t = &self.0;
         match t.state.get() {
@@ -296,8 +362,10 @@ impl Coro {
                 state: "dead",
             }),
             ThreadState::Parked => {
+                if !make_ready(t) {
+                    return Err(self.foreign());
+                }
                 t.interrupted.set(true);
-                make_ready(t);
                 Ok(())
             }
             _ => {

@@ -5,10 +5,17 @@
 //!
 //! Entries are never removed from the middle of the heap. An entry whose
 //! operation finished first (a sleep that was interrupted, a `with_timeout`
-//! scope that returned) becomes *stale*: it is counted, skipped when it pops,
-//! and the heap is rebuilt without stale entries once they outnumber the live
-//! ones (and pass a small floor). So the heap holds at most about twice the
-//! live timers plus that floor, and cancelling costs O(1).
+//! scope that returned) becomes *stale*: it is skipped when it pops, and the
+//! heap is rebuilt without stale entries once they outnumber the live ones
+//! (and pass a small floor). So the heap holds at most about twice the live
+//! timers plus that floor, and cancelling costs O(1).
+//!
+//! The heap counts *live* entries exactly: an insert adds one, and each
+//! entry is taken off exactly once, either when it fires ([`TimerHeap::fired`])
+//! or when its owner gives it up ([`TimerHeap::cancel_one`]): a sleep whose
+//! timer did not fire, a scope that left with its timer armed and unexpired.
+//! Popping a stale entry changes nothing, so the count does not depend on
+//! whether the owner gives up before or after its entry pops.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -76,13 +83,14 @@ pub(crate) struct TimerHeap {
     heap: BinaryHeap<Entry>,
     /// Insertion counter: the tie-breaker for equal deadlines.
     seq: u64,
-    /// Entries known to be stale (approximate between rebuilds).
-    stale: usize,
+    /// Entries inserted and neither fired nor cancelled by their owner.
+    live: usize,
 }
 
 impl TimerHeap {
     pub(crate) fn insert(&mut self, deadline: u64, task: Rc<Task>, kind: TimerKind) {
         self.seq += 1;
+        self.live += 1;
         self.heap.push(Entry {
             deadline,
             seq: self.seq,
@@ -91,9 +99,16 @@ impl TimerHeap {
         });
     }
 
-    /// Earliest deadline in the heap (may belong to a stale entry).
-    pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.heap.peek().map(|e| e.deadline)
+    /// Earliest deadline of an entry that would still do something; stale
+    /// entries at the head are dropped on the way.
+    pub(crate) fn next_live_deadline(&mut self) -> Option<u64> {
+        while let Some(e) = self.heap.peek() {
+            if e.is_live() {
+                return Some(e.deadline);
+            }
+            self.heap.pop();
+        }
+        None
     }
 
     /// Pops the earliest entry if its deadline is at or before `now`.
@@ -105,16 +120,17 @@ impl TimerHeap {
         }
     }
 
-    /// Notes that a popped entry turned out to be stale.
-    pub(crate) fn popped_stale(&mut self) {
-        self.stale = self.stale.saturating_sub(1);
+    /// A popped entry was live and fired.
+    pub(crate) fn fired(&mut self) {
+        self.live = self.live.saturating_sub(1);
     }
 
-    /// Notes that one entry in the heap no longer does anything; rebuilds the
-    /// heap when stale entries dominate.
+    /// Its owner gave up an entry that did not fire: it no longer does
+    /// anything. Rebuilds the heap when stale entries dominate.
     pub(crate) fn cancel_one(&mut self) {
-        self.stale += 1;
-        if self.stale > STALE_FLOOR && self.stale * 2 > self.heap.len() {
+        self.live = self.live.saturating_sub(1);
+        let stale = self.heap.len().saturating_sub(self.live);
+        if stale > STALE_FLOOR && stale * 2 > self.heap.len() {
             self.compact();
         }
     }
@@ -123,12 +139,11 @@ impl TimerHeap {
     pub(crate) fn compact(&mut self) {
         let old = std::mem::take(&mut self.heap);
         self.heap = old.into_iter().filter(Entry::is_live).collect();
-        self.stale = 0;
     }
 
     /// Timers that will still do something.
     pub(crate) fn pending(&self) -> usize {
-        self.heap.len().saturating_sub(self.stale)
+        self.live
     }
 
     /// Entries in the heap, stale ones included.
@@ -138,6 +153,6 @@ impl TimerHeap {
 
     pub(crate) fn clear(&mut self) {
         self.heap.clear();
-        self.stale = 0;
+        self.live = 0;
     }
 }

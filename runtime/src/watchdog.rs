@@ -76,6 +76,20 @@ impl Drop for Watchdog {
     }
 }
 
+/// Charges `dt` nanoseconds to the thread running now.
+///
+/// `running` is read under the `run_ns` lock: the scheduler clears it before
+/// it removes a finished thread's entry under that lock, so a thread read
+/// here has not been removed yet, and a finished thread's entry is never
+/// put back (which would leak one entry per race).
+fn account(s: &WatchShared, dt: u64) {
+    let mut run_ns = s.run_ns.lock().unwrap_or_else(|e| e.into_inner());
+    let running = s.running.load(Ordering::Relaxed);
+    if running != 0 {
+        *run_ns.entry(running).or_default() += dt;
+    }
+}
+
 fn watch(s: Arc<WatchShared>) {
     let period = (s.threshold / 10).clamp(Duration::from_micros(500), Duration::from_millis(10));
     let mut seen_slice = u64::MAX;
@@ -94,14 +108,7 @@ fn watch(s: Arc<WatchShared>) {
         let now = Instant::now();
         let running = s.running.load(Ordering::Relaxed);
         let slice = s.slice.load(Ordering::Relaxed);
-        if running != 0 {
-            let dt = now.duration_since(last_sample).as_nanos() as u64;
-            *s.run_ns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(running)
-                .or_default() += dt;
-        }
+        account(&s, now.duration_since(last_sample).as_nanos() as u64);
         last_sample = now;
         if running == 0 || slice != seen_slice {
             seen_slice = slice;
@@ -127,5 +134,27 @@ fn watch(s: Arc<WatchShared>) {
                 s.threshold.as_secs_f64(),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #13, item 14: a sample taken after the thread it read finished
+    /// must not put the finished thread's entry back.
+    #[test]
+    fn issue_13_a_finished_thread_is_not_charged_again() {
+        let w = Watchdog::start(Duration::from_secs(3600)).unwrap();
+        let s = &w.shared;
+        s.running.store(7, Ordering::Relaxed);
+        account(s, 10);
+        assert_eq!(s.run_ns.lock().unwrap().get(&7), Some(&10));
+        // The scheduler: the resume ends, then the thread finishes.
+        s.running.store(0, Ordering::Relaxed);
+        s.run_ns.lock().unwrap().remove(&7);
+        // A sample that had read 7 before: it reads again under the lock.
+        account(s, 10);
+        assert!(s.run_ns.lock().unwrap().is_empty());
     }
 }

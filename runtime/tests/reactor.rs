@@ -1,13 +1,14 @@
 //! The reactor's readiness rules, on a real socket pair: a short stream read
-//! clears readiness (no syscall spent to hear `EWOULDBLOCK`), and a peer's
-//! close stays visible after a clear.
+//! keeps readiness (only `EWOULDBLOCK` proves a socket empty: issue #13), a
+//! short write clears it (no syscall spent to hear `EWOULDBLOCK`), and a
+//! peer's close stays visible after a clear.
 
 use std::io::{Read, Write};
 
 use coro_runtime::{self as coro, Direction, Interest, Registration};
 
 #[test]
-fn short_read_clears_readiness_and_eof_stays_visible() {
+fn short_read_keeps_readiness_and_eof_stays_visible() {
     coro::run(|| {
         let (mut a, mut b) = mio::net::UnixStream::pair().unwrap();
         let reg = Registration::new(&mut a, Interest::READABLE | Interest::WRITABLE).unwrap();
@@ -20,10 +21,15 @@ fn short_read_clears_readiness_and_eof_stays_visible() {
             .unwrap();
         assert_eq!(n, 10);
         assert!(
-            !reg.is_ready(Direction::Read),
-            "a short read drains readiness"
+            reg.is_ready(Direction::Read),
+            "a short read is no proof the socket is empty"
         );
-        // A full-buffer read does not: more may be waiting.
+        // The next read hears EWOULDBLOCK, which clears it; then it waits.
+        let r = coro::with_timeout(std::time::Duration::from_millis(20), || {
+            reg.io_stream(Direction::Read, buf.len(), || (&a).read(&mut buf))
+        });
+        assert!(r.is_err(), "nothing to read: the read waits");
+        assert!(!reg.is_ready(Direction::Read));
         (&b).write_all(&[7u8; 100]).unwrap();
         let n = reg
             .io_stream(Direction::Read, 64, || (&a).read(&mut buf))
@@ -39,6 +45,7 @@ fn short_read_clears_readiness_and_eof_stays_visible() {
             &mut b,
             mio::net::UnixStream::pair().unwrap().0,
         ));
+        reg.clear(Direction::Read);
         reg.wait(Direction::Read).unwrap();
         reg.clear(Direction::Read);
         assert!(reg.is_ready(Direction::Read));
@@ -48,6 +55,24 @@ fn short_read_clears_readiness_and_eof_stays_visible() {
         assert_eq!(n, 0);
         drop(reg);
         assert_eq!(coro::stats().io_sources, 0);
+    });
+}
+
+#[test]
+fn short_write_clears_write_readiness() {
+    coro::run(|| {
+        let (mut a, _b) = mio::net::UnixStream::pair().unwrap();
+        let reg = Registration::new(&mut a, Interest::READABLE | Interest::WRITABLE).unwrap();
+        reg.wait(Direction::Write).unwrap();
+        let big = vec![1u8; 8 << 20];
+        let n = reg
+            .io_stream(Direction::Write, big.len(), || (&a).write(&big))
+            .unwrap();
+        assert!(n < big.len(), "the socket buffer holds less than 8 MiB");
+        assert!(
+            !reg.is_ready(Direction::Write),
+            "a short write fills the buffer"
+        );
     });
 }
 

@@ -25,24 +25,55 @@
 //! (the guard and the rest), which is what `vm.max_map_count` limits.
 //!
 //! Finished threads give their stack back to the pool; spawning takes one from
-//! the pool before mapping a new one. The pool keeps stacks of the runtime's
-//! default size only, up to a bound.
+//! the pool before mapping a new one, the most recently returned first (its
+//! pages are likely still in the caches). The pool keeps stacks of the
+//! runtime's default size only, up to a bound (1 024 by default).
+//!
+//! # What the pool keeps
+//!
+//! A pooled stack keeps the pages its thread touched, so that reusing it soon
+//! costs no page faults. A stack that has waited in the pool for
+//! [`TRIM_AFTER`] is *trimmed*: its pages are given back to the kernel
+//! (`madvise(MADV_DONTNEED)`; the mapping stays, and a later reuse faults in
+//! fresh zeroed pages). The loop trims when it is about to block and every
+//! few dozen polls while busy, and a blocking poll wakes up when the next
+//! trim is due, so after a burst of deep threads a quiet server gives the
+//! memory back within a few seconds; while threads come and go quickly, the
+//! stacks they reuse are never trimmed.
 
 #[cfg(unix)]
 pub(crate) mod overflow;
 
 use std::io;
+use std::time::Duration;
 
 use corosensei::stack::{DefaultStack, Stack};
 
+use crate::clock;
+
 /// Smallest stack a green thread may ask for.
 pub const MIN_STACK_SIZE: usize = 16 * 1024;
+
+/// How long a stack waits in the pool before its pages are given back.
+pub(crate) const TRIM_AFTER: Duration = Duration::from_secs(2);
+
+/// A stack waiting in the pool.
+struct Pooled {
+    stack: DefaultStack,
+    /// Tick count when it was returned.
+    returned: u64,
+}
 
 /// A bounded pool of stacks of one size.
 pub(crate) struct StackPool {
     size: usize,
     max: usize,
-    free: Vec<DefaultStack>,
+    /// Oldest first; reuse takes from the end.
+    free: Vec<Pooled>,
+    /// # Invariant
+    /// `free[..trimmed]` have had their pages given back. Stacks are pushed
+    /// and popped at the end, so the trimmed ones are the oldest.
+    trimmed: usize,
 }
 
 impl StackPool {
@@ -51,6 +82,7 @@ impl StackPool {
             size,
             max,
             free: Vec::new(),
+            trimmed: 0,
         }
     }
 
@@ -62,8 +94,9 @@ impl StackPool {
     /// A stack with at least `size` usable bytes.
     pub(crate) fn get(&mut self, size: usize) -> io::Result<DefaultStack> {
         if size == self.size {
-            if let Some(s) = self.free.pop() {
-                return Ok(s);
+            if let Some(p) = self.free.pop() {
+                self.trimmed = self.trimmed.min(self.free.len());
+                return Ok(p.stack);
             }
         }
         map_stack(size)
@@ -73,14 +106,45 @@ impl StackPool {
     /// stack has another size).
     pub(crate) fn put(&mut self, stack: DefaultStack) {
         if self.free.len() < self.max && usable_size(&stack) == round_up(self.size) {
-            self.free.push(stack);
+            self.free.push(Pooled {
+                stack,
+                returned: clock::now().ticks(),
+            });
         }
+    }
+
+    /// Gives back the pages of the stacks that have waited [`TRIM_AFTER`]
+    /// by `now` (ticks). Returns when the next one is due, if any.
+    pub(crate) fn trim(&mut self, now: u64) -> Option<u64> {
+        let age = clock::duration_to_ticks(TRIM_AFTER);
+        while let Some(p) = self.free.get(self.trimmed) {
+            let due = p.returned.saturating_add(age);
+            if due > now {
+                return Some(due);
+            }
+            release_pages(&p.stack);
+            self.trimmed += 1;
+        }
+        None
     }
 
     /// Stacks waiting in the pool.
     pub(crate) fn pooled(&self) -> usize {
         self.free.len()
     }
+}
+
+/// Gives a stack's usable pages back to the kernel (the guard page and the
+/// mapping stay). Failure only means the memory stays resident.
+fn release_pages(s: &DefaultStack) {
+    let page = page_size();
+    let start = s.limit().get() + page;
+    let len = s.base().get() - start;
+    // SAFETY: [start, start + len) is the read/write part of a stack mapping
+    // this pool owns; its thread has finished, so nothing lives on it, and
+    // MADV_DONTNEED on private anonymous memory only makes later reads see
+    // zeroed pages.
+    unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
 }
 
 fn page_size() -> usize {

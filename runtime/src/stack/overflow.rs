@@ -5,9 +5,17 @@
 //! runs on the OS thread's alternate signal stack, checks whether the faulting
 //! address lies in the guard page of the green thread that is running, and if
 //! so writes one line naming that thread and its stack size to stderr and
-//! aborts. Any other fault is passed on: the previous handler (std's, which
-//! reports overflows of OS-thread stacks, or the default action) is put back
-//! and the faulting instruction runs again.
+//! aborts. Any other signal is passed on and our handler stays installed,
+//! so later overflows are still reported:
+//!
+//! * the previous handler is a function (std's, which reports overflows of
+//!   OS-thread stacks, or the application's): it is called, with the
+//!   `siginfo` and context when it asked for them (`SA_SIGINFO`);
+//! * it was the default action: the default is put back and, for a fault,
+//!   the instruction runs again and the process dies as it would have; a
+//!   signal sent by a process (`kill`, `raise`) is raised again;
+//! * it was ignored: a sent signal stays ignored; a fault cannot be ignored
+//!   (it would repeat forever), so it gets the default action.
 //!
 //! The handler does no allocation and takes no lock: it reads the scheduler's
 //! current-task pointer, formats into a buffer on the alternate stack, and
@@ -23,8 +31,28 @@ use crate::context;
 const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 
 /// Size of the alternate signal stack this module maps for runtime threads
-/// that have none.
+/// whose own is missing or too small.
 const ALT_STACK_SIZE: usize = 64 * 1024;
+
+/// Stack the handler needs beyond the kernel's signal frame: its own frame,
+/// the message formatting, and a chained previous handler.
+const HANDLER_STACK: usize = 16 * 1024;
+
+/// The smallest alternate stack the handler can run on: the kernel's signal
+/// frame (which holds the CPU's extended state: a few KiB with AVX-512, more
+/// with AMX; Linux reports it as `AT_MINSIGSTKSZ`) plus [`HANDLER_STACK`].
+fn required_alt_stack() -> usize {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: getauxval has no preconditions; 0 means "not reported".
+        let frame = unsafe { libc::getauxval(libc::AT_MINSIGSTKSZ) } as usize;
+        frame.max(libc::MINSIGSTKSZ) + HANDLER_STACK
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        libc::MINSIGSTKSZ + HANDLER_STACK
+    }
+}
 
 /// The handlers that were installed before ours, in `SIGNALS` order.
 static PREVIOUS: OnceLock<[libc::sigaction; 2]> = OnceLock::new();
@@ -51,13 +79,22 @@ pub(crate) fn install() {
     });
 }
 
-/// An alternate signal stack mapped for this OS thread, removed on drop.
-/// `None` inside if the thread already had one (std gives its threads one).
-pub(crate) struct AltStack(Option<(*mut libc::c_void, usize)>);
+/// An alternate signal stack mapped for this OS thread while a runtime runs
+/// on it; on drop the thread's previous alternate stack (or none) is put
+/// back and the mapping removed. Holds nothing if the thread already had a
+/// large enough one (std gives its threads one, often too small: 8 KiB).
+pub(crate) struct AltStack(Option<Mapped>);
+
+struct Mapped {
+    mem: *mut libc::c_void,
+    len: usize,
+    /// The alternate stack the thread had before (possibly disabled).
+    previous: libc::stack_t,
+}
 
 impl AltStack {
-    /// Makes sure this OS thread has an alternate signal stack, so the handler
-    /// can run after the green stack is exhausted.
+    /// Makes sure this OS thread has an alternate signal stack the handler
+    /// can run on after the green stack is exhausted.
     pub(crate) fn ensure() -> io::Result<AltStack> {
         // SAFETY: all-zero is a valid stack_t; sigaltstack with a null new
         // stack only reports the current one into `old`.
@@ -66,15 +103,17 @@ impl AltStack {
         if unsafe { libc::sigaltstack(ptr::null(), &mut old) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        if old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= 8 * 1024 {
+        let required = required_alt_stack();
+        if old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= required {
             return Ok(AltStack(None));
         }
+        let len = ALT_STACK_SIZE.max(required);
         // SAFETY: anonymous private mapping with no address hint; the result is
         // checked against MAP_FAILED.
         let mem = unsafe {
             libc::mmap(
                 ptr::null_mut(),
-                ALT_STACK_SIZE,
+                len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -87,33 +126,39 @@ impl AltStack {
         let st = libc::stack_t {
             ss_sp: mem,
             ss_flags: 0,
-            ss_size: ALT_STACK_SIZE,
+            ss_size: len,
         };
         // SAFETY: `st` describes the mapping made above, which stays mapped
-        // until this AltStack is dropped, and Drop disables it first.
+        // until this AltStack is dropped, and Drop switches to the previous
+        // stack first.
         if unsafe { libc::sigaltstack(&st, ptr::null_mut()) } != 0 {
             let e = io::Error::last_os_error();
             // SAFETY: unmapping the mapping made above, which nothing uses.
-            unsafe { libc::munmap(mem, ALT_STACK_SIZE) };
+            unsafe { libc::munmap(mem, len) };
             return Err(e);
         }
-        Ok(AltStack(Some((mem, ALT_STACK_SIZE))))
+        Ok(AltStack(Some(Mapped {
+            mem,
+            len,
+            previous: old,
+        })))
     }
 }
 
 impl Drop for AltStack {
     fn drop(&mut self) {
-        if let Some((mem, len)) = self.0 {
-            let st = libc::stack_t {
-                ss_sp: ptr::null_mut(),
-                ss_flags: libc::SS_DISABLE,
-                ss_size: 0,
-            };
-            // SAFETY: disabling the alternate stack before unmapping it; we are
-            // not running on it (Drop runs in normal context).
+        if let Some(m) = &self.0 {
+            let mut previous = m.previous;
+            // Only the enable/disable bit may be passed back in.
+            previous.ss_flags &= libc::SS_DISABLE;
+            // SAFETY: putting back the alternate stack the thread had before
+            // (it belongs to whoever installed it and is still mapped: std's
+            // lives as long as its thread), or disabling it; then unmapping
+            // ours, which is no longer installed. Drop runs in normal
+            // context, not on the alternate stack.
             unsafe {
-                libc::sigaltstack(&st, ptr::null_mut());
-                libc::munmap(mem, len);
+                libc::sigaltstack(&previous, ptr::null_mut());
+                libc::munmap(m.mem, m.len);
             }
         }
     }
@@ -134,7 +179,7 @@ impl std::fmt::Write for Buf {
     }
 }
 
-extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers, and
     // for SIGSEGV/SIGBUS si_addr is the faulting address.
     let addr = unsafe { (*info).si_addr() } as usize;
@@ -173,11 +218,56 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut l
             libc::abort();
         }
     }
-    // Not ours: put the previous handler back and return, so the fault
-    // happens again and that handler (or the default action) deals with it.
-    if let Some(prev) = PREVIOUS.get() {
-        let i = if sig == libc::SIGSEGV { 0 } else { 1 };
-        // SAFETY: restoring a sigaction value the kernel gave us earlier.
-        unsafe { libc::sigaction(sig, &prev[i], ptr::null_mut()) };
+    // SAFETY: `info` and `ctx` are what the kernel passed to this handler.
+    unsafe { forward(sig, info, ctx) };
+}
+
+/// Passes a signal that is not a green thread's overflow to the handler
+/// that was installed before ours (see the module docs).
+///
+/// # Safety
+///
+/// Called only from the signal handler, with the kernel's `info` and `ctx`.
+unsafe fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let i = if sig == libc::SIGSEGV { 0 } else { 1 };
+    // SAFETY: the kernel passes a valid siginfo (see `handler`). A signal
+    // sent by a process has si_code <= 0 (SI_USER, SI_TKILL, SI_QUEUE...);
+    // a fault the kernel raised has a positive one.
+    let sent = unsafe { (*info).si_code } <= 0;
+    let prev = match PREVIOUS.get() {
+        Some(p) => p[i],
+        // SAFETY: all-zero is SIG_DFL with no flags.
+        None => unsafe { std::mem::zeroed() },
+    };
+    let h = prev.sa_sigaction;
+    if h == libc::SIG_IGN && sent {
+        return;
+    }
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        // SAFETY: resetting to the default action with a valid, zeroed
+        // sigaction; raise is async-signal-safe. A fault re-executes the
+        // instruction on return and dies of the default action; a sent
+        // signal is raised again and delivered when the handler returns.
+        unsafe {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &dfl, ptr::null_mut());
+            if sent {
+                libc::raise(sig);
+            }
+        }
+        return;
+    }
+    if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: with SA_SIGINFO, sa_sigaction is the three-argument
+        // handler its installer registered; it gets what the kernel gave us.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(h) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: without SA_SIGINFO, sa_sigaction holds a one-argument
+        // handler (sa_handler shares the field).
+        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
+        f(sig);
     }
 }

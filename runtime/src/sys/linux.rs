@@ -43,14 +43,17 @@ impl PreciseTimer {
         })
     }
 
-    /// Arms the timerfd for `deadline` (absolute, on CLOCK_MONOTONIC), unless
-    /// it already is.
+    /// Arms the timerfd for `deadline`, unless it already is.
+    ///
+    /// The timerfd is armed relative to the present (`deadline - now`), so
+    /// an error in the tick rate shifts a timer by that error times its own
+    /// length, never by the time since the clock was calibrated.
     pub(crate) fn arm(&self, deadline: Instant) {
         let t = deadline.ticks().max(1);
         if self.armed.get() == t {
             return;
         }
-        let ns = clock::monotonic_ns_at(deadline).max(1);
+        let ns = relative_ns(deadline, clock::now());
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,
@@ -62,14 +65,8 @@ impl PreciseTimer {
             },
         };
         // SAFETY: the fd is our timerfd; `spec` is a valid itimerspec.
-        let rc = unsafe {
-            libc::timerfd_settime(
-                self.fd.as_raw_fd(),
-                libc::TFD_TIMER_ABSTIME,
-                &spec,
-                std::ptr::null_mut(),
-            )
-        };
+        let rc =
+            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
         if rc == 0 {
             self.armed.set(t);
         }
@@ -85,11 +82,56 @@ impl PreciseTimer {
         }
     }
 
+    /// Time left on the timerfd, `None` when disarmed.
+    #[cfg(test)]
+    fn remaining(&self) -> Option<Duration> {
+        // SAFETY: all-zero is a valid itimerspec; the fd is our timerfd.
+        let mut cur: libc::itimerspec = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; `cur` is valid for writing.
+        unsafe { libc::timerfd_gettime(self.fd.as_raw_fd(), &mut cur) };
+        let d = Duration::new(cur.it_value.tv_sec as u64, cur.it_value.tv_nsec as u32);
+        (!d.is_zero()).then_some(d)
+    }
+
     /// Called when the timerfd's token fired: drains it.
     pub(crate) fn fired(&self) {
         let mut buf = [0u8; 8];
         // SAFETY: reading at most 8 bytes into an 8-byte buffer from our fd.
         unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
         self.armed.set(0);
+    }
+}
+
+/// Nanoseconds from `now` to `deadline` on the monotonic clock (at least 1:
+/// a zero `it_value` would disarm the timer).
+fn relative_ns(deadline: Instant, now: Instant) -> u64 {
+    (deadline.duration_since(now).as_nanos() as u64).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #13, item 13: a deadline 50 ms ahead arms the timerfd about
+    /// 50 ms ahead however long ago the clock was calibrated (it used to be
+    /// placed by extrapolating from the calibration, drifting with uptime).
+    #[test]
+    fn issue_13_timerfd_is_armed_relative_to_the_present() {
+        let poll = mio::Poll::new().unwrap();
+        let timer = PreciseTimer::new(poll.registry()).unwrap();
+        let deadline = clock::now() + Duration::from_millis(50);
+        timer.arm(deadline);
+        let left = timer.remaining().expect("armed");
+        let after = clock::now();
+        // Time only passes between arming and reading: at most 50 ms left,
+        // and at least what is left until the deadline now (less a little
+        // for the two clocks' rates and the reads).
+        assert!(left <= Duration::from_millis(50), "{left:?}");
+        let floor = deadline.duration_since(after);
+        assert!(
+            left + Duration::from_micros(200) >= floor,
+            "{left:?} left, {floor:?} to the deadline"
+        );
+        assert_eq!(relative_ns(clock::now(), deadline), 1);
     }
 }
