@@ -4,6 +4,26 @@
 //! the run. Everything that needs "the current runtime" goes through here, so
 //! a call made outside a runtime panics with one clear message instead of
 //! hanging.
+//!
+//! # The invariants the unsafe code of the runtime rests on
+//!
+//! 1. **Tasks are resumed and unwound only by their own scheduler, with its
+//!    runtime current.** `block_on` sets [`CURRENT`] before any green thread
+//!    runs, and its `Shutdown` guard finishes every green thread (resuming
+//!    each to unwind it: `runtime::shutdown`) before its `Exit` guard resets
+//!    the pointer, on every path including a panic of the loop.
+//!    `Scheduler::resume` sets `current` for exactly one resume. `Drop for
+//!    Task` leaks, rather than unwinds, a coroutine that escaped this.
+//! 2. **No panic ever leaves a coroutine.** `spawn::entry` runs everything
+//!    after a thread starts under `catch_unwind`; `Scheduler::resume`
+//!    catches anything that would still cross the stack switch.
+//! 3. **A task is only woken by the runtime that owns it.** Tasks and I/O
+//!    registrations carry their runtime's id; `task::make_ready` and
+//!    `Registration::wait` refuse any other.
+//!
+//! So while a green thread runs, [`CURRENT`] points at its own live
+//! scheduler, and that scheduler's `current` at its own live task: what the
+//! `unsafe` blocks below (and the yielder in `sched::suspend`) rely on.
 
 use std::cell::Cell;
 use std::ptr;
@@ -16,8 +36,9 @@ thread_local! {
     /// # Invariant
     /// Null, or a pointer to the `Scheduler` of the runtime that is inside
     /// `block_on` on this OS thread. `block_on` sets it before it runs any
-    /// green thread and resets it (to its previous value) before it returns,
-    /// and the scheduler is boxed, so it does not move meanwhile.
+    /// green thread and resets it (to its previous value) from a guard, after
+    /// every green thread has finished, on every path out (return or
+    /// unwind); the scheduler is boxed, so it does not move meanwhile.
     static CURRENT: Cell<*const Scheduler> = const { Cell::new(ptr::null()) };
 }
 
@@ -86,8 +107,9 @@ pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R
     if t.is_null() {
         panic!("coro: {what} must be called from a green thread, not from the scheduler itself");
     }
-    // SAFETY: `current` is non-null only while the scheduler resumes that task,
-    // and the scheduler holds an `Rc` to it for the whole resume.
+    // SAFETY: `current` is non-null only while the scheduler resumes that task
+    // (set and reset around the resume in `Scheduler::resume`, which catches
+    // any unwind), and the scheduler holds an `Rc` to it for the whole resume.
     f(s, unsafe { &*t })
 }
 

@@ -22,7 +22,13 @@
 //! * A watchdog OS thread per runtime (`watchdog`) reports a green thread
 //!   that runs past the latency threshold without yielding, while it still
 //!   runs.
-//! * A small pool of OS threads (`blocking`) runs [`blocking`] jobs.
+//! * A pool of OS threads (`blocking`), started on demand up to 512 and
+//!   shrunk when idle, runs [`blocking`] jobs.
+//!
+//! Three invariants make the unsafe code sound, and are enforced by guards,
+//! not convention (see the `context` module for where): tasks are resumed
+//! and unwound only by their own scheduler with its runtime current; no panic
+//! ever leaves a coroutine; a task is only woken by the runtime that owns it.
 //!
 //! # Examples
 //!

@@ -2,36 +2,12 @@
 //! stack size, then abort (checked from a child process). Also: running out of
 //! mappings or memory for stacks is an error from `Builder::spawn`.
 
-use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use coro_runtime as coro;
 
-const CHILD: &str = "CORO_TEST_CHILD";
-
-fn child(test: &str) -> std::process::Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(CHILD, test)
-        .output()
-        .unwrap()
-}
-
-/// Runs `test` in a child process that must exit successfully; returns its
-/// standard output.
-fn child_ok(test: &str) -> String {
-    let out = child(test);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn is_child(test: &str) -> bool {
-    std::env::var(CHILD).as_deref() == Ok(test)
-}
+mod util;
+use util::{child, child_ok, is_child};
 
 #[inline(never)]
 fn recurse(n: u64) -> u64 {
@@ -93,6 +69,55 @@ fn a_segfault_that_is_not_an_overflow_is_not_reported_as_one() {
         assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{stderr}");
     }
     assert!(!stderr.contains("overflowed"), "{stderr}");
+}
+
+/// Issue #13, item 9: a SIGSEGV that is not a green thread's overflow goes
+/// to the handler installed before the runtime's (every time: it used to be
+/// swallowed once and the runtime's handler removed), and a later overflow
+/// is still reported by name.
+#[test]
+fn issue_13_9_other_signals_reach_the_previous_handler_and_ours_stays() {
+    const NAME: &str = "issue_13_9_other_signals_reach_the_previous_handler_and_ours_stays";
+    static SEEN: AtomicUsize = AtomicUsize::new(0);
+    extern "C" fn previous(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+        SEEN.fetch_add(1, Ordering::SeqCst);
+    }
+    if is_child(NAME) {
+        // SAFETY: installing a valid SA_SIGINFO handler that only counts.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = previous as *const () as usize;
+            act.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut act.sa_mask);
+            assert_eq!(
+                libc::sigaction(libc::SIGSEGV, &act, std::ptr::null_mut()),
+                0
+            );
+        }
+        coro::run(|| {
+            for _ in 0..2 {
+                // SAFETY: raising a signal whose handler only counts.
+                unsafe { libc::raise(libc::SIGSEGV) };
+            }
+            println!("SEEN {}", SEEN.load(Ordering::SeqCst));
+            coro::Builder::new()
+                .name("after-forwarding".into())
+                .stack_size(64 * 1024)
+                .spawn(|| recurse(0))
+                .unwrap()
+                .join()
+                .unwrap();
+        });
+        unreachable!("the overflow must abort the process");
+    }
+    let out = child(NAME);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("SEEN 2"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("'after-forwarding' overflowed its stack"),
+        "{stderr}"
+    );
 }
 
 #[test]

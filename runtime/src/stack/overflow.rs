@@ -271,3 +271,53 @@ unsafe fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::
         f(sig);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn current() -> libc::stack_t {
+        // SAFETY: all-zero is a valid stack_t; a null new stack only queries.
+        let mut st: libc::stack_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::sigaltstack(ptr::null(), &mut st) }, 0);
+        st
+    }
+
+    /// Issue #13, item 14: an existing 8 KiB alternate stack is too small
+    /// for the kernel's signal frame plus the handler; the runtime's own is
+    /// used meanwhile, and the thread's own is put back afterwards (it used
+    /// to be accepted, or replaced by a disabled one).
+    #[test]
+    fn issue_13_a_small_alternate_stack_is_replaced_then_restored() {
+        std::thread::spawn(|| {
+            let mut small = vec![0u8; 8 * 1024];
+            let st = libc::stack_t {
+                ss_sp: small.as_mut_ptr().cast(),
+                ss_flags: 0,
+                ss_size: small.len(),
+            };
+            // SAFETY: `small` outlives its use as the alternate stack (it is
+            // disabled below before the vector is dropped).
+            assert_eq!(unsafe { libc::sigaltstack(&st, ptr::null_mut()) }, 0);
+            assert!(required_alt_stack() > 8 * 1024);
+            let ours = AltStack::ensure().unwrap();
+            let during = current();
+            assert!(during.ss_size >= required_alt_stack());
+            assert_ne!(during.ss_sp, small.as_mut_ptr().cast());
+            drop(ours);
+            let after = current();
+            assert_eq!(after.ss_sp, small.as_mut_ptr().cast());
+            assert_eq!(after.ss_size, 8 * 1024);
+            let off = libc::stack_t {
+                ss_sp: ptr::null_mut(),
+                ss_flags: libc::SS_DISABLE,
+                ss_size: 0,
+            };
+            // SAFETY: disabling the alternate stack before `small` is freed.
+            unsafe { libc::sigaltstack(&off, ptr::null_mut()) };
+        })
+        .join()
+        .unwrap();
+    }
+}
