@@ -9,9 +9,9 @@
 //! [`WaitError::Interrupted`](crate::WaitError). The loop runs (without
 //! blocking) until no thread is ready or 64 passes went by, so threads that
 //! react to the error leave normally. Threads still alive after that are
-//! unwound in place: each is resumed once more and unwinds from its suspend
-//! point as if from a panic, on its own stack with the runtime current, so
-//! destructors run and no stack or thread leaks. `JoinHandle::join` on such
+//! unwound in place: each is resumed once more and unwinds from the call it
+//! was blocked in as if from a panic, on its own stack with the runtime
+//! current, so destructors run and no stack or thread leaks. `JoinHandle::join` on such
 //! a thread reports [`JoinError::Cancelled`](crate::JoinError). Threads
 //! spawned meanwhile (by a destructor) are unwound too, without running,
 //! until no thread is left.
@@ -25,11 +25,12 @@
 //! # A thread that will not die
 //!
 //! A thread that catches its unwind (`catch_unwind` in a loop) and blocks
-//! again is unwound again at that call, up to 8 times; after that it is
-//! logged by name at ERROR and leaked: its stack and what lives on it stay
-//! allocated and it never runs again. A thread that catches the unwind and
-//! then loops without ever blocking or yielding cannot be stopped by a
-//! cooperative scheduler; the latency watchdog names it.
+//! or yields again is unwound again from that call (its destructors run
+//! again), up to 8 times; after that it is logged by name at ERROR and
+//! leaked: its stack and what lives on it stay allocated and it never runs
+//! again. A thread that catches the unwind and then loops without ever
+//! blocking or yielding cannot be stopped by a cooperative scheduler; the
+//! latency watchdog names it.
 
 use std::io;
 use std::panic;
@@ -277,10 +278,6 @@ impl Runtime {
     }
 }
 
-/// Times a thread that catches its forced unwind is unwound again before it
-/// is leaked.
-const UNWIND_ROUNDS: usize = 8;
-
 /// Stops every green thread still alive (see the module docs). Runs with
 /// this runtime current; never panics.
 fn shutdown(s: &Scheduler) {
@@ -316,9 +313,14 @@ fn shutdown(s: &Scheduler) {
     s.shutting_down.set(false);
 }
 
+/// Times a thread that catches its shutdown unwind is unwound again before
+/// it is leaked.
+const UNWIND_ROUNDS: usize = 8;
+
 /// Unwinds one thread on its own stack by resuming it with its unwind
-/// requested (see `sched::suspend`); leaks it if it keeps catching the
-/// unwind and blocking again.
+/// requested (see `sched::forced_unwind_point`); a thread that never ran
+/// starts and `spawn::entry` drops its closure under its `catch_unwind`.
+/// Leaks a thread that keeps catching the unwind and blocking again.
 fn unwind(s: &Scheduler, t: &Rc<Task>) {
     t.unwinding.set(true);
     for _ in 0..UNWIND_ROUNDS {

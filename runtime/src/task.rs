@@ -115,12 +115,11 @@ pub(crate) struct Task {
     /// usable size; read by the stack-overflow handler.
     pub(crate) stack_limit: usize,
     pub(crate) stack_size: usize,
-    /// The scheduler is unwinding this task at shutdown: every suspend point
-    /// of the task unwinds it when it is resumed (see `sched::suspend`).
+    /// Shutdown asked this task to unwind: its next blocking call or yield
+    /// raises `sched::ForcedUnwind` (see `sched::forced_unwind_point`).
     pub(crate) unwinding: Cell<bool>,
-    /// Set by a blocking call made after the task caught its forced unwind
-    /// and went on (see `sched::refusal`): the scheduler may unwind it again.
-    pub(crate) swallowed_unwind: Cell<bool>,
+    /// Times the task raised that unwind.
+    pub(crate) unwind_rounds: Cell<u32>,
     /// Blocking calls refused while the task was being unwound (bounds a
     /// loop that keeps catching its unwind while the OS thread panics).
     pub(crate) unwind_refusals: Cell<u32>,
@@ -160,7 +159,7 @@ impl Task {
             stack_limit,
             stack_size,
             unwinding: Cell::new(false),
-            swallowed_unwind: Cell::new(false),
+            unwind_rounds: Cell::new(0),
             unwind_refusals: Cell::new(0),
             timer_fired: Cell::new(false),
             yield_refusal_logged: Cell::new(false),
