@@ -49,6 +49,9 @@ mod blocking;
 pub mod clock;
 mod context;
 mod error;
+mod inspect;
+mod latency;
+pub mod profile;
 mod reactor;
 mod runtime;
 mod sched;
@@ -63,6 +66,8 @@ mod watchdog;
 
 pub use blocking::blocking;
 pub use error::{JoinError, ScheduleError, Timeout, WaitError};
+pub use inspect::{thread_by_id, timers, TimerInfo};
+pub use latency::{latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS};
 pub use reactor::{Direction, Registration};
 pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
