@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 tools=(
   "socat:socat"          # net/tests/backdoor.rs: the back door's client
   "setpriv:util-linux"   # net/tests/backdoor.rs: a client running as another user
+  "chromium:chromium"    # tests/coro_profile.rs: renders the HTML report headless
 )
 
 missing=()
