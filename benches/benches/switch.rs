@@ -1,6 +1,11 @@
 //! Context switches: yield ping-pong between two green threads, beside tokio's
 //! current-thread runtime, may with one worker, and a bare corosensei
 //! resume/suspend pair (the physical floor). One iteration = one yield.
+//!
+//! `yield_pingpong/coro+profiler` is the same loop with `coro::profile`
+//! recording: the cost of its two samples (clock + getrusage) per switch.
+//! The profiler's cost when off is the difference of `yield_pingpong/coro`
+//! with and without its flag test in `Scheduler::resume` (BENCHMARKS.md).
 
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
 
@@ -25,6 +30,31 @@ fn coro_yield(c: &mut Criterion) {
                 }
                 a.join().unwrap();
                 t.elapsed()
+            })
+        })
+    });
+}
+
+fn coro_yield_profiled(c: &mut Criterion) {
+    let mut rt = coro_benches::coro_rt();
+    c.bench_function("switch::yield_pingpong/coro+profiler", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(move || {
+                let half = iters.div_ceil(2);
+                coro::profile::start().unwrap();
+                let t = Instant::now();
+                let a = coro::spawn(move || {
+                    for _ in 0..half {
+                        coro::yield_now();
+                    }
+                });
+                for _ in 0..half {
+                    coro::yield_now();
+                }
+                a.join().unwrap();
+                let elapsed = t.elapsed();
+                black_box(coro::profile::stop());
+                elapsed
             })
         })
     });
@@ -91,6 +121,6 @@ fn corosensei_pair(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = corosensei_pair, coro_yield, tokio_yield, may_yield
+    targets = corosensei_pair, coro_yield, coro_yield_profiled, tokio_yield, may_yield
 }
 criterion_main!(benches);
