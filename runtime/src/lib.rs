@@ -23,6 +23,8 @@
 //!   that runs past the latency threshold without yielding, while it still
 //!   runs.
 //! * A small pool of OS threads (`blocking`) runs [`blocking`] jobs.
+//! * The [`profile`]r, off by default, charges the OS thread's time and
+//!   `getrusage` counters to threads, regions and the loop while it records.
 //!
 //! # Examples
 //!
