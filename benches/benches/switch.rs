@@ -13,25 +13,26 @@ use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
+/// Two green threads yielding to each other `iters` times in all.
+fn pingpong(iters: u64) -> Duration {
+    let half = iters.div_ceil(2);
+    let t = Instant::now();
+    let a = coro::spawn(move || {
+        for _ in 0..half {
+            coro::yield_now();
+        }
+    });
+    for _ in 0..half {
+        coro::yield_now();
+    }
+    a.join().unwrap();
+    t.elapsed()
+}
+
 fn coro_yield(c: &mut Criterion) {
     let mut rt = coro_benches::coro_rt();
     c.bench_function("switch::yield_pingpong/coro", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(move || {
-                let half = iters.div_ceil(2);
-                let t = Instant::now();
-                let a = coro::spawn(move || {
-                    for _ in 0..half {
-                        coro::yield_now();
-                    }
-                });
-                for _ in 0..half {
-                    coro::yield_now();
-                }
-                a.join().unwrap();
-                t.elapsed()
-            })
-        })
+        b.iter_custom(|iters| rt.block_on(move || pingpong(iters)))
     });
 }
 
@@ -40,19 +41,8 @@ fn coro_yield_profiled(c: &mut Criterion) {
     c.bench_function("switch::yield_pingpong/coro+profiler", |b| {
         b.iter_custom(|iters| {
             rt.block_on(move || {
-                let half = iters.div_ceil(2);
                 coro::profile::start().unwrap();
-                let t = Instant::now();
-                let a = coro::spawn(move || {
-                    for _ in 0..half {
-                        coro::yield_now();
-                    }
-                });
-                for _ in 0..half {
-                    coro::yield_now();
-                }
-                a.join().unwrap();
-                let elapsed = t.elapsed();
+                let elapsed = pingpong(iters);
                 black_box(coro::profile::stop());
                 elapsed
             })

@@ -66,8 +66,26 @@ pub(crate) fn is_builtin(name: &str) -> bool {
     BUILTIN.iter().any(|(n, _)| *n == name)
 }
 
+/// Adds an application command to `map`, after checking its name.
+pub(crate) fn register(
+    map: &mut BTreeMap<String, Command>,
+    name: &str,
+    help: &str,
+    handler: Rc<Handler>,
+) -> io::Result<()> {
+    check_name(name, map)?;
+    map.insert(
+        name.to_owned(),
+        Command {
+            help: help.to_owned(),
+            handler,
+        },
+    );
+    Ok(())
+}
+
 /// Checks a name for a registered command.
-pub(crate) fn check_name(name: &str, taken: &BTreeMap<String, Command>) -> io::Result<()> {
+fn check_name(name: &str, taken: &BTreeMap<String, Command>) -> io::Result<()> {
     let bad = |why: String| Err(io::Error::new(io::ErrorKind::InvalidInput, why));
     if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_graphic()) {
         return bad(format!(

@@ -163,14 +163,7 @@ impl Builder {
     where
         F: Fn(&mut Session<'_>, &str) -> io::Result<()> + 'static,
     {
-        commands::check_name(name, &self.commands)?;
-        self.commands.insert(
-            name.to_owned(),
-            Command {
-                help: help.to_owned(),
-                handler: Rc::new(handler),
-            },
-        );
+        commands::register(&mut self.commands, name, help, Rc::new(handler))?;
         Ok(self)
     }
 
@@ -313,15 +306,7 @@ impl BackDoor {
         F: Fn(&mut Session<'_>, &str) -> io::Result<()> + 'static,
     {
         let mut cmds = self.shared.commands.borrow_mut();
-        commands::check_name(name, &cmds)?;
-        cmds.insert(
-            name.to_owned(),
-            Command {
-                help: help.to_owned(),
-                handler: Rc::new(handler),
-            },
-        );
-        Ok(())
+        commands::register(&mut cmds, name, help, Rc::new(handler))
     }
 
     /// Stops accepting, interrupts the open sessions and removes the socket

@@ -45,25 +45,16 @@ fn call(e: Option<&Entry>) -> String {
 /// Renders the comparison of `a` (before) and `b` (after).
 pub fn diff(a: &Profile, an: &str, b: &Profile, bn: &str) -> String {
     let mut rows: BTreeMap<(Kind, &str), Row<'_>> = BTreeMap::new();
-    for e in &a.entries {
-        rows.entry((e.kind, &e.name))
-            .or_insert(Row {
+    for (second, p) in [(false, a), (true, b)] {
+        for e in &p.entries {
+            let row = rows.entry((e.kind, &e.name)).or_insert(Row {
                 kind: e.kind,
                 name: &e.name,
                 a: None,
                 b: None,
-            })
-            .a = Some(e);
-    }
-    for e in &b.entries {
-        rows.entry((e.kind, &e.name))
-            .or_insert(Row {
-                kind: e.kind,
-                name: &e.name,
-                a: None,
-                b: None,
-            })
-            .b = Some(e);
+            });
+            *(if second { &mut row.b } else { &mut row.a }) = Some(e);
+        }
     }
     let mut rows: Vec<Row<'_>> = rows.into_values().collect();
     rows.sort_by(|x, y| {
