@@ -40,7 +40,7 @@ pub const RECENT_WARNINGS: usize = 64;
 ///         let t = std::time::Instant::now();
 ///         while t.elapsed() < Duration::from_millis(60) {} // no yield
 ///     }).unwrap().join().unwrap();
-///     coro::sleep(Duration::from_millis(10)).unwrap(); // the watchdog's next look
+///     coro::sleep(Duration::from_millis(50)).unwrap(); // the watchdog's next look
 ///     let w = coro::latency_warnings();
 ///     assert_eq!(w[0].name.as_deref(), Some("hog"));
 ///     assert!(w[0].ran >= Duration::from_millis(20) && !w[0].running);

@@ -17,6 +17,31 @@ fn spin(d: Duration) {
     }
 }
 
+/// This OS thread's CPU time.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Spins until this OS thread has used `d` of CPU time (however long a
+/// loaded machine makes that take).
+fn spin_cpu(d: Duration) {
+    let t = thread_cpu();
+    let mut x = 1u64;
+    // Reading the thread's CPU clock is a system call: do it rarely, so the
+    // spin is user time.
+    while thread_cpu() - t < d {
+        for _ in 0..100_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+}
+
 fn rt(latency: Option<Duration>) -> coro::Runtime {
     coro::Runtime::builder()
         .latency_warning(latency)
@@ -98,18 +123,21 @@ fn a_sleeping_region_shows_under_wait_and_a_spinning_one_as_user_time() {
     let p = rt(None).block_on(|| {
         profile::start().unwrap();
         profile::region("nap", || coro::sleep(Duration::from_millis(200))).unwrap();
-        profile::region("spin", || spin(Duration::from_millis(200)));
+        profile::region("spin", || spin_cpu(Duration::from_millis(200)));
         profile::stop().unwrap()
     });
     let nap = entry(&p, Kind::Region, "nap");
     let spin = entry(&p, Kind::Region, "spin");
     let wait = entry(&p, Kind::Wait, "<wait>");
-    assert!(nap.wall < Duration::from_millis(50), "{p:#?}");
+    assert!(nap.wall * 4 < wait.wall, "{p:#?}");
     assert!(wait.wall >= Duration::from_millis(190), "{p:#?}");
-    assert!(wait.usage.cpu() < Duration::from_millis(50), "{p:#?}");
+    assert!(wait.usage.cpu() * 4 < wait.wall, "{p:#?}");
+    // 200 ms of CPU, in user mode (the kernel's accounting advances at its
+    // ticks: allow one or two).
     assert!(spin.wall >= Duration::from_millis(200), "{p:#?}");
+    assert!(spin.usage.cpu() >= Duration::from_millis(190), "{p:#?}");
     assert!(
-        spin.usage.utime.as_secs_f64() >= spin.wall.as_secs_f64() * 0.7,
+        spin.usage.utime.as_secs_f64() >= spin.usage.cpu().as_secs_f64() * 0.8,
         "{p:#?}"
     );
     assert_eq!((nap.calls, spin.calls), (1, 1));
@@ -124,7 +152,7 @@ fn regions_nest_charge_the_innermost_and_close_on_panic() {
                 profile::start().unwrap();
                 profile::region("outer", || {
                     spin(Duration::from_millis(30));
-                    profile::region("inner", || spin(Duration::from_millis(60)));
+                    profile::region("inner", || spin(Duration::from_millis(120)));
                 });
                 let caught = std::panic::catch_unwind(|| {
                     profile::region("panics", || panic!("in a region"))
@@ -138,12 +166,18 @@ fn regions_nest_charge_the_innermost_and_close_on_panic() {
             .unwrap()
     });
     let ms = |k, n| entry(&p, k, n).wall.as_millis();
-    assert!((30..60).contains(&ms(Kind::Region, "outer")), "{p:#?}");
-    assert!((60..90).contains(&ms(Kind::Region, "inner")), "{p:#?}");
+    // Outer spun 30 ms itself, inner 120 ms inside it: outer is not
+    // charged with inner's time.
+    assert!(ms(Kind::Region, "outer") >= 30, "{p:#?}");
+    assert!(ms(Kind::Region, "inner") >= 120, "{p:#?}");
+    assert!(
+        ms(Kind::Region, "outer") < ms(Kind::Region, "inner"),
+        "{p:#?}"
+    );
     // The panic itself (the hook, a backtrace) is the region's; what runs
     // after it is the thread's again.
     assert_eq!(entry(&p, Kind::Region, "panics").calls, 1);
-    assert!((40..70).contains(&ms(Kind::Thread, "worker")), "{p:#?}");
+    assert!(ms(Kind::Thread, "worker") >= 40, "{p:#?}");
 }
 
 #[test]
@@ -186,7 +220,7 @@ fn the_interval_carries_its_latency_warnings() {
             .unwrap()
             .join()
             .unwrap();
-        coro::sleep(Duration::from_millis(50)).unwrap();
+        coro::sleep(Duration::from_millis(150)).unwrap();
         profile::start().unwrap();
         coro::Builder::new()
             .name("hog".into())
@@ -194,7 +228,7 @@ fn the_interval_carries_its_latency_warnings() {
             .unwrap()
             .join()
             .unwrap();
-        coro::sleep(Duration::from_millis(30)).unwrap(); // the watchdog's last look
+        coro::sleep(Duration::from_millis(100)).unwrap(); // the watchdog's last look
         profile::stop().unwrap()
     });
     assert_eq!(p.latency_threshold, Some(Duration::from_millis(40)));
@@ -203,18 +237,25 @@ fn the_interval_carries_its_latency_warnings() {
         .iter()
         .map(|w| w.name.as_deref().unwrap_or(""))
         .collect();
-    assert_eq!(names, ["hog"], "{p:#?}");
-    let w = &p.latency_warnings[0];
+    // (A loaded machine may add a warning for another thread; never the
+    // early hog, whose slice ended before the interval.)
+    assert_eq!(names.iter().filter(|n| **n == "hog").count(), 1, "{p:#?}");
+    assert!(!names.contains(&"early-hog"), "{p:#?}");
+    let w = p
+        .latency_warnings
+        .iter()
+        .find(|w| w.name.as_deref() == Some("hog"))
+        .unwrap();
     assert!(w.ran >= Duration::from_millis(100) && !w.running, "{w:?}");
 }
 
 #[test]
 fn the_recent_warnings_ring_is_bounded_and_newest_last() {
-    let (w, total) = rt(Some(Duration::from_millis(2))).block_on(|| {
+    let (w, total) = rt(Some(Duration::from_millis(5))).block_on(|| {
         for i in 0..coro::RECENT_WARNINGS + 6 {
             coro::Builder::new()
                 .name(format!("hog-{i}"))
-                .spawn(|| spin(Duration::from_millis(8)))
+                .spawn(|| spin(Duration::from_millis(20)))
                 .unwrap()
                 .join()
                 .unwrap();
@@ -224,12 +265,17 @@ fn the_recent_warnings_ring_is_bounded_and_newest_last() {
     });
     assert_eq!(w.len(), coro::RECENT_WARNINGS.min(total as usize));
     assert!(total as usize > coro::RECENT_WARNINGS, "{total}");
-    let last = w.last().unwrap();
+    // The newest hog is last among the hogs (a loaded machine may add a
+    // warning for `main` between them).
+    let hogs: Vec<_> = w
+        .iter()
+        .filter(|w| w.name.as_deref().is_some_and(|n| n.starts_with("hog-")))
+        .collect();
     assert_eq!(
-        last.name.as_deref(),
+        hogs.last().unwrap().name.as_deref(),
         Some(format!("hog-{}", coro::RECENT_WARNINGS + 5).as_str())
     );
-    assert!(w.windows(2).all(|p| p[0].thread < p[1].thread));
+    assert!(hogs.windows(2).all(|p| p[0].thread < p[1].thread));
 }
 
 #[test]
