@@ -34,6 +34,15 @@
 //! and exit) reads the clock and calls `getrusage`, about a microsecond per
 //! switch; the profile is meant for finding where time goes, not to stay on.
 //!
+//! # Precision
+//!
+//! Wall times come from the tick clock and add up exactly. The `getrusage`
+//! counters are the kernel's: on Linux a thread's CPU time advances at
+//! scheduler ticks and context switches, so over a handful of short slices
+//! an entry can show more CPU than wall time and its neighbour less; over
+//! many slices, and in total, they are right. CPU time below wall time means
+//! the OS thread did not run (a loaded machine), not that it waited.
+//!
 //! Jobs sent to [`blocking`](crate::blocking) run on other OS threads: their
 //! CPU time is not in the profile; the thread that waits for one is parked
 //! (`<wait>` while nothing else runs).
