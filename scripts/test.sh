@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 
 # command the tests run -> Debian package that provides it
 tools=(
+  "socat:socat"          # net/tests/backdoor.rs: the back door's client
+  "setpriv:util-linux"   # net/tests/backdoor.rs: a client running as another user
+  "chromium:chromium"    # tests/coro_profile.rs: renders the HTML report headless
 )
 
 missing=()

@@ -3,7 +3,11 @@
 //! Write servers in plain blocking style (`stream.read(&mut buf)?`) and run
 //! tens of thousands of them on one core. This crate is the facade: the
 //! runtime's items at the top level, primitives in [`sync`], sockets in
-//! [`net`].
+//! [`net`] (with the [back door](net::backdoor) console).
+//!
+//! The package also builds `coro-profile`, which turns a [`profile`] file
+//! into an HTML report (`coro-profile report PROFILE -o report.html`) or
+//! compares two (`coro-profile diff A B`).
 //!
 //! # Examples
 //!

@@ -65,11 +65,15 @@
 //!
 //! For an accept loop that survives running out of file descriptors, see
 //! [`TcpListener`] and `examples/echo.rs`.
+//!
+//! [`backdoor`] serves a console into the running process on a Unix socket,
+//! for its owner only.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
+pub mod backdoor;
 mod error;
 mod fd;
 mod handle;

@@ -125,6 +125,7 @@ pub(crate) struct Scheduler {
     pub(crate) stacks: RefCell<StackPool>,
     pub(crate) blocking: BlockingPool,
     pub(crate) watchdog: Option<Watchdog>,
+    pub(crate) profiler: crate::profile::Profiler,
     pub(crate) counters: Counters,
     pub(crate) next_id: Cell<u64>,
     /// The main closure returned: blocking calls now fail with `Interrupted`.
@@ -157,6 +158,7 @@ impl Scheduler {
             precise,
             blocking,
             watchdog,
+            profiler: Default::default(),
             counters: Counters::default(),
             next_id: Cell::new(1),
             shutting_down: Cell::new(false),
@@ -221,6 +223,15 @@ impl Scheduler {
     /// and counted as that thread's panic (the thread is then finished).
     #[inline]
     pub(crate) fn resume(&self, task: Rc<Task>) {
+        if self.profiler.on.get() {
+            return crate::profile::resume(self, task);
+        }
+        self.resume_unprofiled(task)
+    }
+
+    /// [`resume`](Self::resume) without the profiler's samples around it.
+    #[inline(always)]
+    pub(crate) fn resume_unprofiled(&self, task: Rc<Task>) {
         debug_assert_eq!(task.runtime, self.id, "a task resumed by another runtime");
         task.state.set(ThreadState::Running);
         self.current.set(Rc::as_ptr(&task));
@@ -370,7 +381,7 @@ impl Scheduler {
         if polls.is_multiple_of(RECALIBRATE_POLLS) {
             clock::recalibrate(RECALIBRATE_INTERVAL);
         }
-        match self.reactor.poll(timeout) {
+        match crate::profile::around_poll(self, block, || self.reactor.poll(timeout)) {
             Ok(out) => {
                 if out.timer {
                     self.precise.fired();

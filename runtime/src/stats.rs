@@ -73,6 +73,8 @@ pub struct ThreadInfo {
     /// Time it has spent running, sampled by the latency watchdog every few
     /// milliseconds; `None` when latency warnings are disabled.
     pub run_time: Option<Duration>,
+    /// Time since it was spawned.
+    pub age: Duration,
     /// Usable bytes of its stack.
     pub stack_size: usize,
 }
@@ -137,6 +139,7 @@ pub fn threads() -> Vec<ThreadInfo> {
                     .as_ref()
                     .map(|r| Duration::from_nanos(r.get(&t.id).copied().unwrap_or(0))),
                 stack_size: t.stack_size,
+                age: crate::clock::Instant::from_ticks(t.spawned_at).elapsed(),
             })
             .collect();
         v.sort_by_key(|t| t.id);

@@ -128,6 +128,8 @@ pub(crate) struct Task {
     pub(crate) timer_fired: Cell<bool>,
     /// A refused `yield_now` was logged (it is logged once per thread).
     pub(crate) yield_refusal_logged: Cell<bool>,
+    /// Clock ticks when it was spawned (its age in `threads()`).
+    pub(crate) spawned_at: u64,
 }
 
 impl Task {
@@ -163,6 +165,7 @@ impl Task {
             unwind_refusals: Cell::new(0),
             timer_fired: Cell::new(false),
             yield_refusal_logged: Cell::new(false),
+            spawned_at: crate::clock::now().ticks(),
         }
     }
 
