@@ -88,7 +88,7 @@ impl Default for RuntimeBuilder {
             latency_warning: Some(DEFAULT_LATENCY_WARNING),
             blocking_threads: crate::blocking::DEFAULT_MAX_THREADS,
             blocking_keep_alive: crate::blocking::DEFAULT_KEEP_ALIVE,
-            stack_pool: 1024,
+            stack_pool: usize::MAX,
         }
     }
 }
@@ -129,7 +129,15 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Most finished threads' stacks kept for reuse.
+    /// Most finished threads' stacks that keep their memory for reuse
+    /// (unbounded by default).
+    ///
+    /// A finished thread's stack keeps the pages it touched for 2 s, so
+    /// that threads spawned soon after reuse them without page faults; then
+    /// the pages go back to the kernel. By default the pool is sized by
+    /// demand: whatever finished in the last 2 s. With a bound, past `n`
+    /// freed stacks the oldest gives its pages back at once. See README,
+    /// "Memory".
     pub fn stack_pool(mut self, n: usize) -> Self {
         self.stack_pool = n;
         self

@@ -28,13 +28,13 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, Yielder};
 
 use crate::context;
 use crate::error::ScheduleError;
+use crate::stack::{GreenStack, ThreadStack};
 
-pub(crate) type GreenCoroutine = Coroutine<(), (), (), DefaultStack>;
+pub(crate) type GreenCoroutine = Coroutine<(), (), (), GreenStack>;
 
 /// Where a green thread is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,6 +130,8 @@ pub(crate) struct Task {
     pub(crate) yield_refusal_logged: Cell<bool>,
     /// Clock ticks when it was spawned (its age in `threads()`).
     pub(crate) spawned_at: u64,
+    /// Its stack's state: where it last suspended (`stack`).
+    pub(crate) stack: ThreadStack,
 }
 
 impl Task {
@@ -166,6 +168,7 @@ impl Task {
             timer_fired: Cell::new(false),
             yield_refusal_logged: Cell::new(false),
             spawned_at: crate::clock::now().ticks(),
+            stack: ThreadStack::default(),
         }
     }
 
