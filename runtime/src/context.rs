@@ -48,13 +48,13 @@ pub(crate) fn enter(s: *const Scheduler) -> *const Scheduler {
 }
 
 /// The current scheduler pointer (null outside a runtime).
-#[inline]
+#[inline(always)]
 pub(crate) fn sched_ptr() -> *const Scheduler {
     CURRENT.with(|c| c.get())
 }
 
 /// Runs `f` with the current scheduler, or returns `None` outside a runtime.
-#[inline]
+#[inline(always)]
 pub(crate) fn try_with_sched<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
     let p = sched_ptr();
     if p.is_null() {
@@ -71,7 +71,7 @@ pub(crate) fn try_with_sched<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
 /// # Panics
 ///
 /// Outside a runtime, with a message that names `what` (the call made).
-#[inline]
+#[inline(always)]
 #[track_caller]
 pub(crate) fn with_sched<R>(what: &str, f: impl FnOnce(&Scheduler) -> R) -> R {
     match try_with_sched(f) {
@@ -94,7 +94,7 @@ pub(crate) fn no_runtime(what: &str) -> ! {
 /// # Panics
 ///
 /// Outside a runtime, or from the scheduler itself (no green thread running).
-#[inline]
+#[inline(always)]
 #[track_caller]
 pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R) -> R {
     let p = sched_ptr();
@@ -113,9 +113,41 @@ pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R
     f(s, unsafe { &*t })
 }
 
+/// The running scheduler and green thread, for the few hot paths that must
+/// be inlined into their callers whole (a closure passed to
+/// [`with_current`] may stay out of line; see `sched::park_in`).
+///
+/// # Panics
+///
+/// As [`with_current`].
+///
+/// # Safety
+///
+/// The caller uses the references only within its own call from the
+/// running green thread (across a suspend of that thread is fine: its
+/// scheduler lives until `block_on` returns, which is after every thread
+/// finished, and the thread table holds the task while it is suspended),
+/// as the closure of [`with_current`] would.
+#[inline(always)]
+#[track_caller]
+pub(crate) unsafe fn current_unbound<'a>(what: &str) -> (&'a Scheduler, &'a Task) {
+    let p = sched_ptr();
+    if p.is_null() {
+        no_runtime(what);
+    }
+    // SAFETY: see `try_with_sched`; the lifetime is the caller's promise.
+    let s = unsafe { &*p };
+    let t = s.current.get();
+    if t.is_null() {
+        panic!("coro: {what} must be called from a green thread, not from the scheduler itself");
+    }
+    // SAFETY: see `with_current`; the lifetime is the caller's promise.
+    (s, unsafe { &*t })
+}
+
 /// Runs `f` with the running green thread, or returns `None` where none
 /// runs (outside a runtime, or in the scheduler itself).
-#[inline]
+#[inline(always)]
 pub(crate) fn try_with_current<R>(f: impl FnOnce(&Scheduler, &Task) -> R) -> Option<R> {
     try_with_sched(|s| {
         let t = s.current.get();

@@ -627,28 +627,47 @@ fn spend_selfishness(s: &Scheduler, t: &Task) -> bool {
 /// # Panics
 ///
 /// Outside a green thread (in a plain OS thread, or with no runtime).
+#[inline]
 pub fn park() -> Result<(), WaitError> {
     park_as("park")
 }
 
 /// [`park`], recording `what` the thread waits on for [`threads`](crate::threads).
+#[inline]
 pub fn park_as(what: &'static str) -> Result<(), WaitError> {
-    context::with_current("coro::park", |s, t| {
-        if let Err(e) = check(s, t).and_then(|()| arm_scope_timer(s, t)) {
-            // This park is over before it began: a waiter or a timer made
-            // for it must not match the thread's next park.
-            t.park_gen.set(t.park_gen.get() + 1);
-            failed_at_once(s, t);
-            return Err(e);
-        }
-        t.waiting_on.set(what);
-        t.state.set(ThreadState::Parked);
-        suspend(t);
-        t.park_gen.set(t.park_gen.get() + 1);
-        t.waiting_on.set("");
-        t.selfish_left.set(t.selfish_max.get());
-        check(s, t)
-    })
+    // SAFETY: `s` and `t` are used only inside this call of the running
+    // thread (see `park_in`).
+    let (s, t) = unsafe { context::current_unbound("coro::park") };
+    park_in(s, t, what)
+}
+
+/// [`park_as`]'s body, inlined into its callers down to the stack switch:
+/// the thread returns from the switch into its own code without first
+/// returning through runtime frames, whose return addresses the CPU's
+/// return predictor no longer holds after another thread ran (each such
+/// return mispredicts; BENCHMARKS.md, "Park/unpark").
+#[inline(always)]
+fn park_in(s: &Scheduler, t: &Task, what: &'static str) -> Result<(), WaitError> {
+    if let Err(e) = check(s, t).and_then(|()| arm_scope_timer(s, t)) {
+        return park_refused(s, t, e);
+    }
+    t.waiting_on.set(what);
+    t.state.set(ThreadState::Parked);
+    suspend(t);
+    t.park_gen.set(t.park_gen.get() + 1);
+    t.waiting_on.set("");
+    t.selfish_left.set(t.selfish_max.get());
+    check(s, t)
+}
+
+/// A park that is over before it began: a waiter or a timer made for it
+/// must not match the thread's next park.
+#[cold]
+#[inline(never)]
+fn park_refused(s: &Scheduler, t: &Task, e: WaitError) -> Result<(), WaitError> {
+    t.park_gen.set(t.park_gen.get() + 1);
+    failed_at_once(s, t);
+    Err(e)
 }
 
 /// Whether the running task may block now; consumes a pending interrupt.
