@@ -21,6 +21,16 @@
 //!    registrations carry their runtime's id; `task::make_ready` and
 //!    `Registration::wait` refuse any other.
 //!
+//! 4. **Nothing outside a parked thread uses its stack.** `spawn` takes
+//!    `'static` closures, the sync primitives hold `Rc<Task>` handles, not
+//!    pointers into stacks, and the runtime's only pointer into a thread's
+//!    stack, its `yielder`, is used by the thread itself while it runs. So
+//!    the loop may copy a long-parked thread's stack out to the heap and
+//!    release its pages (`stack::copy`), writing it back to the same
+//!    addresses before the thread next runs. Code that lets another thread
+//!    borrow from a parked thread's stack (a scoped spawn erasing a
+//!    lifetime) must hold the parked thread's `ThreadStack::pin` meanwhile.
+//!
 //! So while a green thread runs, [`CURRENT`] points at its own live
 //! scheduler, and that scheduler's `current` at its own live task: what the
 //! `unsafe` blocks below (and the yielder in `sched::suspend`) rely on.

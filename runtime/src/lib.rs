@@ -16,9 +16,11 @@
 //!   [`clock`]), run every ready green thread once in FIFO order, poll mio
 //!   (`reactor`; epoll on Linux with a timerfd for sub-millisecond timers,
 //!   kqueue on BSD and macOS).
-//! * Green threads are corosensei coroutines on `mmap`ed stacks with guard
-//!   pages, from a per-runtime pool (`stack`); a guard-page hit prints the
-//!   thread's name and stack size and aborts.
+//! * Green threads are corosensei coroutines on stacks carved from large
+//!   mappings, each with a guard page (guard regions on Linux 6.13+), from a
+//!   per-OS-thread pool (`stack`); a guard-page hit prints the thread's name
+//!   and stack size and aborts. A thread parked for long has its stack
+//!   copied out to the heap and its pages released (`stack::copy`).
 //! * A watchdog OS thread per runtime (`watchdog`) reports a green thread
 //!   that runs past the latency threshold without yielding, while it still
 //!   runs.
@@ -27,10 +29,12 @@
 //! * The [`profile`]r, off by default, charges the OS thread's time and
 //!   `getrusage` counters to threads, regions and the loop while it records.
 //!
-//! Three invariants make the unsafe code sound, and are enforced by guards,
+//! Four invariants make the unsafe code sound, and are enforced by guards,
 //! not convention (see the `context` module for where): tasks are resumed
 //! and unwound only by their own scheduler with its runtime current; no panic
-//! ever leaves a coroutine; a task is only woken by the runtime that owns it.
+//! ever leaves a coroutine; a task is only woken by the runtime that owns it;
+//! nothing outside a parked thread uses its stack (so an idle thread's stack
+//! can be copied out and back).
 //!
 //! # Examples
 //!
@@ -78,7 +82,8 @@ pub use inspect::{thread_by_id, timers, TimerInfo};
 pub use latency::{latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS};
 pub use reactor::{Direction, Registration};
 pub use runtime::{
-    run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
+    run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_WARNING,
+    DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
 pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
 pub use spawn::{

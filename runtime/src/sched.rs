@@ -84,6 +84,7 @@ pub(crate) struct Config {
     pub(crate) blocking_threads: usize,
     pub(crate) blocking_keep_alive: Duration,
     pub(crate) stack_pool: usize,
+    pub(crate) idle_stack_release: Option<Duration>,
 }
 
 /// Counters behind [`Stats`](crate::Stats).
@@ -152,7 +153,11 @@ impl Scheduler {
         };
         Ok(Scheduler {
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
-            stacks: RefCell::new(StackPool::new(config.stack_size, config.stack_pool)),
+            stacks: RefCell::new(StackPool::new(
+                config.stack_size,
+                config.stack_pool,
+                config.idle_stack_release,
+            )),
             config,
             ready: RefCell::new(VecDeque::new()),
             tasks: RefCell::new(Slab::new()),
@@ -272,6 +277,9 @@ impl Scheduler {
             w.shared.slice.store(n, Ordering::Relaxed);
             w.shared.running.store(task.id, Ordering::Relaxed);
         }
+        if task.stack.is_copied_out() {
+            self.copy_in(&task);
+        }
         let result = {
             let mut co = task.coroutine.borrow_mut();
             let co = co.as_mut().expect("ready task has a coroutine");
@@ -290,6 +298,15 @@ impl Scheduler {
             Ok(CoroutineResult::Return(())) => self.finish(&task),
             Err(p) => self.escaped(&task, p),
         }
+    }
+
+    /// Writes a copied-out thread's stack back before it runs (`stack::copy`).
+    #[cold]
+    #[inline(never)]
+    fn copy_in(&self, task: &Task) {
+        stack::copy_in(task);
+        let mut stacks = self.stacks.borrow_mut();
+        stacks.idle.out = stacks.idle.out.saturating_sub(1);
     }
 
     /// A panic escaped a task's coroutine (which `entry` is built to
@@ -385,18 +402,24 @@ impl Scheduler {
         self.counters.polls.set(polls);
         let timeout = if !block {
             if polls.is_multiple_of(TRIM_POLLS) {
-                self.stacks.borrow_mut().trim(clock::now().ticks());
+                self.stacks_housekeeping(clock::now().ticks());
             }
             Some(Duration::ZERO)
         } else {
             let now = clock::now();
-            let trim_due = self.stacks.borrow_mut().trim(now.ticks());
+            let (sweeping, stacks_due) = self.stacks_housekeeping(now.ticks());
             let next = self.timers.borrow_mut().next_live_deadline();
             if next.is_none() {
                 self.check_deadlock();
             }
-            // Wake for the next timer, or for the next stack trim.
-            match next.into_iter().chain(trim_due).min() {
+            // Wake for the next timer, or for the next stack trim or sweep
+            // (at once while a sweep pass has threads left to visit).
+            let stacks_due = if sweeping {
+                Some(now.ticks())
+            } else {
+                stacks_due
+            };
+            match next.into_iter().chain(stacks_due).min() {
                 Some(d) => {
                     let d = Instant::from_ticks(d);
                     if d <= now {
@@ -423,6 +446,16 @@ impl Scheduler {
             }
             Err(e) => panic!("coro: polling the OS for events failed: {e}"),
         }
+    }
+
+    /// Trims the stack pool and sweeps idle threads' stacks (see `stack`).
+    /// Returns whether a sweep pass has threads left to visit, and when
+    /// this is next due.
+    fn stacks_housekeeping(&self, now: u64) -> (bool, Option<u64>) {
+        let mut stacks = self.stacks.borrow_mut();
+        let trim_due = stacks.trim(now);
+        let (sweeping, sweep_due) = stacks.idle.step(&self.tasks.borrow(), now);
+        (sweeping, trim_due.into_iter().chain(sweep_due).min())
     }
 
     /// Nothing is ready, no timer is pending, and nothing outside the runtime

@@ -38,12 +38,15 @@
 //!   last 2 s stays until the next runtime on that thread runs (it trims
 //!   what is overdue at once) or the thread exits (everything is unmapped).
 
+mod copy;
 #[cfg(unix)]
 pub(crate) mod overflow;
 #[cfg(unix)]
 mod unix;
 
-use std::cell::{Cell, RefCell};
+pub(crate) use copy::{copy_in, IdleSweep, ThreadStack};
+
+use std::cell::RefCell;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::time::Duration;
@@ -120,14 +123,6 @@ unsafe impl Stack for GreenStack {
     fn limit(&self) -> StackPointer {
         self.limit
     }
-}
-
-/// What the stack module keeps for each green thread (a field of its task).
-#[derive(Default)]
-pub(crate) struct ThreadStack {
-    /// The stack pointer when the thread last suspended (0 before it
-    /// first did): where its stack is hot, for the scheduler's prefetch.
-    pub(crate) sp: Cell<usize>,
 }
 
 /// The current stack pointer (an address in the caller's frame where the
@@ -385,12 +380,18 @@ fn with_arena<R>(f: impl FnOnce(&mut Arena) -> R) -> Option<R> {
 pub(crate) struct StackPool {
     size: usize,
     max: usize,
+    /// Copies out the stacks of threads parked for long (`copy`).
+    pub(crate) idle: IdleSweep,
 }
 
 impl StackPool {
-    pub(crate) fn new(size: usize, max: usize) -> StackPool {
+    pub(crate) fn new(size: usize, max: usize, idle_after: Option<Duration>) -> StackPool {
         unix::init_guard_mode();
-        StackPool { size, max }
+        StackPool {
+            size,
+            max,
+            idle: IdleSweep::new(idle_after),
+        }
     }
 
     /// The pool's stack size (the runtime default).
