@@ -418,12 +418,19 @@ fn idle_server(name: &str) {
     let mut line = String::new();
     io::stdin().read_line(&mut line).unwrap(); // the parent has connected
     std::thread::sleep(Duration::from_millis(300));
-    println!("RSS={base} {}", rss_bytes());
+    let soon = rss_bytes();
+    // Long enough for coro's idle stacks to be copied out (two sweeps of
+    // its default 2 s `idle_stack_release`).
+    std::thread::sleep(Duration::from_millis(5_000));
+    println!("RSS={base} {soon} {}", rss_bytes());
     io::stdin().read_line(&mut line).unwrap();
 }
 
-/// Resident memory of a server process with `IDLE_CONNS` idle connections.
-fn idle_rss(name: &str) -> io::Result<(u64, u64)> {
+/// Resident memory of a server process with `IDLE_CONNS` idle connections:
+/// before they connect, 300 ms after, and 5.3 s after. With `filled`, each
+/// connection first exchanges one 1 KiB message, so every handler's read
+/// buffer holds data (not zeros) while it idles.
+fn idle_rss(name: &str, filled: bool) -> io::Result<(u64, u64, u64)> {
     let mut child = Command::new(std::env::current_exe()?)
         .env(IDLE_ENV, name)
         .stdin(Stdio::piped())
@@ -438,6 +445,14 @@ fn idle_rss(name: &str) -> io::Result<(u64, u64)> {
     let conns: Vec<_> = (0..IDLE_CONNS)
         .map(|_| std::net::TcpStream::connect(addr))
         .collect::<io::Result<_>>()?;
+    if filled {
+        let msg = [0x5au8; 1024];
+        let mut back = [0u8; 1024];
+        for mut c in &conns {
+            c.write_all(&msg)?;
+            c.read_exact(&mut back)?;
+        }
+    }
     // One round trip on the last one: the server has accepted them all.
     let mut last = &conns[IDLE_CONNS - 1];
     last.write_all(b"x")?;
@@ -453,7 +468,7 @@ fn idle_rss(name: &str) -> io::Result<(u64, u64)> {
         .collect();
     let _ = child.kill();
     let _ = child.wait();
-    Ok((v[0], v[1]))
+    Ok((v[0], v[1], v[2]))
 }
 
 fn main() {
@@ -464,6 +479,10 @@ fn main() {
         return;
     }
     raise_fd_limit();
+    if std::env::args().any(|a| a == "idle_rss") {
+        // `cargo bench -p coro-benches --bench net -- idle_rss`: only that.
+        return idle_report();
+    }
     let mut c = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
@@ -584,16 +603,30 @@ fn main() {
         }
     }
     drop(rigs);
+    idle_report();
+}
 
-    for name in ["coro", "tokio"] {
-        match idle_rss(name) {
-            Ok((base, with)) => println!(
-                "net::idle_rss/{name}: {:.1} MiB resident with {IDLE_CONNS} idle connections ({:.0} bytes each over a {:.1} MiB base)",
-                with as f64 / (1 << 20) as f64,
-                with.saturating_sub(base) as f64 / IDLE_CONNS as f64,
-                base as f64 / (1 << 20) as f64
-            ),
-            Err(e) => println!("net::idle_rss/{name}: failed: {e}"),
+/// Prints the resident memory of each server with idle connections.
+fn idle_report() {
+    for filled in [false, true] {
+        for name in ["coro", "tokio"] {
+            let what = if filled {
+                "idle_rss_after_1k_echo"
+            } else {
+                "idle_rss"
+            };
+            match idle_rss(name, filled) {
+                Ok((base, soon, idle)) => println!(
+                    "net::{what}/{name}: {:.1} MiB resident with {IDLE_CONNS} idle connections ({:.0} bytes each over a {:.1} MiB base); \
+                     after 5 s idle {:.1} MiB ({:.0} bytes each)",
+                    soon as f64 / (1 << 20) as f64,
+                    soon.saturating_sub(base) as f64 / IDLE_CONNS as f64,
+                    base as f64 / (1 << 20) as f64,
+                    idle as f64 / (1 << 20) as f64,
+                    idle.saturating_sub(base) as f64 / IDLE_CONNS as f64,
+                ),
+                Err(e) => println!("net::{what}/{name}: failed: {e}"),
+            }
         }
     }
 }
