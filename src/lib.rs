@@ -3,7 +3,7 @@
 //! Write servers in plain blocking style (`stream.read(&mut buf)?`) and run
 //! tens of thousands of them on one core. This crate is the facade: the
 //! runtime's items at the top level, primitives in [`sync`], sockets in
-//! [`net`].
+//! [`net`], Unix signals in [`signal`].
 //!
 //! # Examples
 //!
@@ -32,3 +32,5 @@ pub mod sync {
 pub mod net {
     pub use coro_net::*;
 }
+
+pub use coro_net::signal;
