@@ -105,12 +105,18 @@ mod tests {
         assert!(!v6.contains("127.0.0.1".parse().unwrap()));
         let all: Cidr = "0.0.0.0/0".parse().unwrap();
         assert!(all.contains("8.8.8.8".parse().unwrap()));
-        assert_eq!("10.1.2.3/8".parse::<Cidr>().unwrap().to_string(), "10.0.0.0/8");
+        assert_eq!(
+            "10.1.2.3/8".parse::<Cidr>().unwrap().to_string(),
+            "10.0.0.0/8"
+        );
     }
 
     #[test]
     fn bad_networks() {
-        assert!("10.0.0.0/33".parse::<Cidr>().unwrap_err().contains("0..=32"));
+        assert!("10.0.0.0/33"
+            .parse::<Cidr>()
+            .unwrap_err()
+            .contains("0..=32"));
         assert!("example".parse::<Cidr>().is_err());
     }
 }

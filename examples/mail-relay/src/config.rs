@@ -255,9 +255,8 @@ impl Config {
 
     /// Defaults with the TOML file at `path` over them.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError(format!("cannot read config file {}: {e}", path.display()))
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
         Config::from_toml(&text)
             .map_err(|e| ConfigError(format!("config file {}: {}", path.display(), e.0)))
     }
@@ -294,9 +293,9 @@ impl Config {
             self.tls.key = Some(p.clone());
         }
         for t in &cli.timeouts {
-            let (class, value) = t.split_once('=').ok_or_else(|| {
-                ConfigError(format!("--timeout {t:?}: expected CLASS=DURATION"))
-            })?;
+            let (class, value) = t
+                .split_once('=')
+                .ok_or_else(|| ConfigError(format!("--timeout {t:?}: expected CLASS=DURATION")))?;
             let d = parse_duration(value)
                 .map_err(|e| ConfigError(format!("--timeout {class}: {e}")))?;
             let slot = match class {
@@ -416,7 +415,10 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:2525");
         assert_eq!(c.spool_dir, Path::new("spool"));
         assert_eq!(c.maildir, Path::new("maildir"));
-        assert!(c.mynetworks.iter().any(|n| n.contains("127.0.0.1".parse().unwrap())));
+        assert!(c
+            .mynetworks
+            .iter()
+            .any(|n| n.contains("127.0.0.1".parse().unwrap())));
         c.check().unwrap();
     }
 
@@ -444,10 +446,14 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(e.contains("mynetworks") && e.contains("10.0.0.0/33"), "{e}");
-        let e = Config::from_toml("max_sessions = \"many\"\n").unwrap_err().0;
+        let e = Config::from_toml("max_sessions = \"many\"\n")
+            .unwrap_err()
+            .0;
         assert!(e.contains("max_sessions"), "{e}");
-        let mut c = Config::default();
-        c.max_recipients = 0;
+        let c = Config {
+            max_recipients: 0,
+            ..Config::default()
+        };
         assert!(c.check().unwrap_err().0.contains("max_recipients"));
     }
 

@@ -154,9 +154,10 @@ fn parse_mail(rest: &str, esmtp: bool) -> Result<Command, Reply> {
         };
         match (key.to_ascii_uppercase().as_str(), value) {
             ("SIZE", Some(v)) => {
-                p.size = Some(v.parse().map_err(|_| {
-                    Reply::new(501, "5.5.4", format!("Bad SIZE parameter: {v}"))
-                })?)
+                p.size =
+                    Some(v.parse().map_err(|_| {
+                        Reply::new(501, "5.5.4", format!("Bad SIZE parameter: {v}"))
+                    })?)
             }
             ("BODY", Some(v)) if v.eq_ignore_ascii_case("8BITMIME") => p.eight_bit = true,
             ("BODY", Some(v)) if v.eq_ignore_ascii_case("7BIT") => p.eight_bit = false,
@@ -188,11 +189,7 @@ fn parse_rcpt(rest: &str) -> Result<Command, Reply> {
     let after = strip_keyword(rest, "TO:").ok_or_else(syntax)?;
     let (path, params) = split_path(after).ok_or_else(syntax)?;
     if let Some(p) = params.split(' ').find(|s| !s.is_empty()) {
-        return Err(Reply::new(
-            555,
-            "5.5.4",
-            format!("Unsupported option: {p}"),
-        ));
+        return Err(Reply::new(555, "5.5.4", format!("Unsupported option: {p}")));
     }
     let addr = address(path, true, false)
         .map_err(|why| Reply::new(501, "5.1.3", format!("Bad recipient address syntax: {why}")))?;
@@ -234,7 +231,11 @@ fn split_path(s: &str) -> Option<(&str, &str)> {
 /// `postmaster` for a recipient).
 fn address(path: &str, utf8: bool, sender: bool) -> Result<String, &'static str> {
     if path.is_empty() {
-        return if sender { Ok(String::new()) } else { Err("empty address") };
+        return if sender {
+            Ok(String::new())
+        } else {
+            Err("empty address")
+        };
     }
     let path = match (path.starts_with('@'), path.find(':')) {
         (true, Some(i)) => &path[i + 1..],
@@ -296,7 +297,10 @@ mod tests {
     #[test]
     fn commands() {
         assert_eq!(ok("ehlo client.test"), Command::Ehlo("client.test".into()));
-        assert_eq!(ok("MAIL FROM:<>"), Command::Mail(String::new(), MailParams::default()));
+        assert_eq!(
+            ok("MAIL FROM:<>"),
+            Command::Mail(String::new(), MailParams::default())
+        );
         assert_eq!(
             ok("MAIL FROM: <a@b.test> SIZE=100 BODY=8BITMIME"),
             Command::Mail(
@@ -308,8 +312,14 @@ mod tests {
                 }
             )
         );
-        assert_eq!(ok("RCPT TO:<@relay.test:x@y.test>"), Command::Rcpt("x@y.test".into()));
-        assert_eq!(ok("rcpt to:<Postmaster>"), Command::Rcpt("Postmaster".into()));
+        assert_eq!(
+            ok("RCPT TO:<@relay.test:x@y.test>"),
+            Command::Rcpt("x@y.test".into())
+        );
+        assert_eq!(
+            ok("rcpt to:<Postmaster>"),
+            Command::Rcpt("Postmaster".into())
+        );
         assert_eq!(ok("DATA"), Command::Data);
     }
 
@@ -325,9 +335,14 @@ mod tests {
         assert_eq!(code("DATA now"), 501);
         assert_eq!(code("WHAT"), 500);
         assert_eq!(code("MAIL FROM:<ü@b.test>"), 553);
-        assert!(matches!(ok("MAIL FROM:<ü@b.test> SMTPUTF8"), Command::Mail(..)));
+        assert!(matches!(
+            ok("MAIL FROM:<ü@b.test> SMTPUTF8"),
+            Command::Mail(..)
+        ));
         assert_eq!(
-            parse(b"MAIL FROM:<a@b.test> SIZE=1", false).unwrap_err().code,
+            parse(b"MAIL FROM:<a@b.test> SIZE=1", false)
+                .unwrap_err()
+                .code,
             555
         );
     }

@@ -49,12 +49,42 @@ pub struct Relay {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Set at the first stop signal.
     pub stopping: Cell<bool>,
-    /// Live sessions: their thread and phase, by thread id.
-    sessions: RefCell<HashMap<u64, (coro::Coro, Rc<Cell<Phase>>)>>,
+    /// Live sessions, by thread id.
+    sessions: RefCell<HashMap<u64, Live>>,
     /// Live sessions per client address.
     per_client: RefCell<HashMap<IpAddr, usize>>,
     /// Every session is a member.
     group: WaitGroup,
+}
+
+/// A live session as the stop logic sees it.
+struct Live {
+    /// Its green thread, to interrupt.
+    thread: coro::Coro,
+    /// Whether it waits between transactions.
+    phase: Rc<Cell<Phase>>,
+}
+
+/// A session's place in the relay's books; dropping it (however the
+/// session ends, a panic included) gives the place back. Never blocks.
+struct Member {
+    relay: Rc<Relay>,
+    ip: IpAddr,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if let Some(id) = coro::current_id() {
+            self.relay.sessions.borrow_mut().remove(&id);
+        }
+        let mut per = self.relay.per_client.borrow_mut();
+        if let Some(n) = per.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&self.ip);
+            }
+        }
+    }
 }
 
 impl Relay {
@@ -168,9 +198,9 @@ pub fn run(config: Config) -> io::Result<()> {
     listener.close();
     let _ = acceptor.join();
     // Sessions waiting for a command between transactions end now.
-    for (t, phase) in relay.sessions.borrow().values() {
-        if phase.get() == Phase::Idle {
-            let _ = t.interrupt();
+    for live in relay.sessions.borrow().values() {
+        if live.phase.get() == Phase::Idle {
+            let _ = live.thread.interrupt();
         }
     }
     let second = {
@@ -203,8 +233,8 @@ pub fn run(config: Config) -> io::Result<()> {
 }
 
 fn interrupt_all(relay: &Relay) {
-    for (t, _) in relay.sessions.borrow().values() {
-        let _ = t.interrupt();
+    for live in relay.sessions.borrow().values() {
+        let _ = live.thread.interrupt();
     }
 }
 
@@ -258,45 +288,40 @@ fn admit(relay: &Rc<Relay>, stream: TcpStream, peer: SocketAddr) {
             .name("refuse".into())
             .stack_size(64 * 1024)
             .spawn(move || {
-                let _ = crate::wire::timed(idle, || io::Write::write_all(&mut &stream, line.as_bytes()));
+                let _ = crate::wire::timed(idle, || {
+                    io::Write::write_all(&mut &stream, line.as_bytes())
+                });
             });
         return;
     }
     *relay.per_client.borrow_mut().entry(ip).or_insert(0) += 1;
+    let member = Member {
+        relay: relay.clone(),
+        ip,
+    };
     let phase = Rc::new(Cell::new(Phase::Busy));
     let wire = Wire::new(stream, peer, c.timeouts.idle);
     let session = Session::new(relay.clone(), wire, phase.clone());
-    let r = relay.clone();
     let spawned = relay.group.spawn_with(
         coro::Builder::new().name(format!("smtp [{ip}]:{}", peer.port())),
         move || {
-            let id = coro::current().id();
+            let _member = member;
             session.run();
-            r.sessions.borrow_mut().remove(&id);
-            let mut per = r.per_client.borrow_mut();
-            if let Some(n) = per.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
-                    per.remove(&ip);
-                }
-            }
         },
     );
     match spawned {
         Ok(h) => {
-            relay
-                .sessions
-                .borrow_mut()
-                .insert(h.thread().id(), (h.thread().clone(), phase));
+            let live = Live {
+                thread: h.thread().clone(),
+                phase,
+            };
+            relay.sessions.borrow_mut().insert(h.thread().id(), live);
         }
         Err(e) => {
-            // Out of stacks (vm.max_map_count) or memory: the connection is
-            // dropped; the acceptor keeps going.
+            // Out of stacks (vm.max_map_count) or memory: the connection
+            // (and the member, giving its place back) is dropped with the
+            // closure; the acceptor keeps going.
             log::warn!("cannot start a session for [{ip}]: {e}");
-            let mut per = relay.per_client.borrow_mut();
-            if let Some(n) = per.get_mut(&ip) {
-                *n -= 1;
-            }
         }
     }
 }

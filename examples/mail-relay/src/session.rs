@@ -148,7 +148,8 @@ impl Session {
                 Line::Text => {}
                 Line::Eof => return self.lost(),
                 Line::TooLong => {
-                    if let Some(end) = self.reject(Reply::new(500, "5.5.2", "Error: line too long")) {
+                    if let Some(end) = self.reject(Reply::new(500, "5.5.2", "Error: line too long"))
+                    {
                         return end;
                     }
                     continue;
@@ -281,8 +282,7 @@ impl Session {
             return self.reject(Reply::new(554, "5.5.1", "Error: no valid recipients"));
         }
         let id = crate::id::next();
-        self.wire
-            .reply(354, &["End data with <CR><LF>.<CR><LF>"]);
+        self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
         let mut data = self.received_header(&id);
         let header_len = data.len();
         let c = &self.relay.config;
@@ -446,7 +446,11 @@ impl Session {
         self.errors += 1;
         if self.errors >= self.relay.config.error_limit {
             log::info!("too many errors after {} from [{}]", self.last, self.client);
-            self.ok(421, "4.7.0", &format!("{} Error: too many errors", self.host()));
+            self.ok(
+                421,
+                "4.7.0",
+                &format!("{} Error: too many errors", self.host()),
+            );
             return Some(End::Closed("too many errors"));
         }
         None
@@ -460,7 +464,11 @@ impl Session {
             self.last,
             self.client
         );
-        self.ok(521, "5.5.2", &format!("{} Error: bare {what} received", self.host()));
+        self.ok(
+            521,
+            "5.5.2",
+            &format!("{} Error: bare {what} received", self.host()),
+        );
         End::Closed("bare newline")
     }
 
@@ -470,7 +478,10 @@ impl Session {
     }
 
     fn shutting_down(&mut self) -> End {
-        let text = format!("{} Service shutting down, closing transmission channel", self.host());
+        let text = format!(
+            "{} Service shutting down, closing transmission channel",
+            self.host()
+        );
         self.ok(421, "4.3.2", &text);
         End::Closed("shutdown")
     }

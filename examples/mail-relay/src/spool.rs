@@ -133,7 +133,10 @@ pub fn decode(bytes: &[u8]) -> Result<Message, String> {
             "arrival" => {
                 let bad = || format!("bad arrival {v:?}");
                 let (s, us) = v.split_once('.').ok_or_else(bad)?;
-                let (s, us): (u64, u64) = (s.parse().map_err(|_| bad())?, us.parse().map_err(|_| bad())?);
+                let (s, us): (u64, u64) = (
+                    s.parse().map_err(|_| bad())?,
+                    us.parse().map_err(|_| bad())?,
+                );
                 env.arrival = UNIX_EPOCH + Duration::from_secs(s) + Duration::from_micros(us);
             }
             "client" => env.client = v.parse().map_err(|_| format!("bad client {v:?}"))?,
@@ -330,8 +333,12 @@ impl Spool {
     /// A timeout or interruption of the wait.
     pub fn remove(&self, ids: Vec<String>) -> io::Result<Vec<io::Result<()>>> {
         let queue = self.inner.dir.join("queue");
-        coro::blocking(move || ids.iter().map(|id| fs::remove_file(queue.join(id))).collect())
-            .map_err(io::Error::from)
+        coro::blocking(move || {
+            ids.iter()
+                .map(|id| fs::remove_file(queue.join(id)))
+                .collect()
+        })
+        .map_err(io::Error::from)
     }
 }
 
@@ -443,11 +450,17 @@ mod tests {
         let m = sample();
         let mut bytes = encode(&m.env, m.data.len());
         bytes.extend_from_slice(&m.data);
-        assert!(decode(&bytes[..bytes.len() - 1]).unwrap_err().contains("size"));
+        assert!(decode(&bytes[..bytes.len() - 1])
+            .unwrap_err()
+            .contains("size"));
         assert!(decode(b"hello\n\n").is_err());
         let later = String::from_utf8(bytes.clone())
             .unwrap()
             .replace("size", "retry 3\nsize");
-        assert_eq!(decode(later.as_bytes()).unwrap(), m, "unknown keys are skipped");
+        assert_eq!(
+            decode(later.as_bytes()).unwrap(),
+            m,
+            "unknown keys are skipped"
+        );
     }
 }

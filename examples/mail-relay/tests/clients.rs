@@ -12,18 +12,39 @@ fn swaks_plain_message() {
     let relay = Relay::start("swaks", "");
     let out = swaks(
         relay.addr,
-        &["--to", "a@example.test", "--from", "s@example.test", "--body", "hello from swaks"],
+        &[
+            "--to",
+            "a@example.test",
+            "--from",
+            "s@example.test",
+            "--body",
+            "hello from swaks",
+        ],
     );
     assert!(out.contains("250 2.0.0 Ok: queued as"), "{out}");
     let got = relay.wait_delivered(1);
     let m = &got[0];
-    assert!(m.starts_with("Return-Path: <s@example.test>\nDelivered-To: a@example.test\nReceived: from "), "{m}");
-    assert!(m.contains("by relay.test (mail-relay) with ESMTP id "), "{m}");
+    assert!(
+        m.starts_with(
+            "Return-Path: <s@example.test>\nDelivered-To: a@example.test\nReceived: from "
+        ),
+        "{m}"
+    );
+    assert!(
+        m.contains("by relay.test (mail-relay) with ESMTP id "),
+        "{m}"
+    );
     assert!(m.contains("\nhello from swaks\n"), "{m}");
     assert!(!m.contains('\r'), "Maildir content uses LF line ends");
     let log = relay.log();
-    assert!(log.contains("from=<s@example.test>, size="), "one line per accepted message:\n{log}");
-    assert!(log.contains("to=<a@example.test>, relay=maildir"), "one line per delivery:\n{log}");
+    assert!(
+        log.contains("from=<s@example.test>, size="),
+        "one line per accepted message:\n{log}"
+    );
+    assert!(
+        log.contains("to=<a@example.test>, relay=maildir"),
+        "one line per delivery:\n{log}"
+    );
 }
 
 #[test]
@@ -31,7 +52,13 @@ fn swaks_pipelined_transaction() {
     let relay = Relay::start("pipeline", "");
     let out = swaks(
         relay.addr,
-        &["--pipeline", "--to", "a@example.test,b@example.test", "--body", "pipelined"],
+        &[
+            "--pipeline",
+            "--to",
+            "a@example.test,b@example.test",
+            "--body",
+            "pipelined",
+        ],
     );
     // swaks sends MAIL, both RCPTs and DATA in one write and reads the
     // four replies after.
@@ -39,7 +66,10 @@ fn swaks_pipelined_transaction() {
     assert!(out.contains("354 End data"), "{out}");
     assert!(out.contains("250 2.0.0 Ok: queued as"), "{out}");
     let m = &relay.wait_delivered(1)[0];
-    assert!(m.contains("Delivered-To: a@example.test\nDelivered-To: b@example.test\n"), "{m}");
+    assert!(
+        m.contains("Delivered-To: a@example.test\nDelivered-To: b@example.test\n"),
+        "{m}"
+    );
 }
 
 const SMTPLIB_SEND: &str = r#"
@@ -57,7 +87,10 @@ fn smtplib_plain_message_and_dot_stuffing() {
     // smtplib dot-stuffs lines that start with a dot; the relay unstuffs.
     let body = "Subject: dots\r\n\r\n.leading dot\r\n..two dots\r\n.\r\nnot the end\r\nlast\r\n";
     let escaped = body.replace('\r', "\\r").replace('\n', "\\n");
-    assert_eq!(python(SMTPLIB_SEND, &[&relay.addr.port().to_string(), &escaped]), "sent\n");
+    assert_eq!(
+        python(SMTPLIB_SEND, &[&relay.addr.port().to_string(), &escaped]),
+        "sent\n"
+    );
     let m = &relay.wait_delivered(1)[0];
     assert!(
         m.ends_with("Subject: dots\n\n.leading dot\n..two dots\n.\nnot the end\nlast\n"),
@@ -89,11 +122,17 @@ with smtplib.SMTP("127.0.0.1", port) as s:
     let out = python(script, &[&relay.addr.port().to_string()]);
     assert!(out.contains("refused") && out.contains("553"), "{out}");
     let got = relay.wait_delivered(2);
-    let utf8 = got.iter().find(|m| m.contains("用户@例子.test")).expect("the SMTPUTF8 message");
+    let utf8 = got
+        .iter()
+        .find(|m| m.contains("用户@例子.test"))
+        .expect("the SMTPUTF8 message");
     assert!(utf8.contains("Return-Path: <jörg@exämple.test>"), "{utf8}");
     assert!(utf8.contains("with UTF8SMTP id"), "{utf8}");
     assert!(utf8.ends_with("\nGrüße, 你好, ☃\n"), "{utf8}");
-    let eight = got.iter().find(|m| m.contains("a@example.test")).expect("the 8-bit message");
+    let eight = got
+        .iter()
+        .find(|m| m.contains("a@example.test"))
+        .expect("the 8-bit message");
     assert!(eight.ends_with("\nGrüße, 你好, ☃\n"), "{eight}");
 }
 
@@ -131,7 +170,10 @@ print("sent")
 "#;
     let out = python(
         script,
-        &[&relay.addr.port().to_string(), &cert_path.display().to_string()],
+        &[
+            &relay.addr.port().to_string(),
+            &cert_path.display().to_string(),
+        ],
     );
     assert!(out.contains("TLSv1.3") || out.contains("TLSv1.2"), "{out}");
     assert!(out.ends_with("sent\n"), "{out}");

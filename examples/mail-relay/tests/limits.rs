@@ -22,7 +22,10 @@ fn max_sessions_then_421_at_greeting() {
     let _b = relay.client();
     let (mut c, code, text) = greet(&relay);
     assert_eq!(code, 421, "{text}");
-    assert!(text.starts_with("4.3.2 ") && text.contains("too many sessions"), "{text}");
+    assert!(
+        text.starts_with("4.3.2 ") && text.contains("too many sessions"),
+        "{text}"
+    );
     assert_eq!(read_rest(&mut c), "");
     // A session that ends frees its slot (the server notices in its own
     // time, so retry within the test's bound).
@@ -40,11 +43,17 @@ fn max_sessions_then_421_at_greeting() {
 
 #[test]
 fn max_sessions_per_client_address() {
-    let relay = Relay::start("perclient", "max_sessions = 10\nmax_sessions_per_client = 1\n");
+    let relay = Relay::start(
+        "perclient",
+        "max_sessions = 10\nmax_sessions_per_client = 1\n",
+    );
     let _a = relay.client();
     let (_c, code, text) = greet(&relay);
     assert_eq!(code, 421, "{text}");
-    assert!(text.starts_with("4.7.0 ") && text.contains("too many connections"), "{text}");
+    assert!(
+        text.starts_with("4.7.0 ") && text.contains("too many connections"),
+        "{text}"
+    );
     // Another address is still welcome.
     let script = r#"
 import smtplib, sys

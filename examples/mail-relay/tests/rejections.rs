@@ -19,7 +19,10 @@ fn bare_lf_in_data_ends_the_session_with_521() {
     // The smuggling shape: <LF>.<CR><LF> followed by a second transaction.
     c.send_raw(b"Subject: x\r\n\r\nbody\n.\r\nMAIL FROM:<evil@example.test>\r\n");
     let text = c.expect(521);
-    assert!(text.starts_with("5.5.2 ") && text.contains("bare <LF>"), "{text}");
+    assert!(
+        text.starts_with("5.5.2 ") && text.contains("bare <LF>"),
+        "{text}"
+    );
     assert_eq!(read_rest(&mut c), "", "the session is closed");
     // Nothing was queued from it.
     assert_eq!(util::count(&relay.spool_queue()), 0);
@@ -118,12 +121,16 @@ fn size_declared_and_exceeded_get_552() {
 fn commands_out_of_order_get_503() {
     let relay = Relay::start("order", "error_limit = 20\n");
     let mut c = relay.client();
-    assert!(c.cmd("MAIL FROM:<s@example.test>", 503).contains("send HELO/EHLO first"));
+    assert!(c
+        .cmd("MAIL FROM:<s@example.test>", 503)
+        .contains("send HELO/EHLO first"));
     c.cmd("EHLO client.test", 250);
     assert!(c.cmd("RCPT TO:<a@example.test>", 503).contains("need MAIL"));
     assert!(c.cmd("DATA", 503).contains("need MAIL"));
     c.cmd("MAIL FROM:<s@example.test>", 250);
-    assert!(c.cmd("MAIL FROM:<s@example.test>", 503).contains("nested MAIL"));
+    assert!(c
+        .cmd("MAIL FROM:<s@example.test>", 503)
+        .contains("nested MAIL"));
     assert_eq!(c.cmd("DATA", 554), "5.5.1 Error: no valid recipients");
 
     // Pipelined after a failed MAIL: the RCPT and the DATA get 503 and no
@@ -132,7 +139,10 @@ fn commands_out_of_order_get_503() {
     c.send_raw(
         b"MAIL FROM:<bad address>\r\nRCPT TO:<a@example.test>\r\nDATA\r\nhello\r\n.\r\nNOOP\r\n",
     );
-    assert_eq!(c.expect(501), "5.1.7 Bad sender address syntax: bad character");
+    assert_eq!(
+        c.expect(501),
+        "5.1.7 Bad sender address syntax: bad character"
+    );
     assert_eq!(c.expect(503), "5.5.1 Error: need MAIL command");
     assert_eq!(c.expect(503), "5.5.1 Error: need MAIL command");
     assert_eq!(c.expect(500), "5.5.2 Error: command not recognized");
@@ -147,13 +157,18 @@ fn syntax_errors_and_the_error_limit() {
     let mut c = relay.client();
     assert_eq!(c.cmd("EHLO", 501), "5.5.4 Syntax: EHLO hostname");
     c.cmd("HELO client.test", 250);
-    assert!(c.cmd("MAIL FROM:<s@example.test> SIZE=10", 555).starts_with("5.5.4 "));
+    assert!(c
+        .cmd("MAIL FROM:<s@example.test> SIZE=10", 555)
+        .starts_with("5.5.4 "));
     assert_eq!(c.cmd("XYZZY", 500), "5.5.2 Error: command not recognized");
     // The fourth error ends the session.
     c.send("RCPT TO:<a@example.test>");
     c.expect(503);
     let text = c.expect(421);
-    assert!(text.starts_with("4.7.0 ") && text.contains("too many errors"), "{text}");
+    assert!(
+        text.starts_with("4.7.0 ") && text.contains("too many errors"),
+        "{text}"
+    );
     assert_eq!(read_rest(&mut c), "");
 }
 
@@ -179,7 +194,11 @@ fn rset_mid_transaction_forgets_it() {
     c.cmd("RCPT TO:<dropped@example.test>", 250);
     c.cmd("RSET", 250);
     assert!(c.cmd("DATA", 503).contains("need MAIL"));
-    c.message("second@example.test", &["kept@example.test"], "Subject: after rset\r\n\r\nx\r\n");
+    c.message(
+        "second@example.test",
+        &["kept@example.test"],
+        "Subject: after rset\r\n\r\nx\r\n",
+    );
     let m = &relay.wait_delivered(1)[0];
     assert!(m.contains("Return-Path: <second@example.test>"), "{m}");
     assert!(!m.contains("dropped@example.test"), "{m}");

@@ -34,7 +34,10 @@ fn sigterm_lets_sessions_in_flight_finish() {
     let t0 = Instant::now();
     relay.terminate();
     let text = idle.expect(421);
-    assert!(text.starts_with("4.3.2 ") && text.contains("shutting down"), "{text}");
+    assert!(
+        text.starts_with("4.3.2 ") && text.contains("shutting down"),
+        "{text}"
+    );
     assert_eq!(read_rest(&mut idle), "");
     // The listener is closed: no new sessions.
     assert!(
@@ -51,13 +54,20 @@ fn sigterm_lets_sessions_in_flight_finish() {
     // The dawdler is cut at the deadline.
     let text = slow.expect(421);
     assert!(text.starts_with("4.3.2 "), "{text}");
-    assert!(t0.elapsed() >= Duration::from_secs(3), "cut before the deadline");
+    assert!(
+        t0.elapsed() >= Duration::from_secs(3),
+        "cut before the deadline"
+    );
 
     let status = relay.wait_exit();
     assert!(status.success(), "exit status {status:?}\n{}", relay.log());
     let got = util::delivered_in(&relay.maildir_new());
     assert_eq!(got.len(), 1, "{}", relay.log());
-    assert!(got[0].ends_with("\nfirst half\nsecond half\n"), "{}", got[0]);
+    assert!(
+        got[0].ends_with("\nfirst half\nsecond half\n"),
+        "{}",
+        got[0]
+    );
     assert!(relay.log().contains("signal 15: stopping"));
 }
 
@@ -80,7 +90,11 @@ fn restart_rescans_the_spool() {
     std::fs::rename(&new, dir.join("new.away")).unwrap();
     std::fs::write(&new, "not a directory").unwrap();
     let mut c = relay.client();
-    let queued = c.message("s@example.test", &["a@example.test"], "Subject: kept\r\n\r\nkept\r\n");
+    let queued = c.message(
+        "s@example.test",
+        &["a@example.test"],
+        "Subject: kept\r\n\r\nkept\r\n",
+    );
     let id = queued.rsplit(' ').next().unwrap().to_owned();
     let t0 = Instant::now();
     while !relay.log().contains("status=deferred") {
@@ -91,7 +105,11 @@ fn restart_rescans_the_spool() {
     relay.kill();
 
     // What a crash mid-write leaves, and a file that is not a message.
-    std::fs::write(dir.join("spool/tmp/HALFWRITTEN"), "mail-relay spool 1\nid HALF").unwrap();
+    std::fs::write(
+        dir.join("spool/tmp/HALFWRITTEN"),
+        "mail-relay spool 1\nid HALF",
+    )
+    .unwrap();
     std::fs::write(dir.join("spool/queue/00BAD"), "garbage").unwrap();
     std::fs::remove_file(&new).unwrap();
     std::fs::rename(dir.join("new.away"), &new).unwrap();
@@ -101,11 +119,21 @@ fn restart_rescans_the_spool() {
     assert_eq!(got.len(), 1);
     assert!(got[0].ends_with("\nkept\n"), "{}", got[0]);
     assert!(got[0].contains(&format!("id {id}")));
-    assert_eq!(util::count(&dir.join("spool/tmp")), 0, "half-written file removed");
-    assert!(dir.join("spool/corrupt/00BAD").exists(), "unreadable file set aside");
+    assert_eq!(
+        util::count(&dir.join("spool/tmp")),
+        0,
+        "half-written file removed"
+    );
+    assert!(
+        dir.join("spool/corrupt/00BAD").exists(),
+        "unreadable file set aside"
+    );
     let log = relay.log();
     assert!(log.contains("removed 1 half-written files"), "{log}");
-    assert!(log.contains("00BAD: unreadable queue file moved to corrupt/"), "{log}");
+    assert!(
+        log.contains("00BAD: unreadable queue file moved to corrupt/"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -120,11 +148,17 @@ fn bad_configuration_is_a_clear_error() {
             .args(args)
             .output()
             .unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     let (code, err) = run("listen = \"127.0.0.1:0\"\nmax_sesions = 3\n", &[]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("max_sesions") && err.contains("unknown field"), "{err}");
+    assert!(
+        err.contains("max_sesions") && err.contains("unknown field"),
+        "{err}"
+    );
     let (code, err) = run("[timeouts]\ndata_block = \"soon\"\n", &[]);
     assert_eq!(code, Some(2));
     assert!(err.contains("data_block"), "{err}");
@@ -136,11 +170,25 @@ fn bad_configuration_is_a_clear_error() {
     assert!(err.contains("unknown timeout class"), "{err}");
     let (code, err) = run("", &["--mynetworks", "127.0.0.1/40"]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("--mynetworks") && err.contains("0..=32"), "{err}");
+    assert!(
+        err.contains("--mynetworks") && err.contains("0..=32"),
+        "{err}"
+    );
 
-    let help = Command::new(env!("CARGO_BIN_EXE_mail-relay")).arg("--help").output().unwrap();
+    let help = Command::new(env!("CARGO_BIN_EXE_mail-relay"))
+        .arg("--help")
+        .output()
+        .unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
-    for flag in ["--config", "--listen", "--spool-dir", "--maildir", "--mynetworks", "--timeout", "--tls-cert"] {
+    for flag in [
+        "--config",
+        "--listen",
+        "--spool-dir",
+        "--maildir",
+        "--mynetworks",
+        "--timeout",
+        "--tls-cert",
+    ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
 }

@@ -64,7 +64,10 @@ fn each_wait_for_the_client_times_out() {
 
     let log = relay.log();
     for after in ["CONNECT", "EHLO", "MAIL", "DATA"] {
-        assert!(log.contains(&format!("timeout after {after} from")), "{after}:\n{log}");
+        assert!(
+            log.contains(&format!("timeout after {after} from")),
+            "{after}:\n{log}"
+        );
     }
     // A client that talks in time is not cut off by the short values.
     let mut c = relay.client();
@@ -93,11 +96,18 @@ fn idle_bounds_a_client_that_does_not_read() {
         if relay.log().contains("timeout after HELP from") {
             break;
         }
-        assert!(t0.elapsed() < util::LIMIT, "no idle timeout:\n{}", relay.log());
+        assert!(
+            t0.elapsed() < util::LIMIT,
+            "no idle timeout:\n{}",
+            relay.log()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let rest = read_rest(&mut c);
-    assert!(rest.lines().count() < 400_000, "the session stopped writing");
+    assert!(
+        rest.lines().count() < 400_000,
+        "the session stopped writing"
+    );
     writer.join().unwrap();
 }
 
@@ -119,5 +129,7 @@ fn final_dot_bounds_the_commit() {
     assert!(t0.elapsed() >= Duration::from_millis(300));
     // The session goes on.
     c.cmd("NOOP", 250);
-    assert!(relay.log().contains("commit to the spool failed or took too long"));
+    assert!(relay
+        .log()
+        .contains("commit to the spool failed or took too long"));
 }

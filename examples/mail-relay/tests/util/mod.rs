@@ -178,7 +178,11 @@ impl Relay {
             if let Some(s) = self.child.try_wait().unwrap() {
                 return s;
             }
-            assert!(t0.elapsed() < LIMIT, "mail-relay did not exit; log:\n{}", self.log());
+            assert!(
+                t0.elapsed() < LIMIT,
+                "mail-relay did not exit; log:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
