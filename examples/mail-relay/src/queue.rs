@@ -121,16 +121,9 @@ impl Queue {
                     done.push(msg.env.id.clone());
                 }
             }
-            match spool.remove(done.clone()) {
-                Ok(results) => {
-                    for (id, r) in done.iter().zip(results) {
-                        match r {
-                            Ok(()) => log::info!("{id}: removed"),
-                            Err(e) => log::warn!("{id}: cannot remove from the spool: {e}"),
-                        }
-                    }
-                }
-                Err(e) => log::warn!("removing {} delivered messages: {e}", done.len()),
+            match spool.remove(&done) {
+                Ok(()) => done.iter().for_each(|id| log::info!("{id}: removed")),
+                Err(e) => log::warn!("removing {} delivered messages from the spool: {e}", done.len()),
             }
         }
     }

@@ -226,8 +226,9 @@ pub fn run(config: Config) -> io::Result<()> {
     queue.stop();
     let _ = delivery.join();
     log::info!(
-        "stopped; {} messages left in the queue for the next start",
-        queue.len()
+        "stopped; {} messages ({} batch files) left in the spool for the next start",
+        queue.len(),
+        spool.batches()
     );
     Ok(())
 }

