@@ -19,7 +19,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$(pwd)
 peers=${PEERS:-$root/../shared/peers}
-[ -x "$peers/postfix-relay.sh" ] || peers=/work/shared/peers
 
 command -v smtp-source >/dev/null 2>&1 || bash "$peers/postfix-relay.sh" install
 cargo build --release -q -p mail-relay

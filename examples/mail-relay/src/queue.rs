@@ -123,7 +123,10 @@ impl Queue {
             }
             match spool.remove(&done) {
                 Ok(()) => done.iter().for_each(|id| log::info!("{id}: removed")),
-                Err(e) => log::warn!("removing {} delivered messages from the spool: {e}", done.len()),
+                Err(e) => log::warn!(
+                    "removing {} delivered messages from the spool: {e}",
+                    done.len()
+                ),
             }
         }
     }

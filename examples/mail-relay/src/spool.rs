@@ -281,7 +281,10 @@ impl Spool {
     /// Counts the messages `ids` as held by the batch file `name`.
     fn track(&self, name: &str, ids: Vec<String>) {
         let mut of = self.inner.batch_of.borrow_mut();
-        self.inner.batches.borrow_mut().insert(name.to_owned(), ids.len());
+        self.inner
+            .batches
+            .borrow_mut()
+            .insert(name.to_owned(), ids.len());
         for id in ids {
             of.insert(id, name.to_owned());
         }
@@ -434,7 +437,8 @@ fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
         return r;
     }
-    sync_dir(&dir.join("queue")).map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))
+    sync_dir(&dir.join("queue"))
+        .map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))
 }
 
 /// Creates `path` (it must not exist), writes `head` and `body`, and syncs
@@ -530,7 +534,11 @@ mod tests {
         let later = String::from_utf8(bytes.clone())
             .unwrap()
             .replace("size", "retry 3\nsize");
-        assert_eq!(decode(later.as_bytes()).unwrap().0, m, "unknown keys are skipped");
+        assert_eq!(
+            decode(later.as_bytes()).unwrap().0,
+            m,
+            "unknown keys are skipped"
+        );
     }
 
     #[test]
