@@ -178,7 +178,7 @@ then these flags."
 )]
 pub struct Cli {
     /// TOML file over the embedded defaults (its keys are the long flags' names
-    /// with `_`, plus the [timeouts], [tls] tables).
+    /// with `_`, plus the `[timeouts]` and `[tls]` tables).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// Address to listen on.
