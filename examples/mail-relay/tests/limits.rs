@@ -1,6 +1,7 @@
 //! Session limits: past `max_sessions` a client gets 421 4.3.2 at the
 //! greeting, past `max_sessions_per_client` 421 4.7.0, and a freed slot is
-//! used again.
+//! used again; out of file descriptors, the accept loop backs off and
+//! serves again once some are free.
 
 mod util;
 
@@ -64,4 +65,38 @@ s.quit()
 "#;
     let out = util::python(script, &[&relay.addr.port().to_string()]);
     assert_eq!(out, "220\n");
+}
+
+#[test]
+fn accept_backs_off_when_out_of_fds() {
+    let relay = Relay::start_with_fd_limit("emfile", "", 40);
+    // More connections than the relay has descriptors for: the first ones
+    // get sessions, the rest wait in the listen backlog while accept fails
+    // with EMFILE.
+    let clients: Vec<Client> = (0..60).map(|_| Client::connect(relay.addr)).collect();
+    let t0 = Instant::now();
+    while !relay.log().contains("backing off") {
+        assert!(
+            t0.elapsed() < util::LIMIT,
+            "no EMFILE back-off:\n{}",
+            relay.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    drop(clients);
+    // Once the descriptors are free again, a new client is served.
+    let t0 = Instant::now();
+    loop {
+        let (mut c, code, _) = greet(&relay);
+        if code == 220 {
+            c.message("s@example.test", &["a@example.test"], "after EMFILE\r\n");
+            break;
+        }
+        assert!(
+            t0.elapsed() < util::LIMIT,
+            "never served again:\n{}",
+            relay.log()
+        );
+    }
+    assert!(relay.wait_delivered(1)[0].ends_with("after EMFILE\n"));
 }

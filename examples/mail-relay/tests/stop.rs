@@ -18,10 +18,7 @@ fn sigterm_lets_sessions_in_flight_finish() {
     let mut relay = Relay::start("sigterm", "stop_deadline = \"3s\"\n");
     // Mid-transaction, in the data.
     let mut busy = relay.client();
-    busy.cmd("EHLO client.test", 250);
-    busy.cmd("MAIL FROM:<s@example.test>", 250);
-    busy.cmd("RCPT TO:<a@example.test>", 250);
-    busy.cmd("DATA", 354);
+    busy.to_data("s@example.test", &["a@example.test"]);
     busy.send_raw(b"Subject: in flight\r\n\r\nfirst half\r\n");
     // Mid-transaction, and it will not finish.
     let mut slow = relay.client();

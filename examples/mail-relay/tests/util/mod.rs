@@ -78,6 +78,19 @@ impl Relay {
 
     /// As `start_in`, with extra command-line arguments.
     pub fn start_with_args(dir: &Path, extra: &str, args: &[&str]) -> Relay {
+        Relay::spawn(dir, extra, args, None)
+    }
+
+    /// As [`start`](Relay::start), with the open-file limit (`ulimit -n`)
+    /// set to `nofile`.
+    pub fn start_with_fd_limit(tag: &str, extra: &str, nofile: u32) -> Relay {
+        let tmp = TempDir::new(tag);
+        let mut r = Relay::spawn(&tmp.0.clone(), extra, &[], Some(nofile));
+        r._tmp = Some(tmp);
+        r
+    }
+
+    fn spawn(dir: &Path, extra: &str, args: &[&str], nofile: Option<u32>) -> Relay {
         let config = dir.join("relay.toml");
         std::fs::write(
             &config,
@@ -93,7 +106,16 @@ impl Relay {
             .append(true)
             .open(dir.join("relay.log"))
             .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mail-relay"))
+        let bin = env!("CARGO_BIN_EXE_mail-relay");
+        let mut cmd = match nofile {
+            None => Command::new(bin),
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), bin]);
+                c
+            }
+        };
+        let mut child = cmd
             .arg("--config")
             .arg(&config)
             .args(args)
@@ -286,16 +308,23 @@ impl Client {
         self.expect(code)
     }
 
-    /// EHLO, MAIL, RCPT, DATA, the body (CRLF lines, dot-stuffed by the
-    /// caller), the final dot; returns the final reply's text.
+    /// EHLO, MAIL, each RCPT and DATA, expecting success up to the 354.
     #[track_caller]
-    pub fn message(&mut self, from: &str, to: &[&str], body: &str) -> String {
+    pub fn to_data(&mut self, from: &str, to: &[&str]) {
         self.cmd("EHLO client.test", 250);
         self.cmd(&format!("MAIL FROM:<{from}>"), 250);
         for t in to {
             self.cmd(&format!("RCPT TO:<{t}>"), 250);
         }
         self.cmd("DATA", 354);
+    }
+
+    /// A whole message: [`to_data`](Self::to_data), the body (CRLF lines,
+    /// dot-stuffed by the caller), the final dot; returns the final reply's
+    /// text.
+    #[track_caller]
+    pub fn message(&mut self, from: &str, to: &[&str], body: &str) -> String {
+        self.to_data(from, to);
         self.send_raw(body.as_bytes());
         self.cmd(".", 250)
     }
