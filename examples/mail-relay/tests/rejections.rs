@@ -12,7 +12,7 @@ use util::{read_rest, Relay};
 fn bare_lf_in_data_ends_the_session_with_521() {
     let relay = Relay::start("barelf", "");
     let mut c = relay.client();
-    c.to_data("s@example.test", &["a@example.test"]);
+    c.open_data("s@example.test", &["a@example.test"]);
     // The smuggling shape: <LF>.<CR><LF> followed by a second transaction.
     c.send_raw(b"Subject: x\r\n\r\nbody\n.\r\nMAIL FROM:<evil@example.test>\r\n");
     let text = c.expect(521);

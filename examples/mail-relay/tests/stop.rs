@@ -18,7 +18,7 @@ fn sigterm_lets_sessions_in_flight_finish() {
     let mut relay = Relay::start("sigterm", "stop_deadline = \"3s\"\n");
     // Mid-transaction, in the data.
     let mut busy = relay.client();
-    busy.to_data("s@example.test", &["a@example.test"]);
+    busy.open_data("s@example.test", &["a@example.test"]);
     busy.send_raw(b"Subject: in flight\r\n\r\nfirst half\r\n");
     // Mid-transaction, and it will not finish.
     let mut slow = relay.client();

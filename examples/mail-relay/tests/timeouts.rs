@@ -46,12 +46,12 @@ fn each_wait_for_the_client_times_out() {
 
     // data_init: nothing after our 354.
     let mut c = relay.client();
-    c.to_data("s@example.test", &["a@example.test"]);
+    c.open_data("s@example.test", &["a@example.test"]);
     times_out(&mut c, Instant::now());
 
     // data_block: a line, then silence.
     let mut c = relay.client();
-    c.to_data("s@example.test", &["a@example.test"]);
+    c.open_data("s@example.test", &["a@example.test"]);
     c.send_raw(b"Subject: half\r\n");
     let t0 = Instant::now();
     times_out(&mut c, t0);
@@ -112,7 +112,7 @@ fn final_dot_bounds_the_commit() {
         "[timeouts]\nfinal_dot = \"300ms\"\n[testing]\ncommit_delay = \"2s\"\n",
     );
     let mut c = relay.client();
-    c.to_data("s@example.test", &["a@example.test"]);
+    c.open_data("s@example.test", &["a@example.test"]);
     c.send_raw(b"Subject: slow disk\r\n\r\nx\r\n");
     let t0 = Instant::now();
     let text = c.cmd(".", 451);

@@ -310,7 +310,7 @@ impl Client {
 
     /// EHLO, MAIL, each RCPT and DATA, expecting success up to the 354.
     #[track_caller]
-    pub fn to_data(&mut self, from: &str, to: &[&str]) {
+    pub fn open_data(&mut self, from: &str, to: &[&str]) {
         self.cmd("EHLO client.test", 250);
         self.cmd(&format!("MAIL FROM:<{from}>"), 250);
         for t in to {
@@ -319,12 +319,12 @@ impl Client {
         self.cmd("DATA", 354);
     }
 
-    /// A whole message: [`to_data`](Self::to_data), the body (CRLF lines,
+    /// A whole message: [`open_data`](Self::open_data), the body (CRLF lines,
     /// dot-stuffed by the caller), the final dot; returns the final reply's
     /// text.
     #[track_caller]
     pub fn message(&mut self, from: &str, to: &[&str], body: &str) -> String {
-        self.to_data(from, to);
+        self.open_data(from, to);
         self.send_raw(body.as_bytes());
         self.cmd(".", 250)
     }
