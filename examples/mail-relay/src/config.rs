@@ -52,7 +52,8 @@ pub struct Config {
     pub retry_delay: Duration,
     /// `log` level: error, warn, info, debug, trace, off.
     pub log_level: log::LevelFilter,
-    /// OS threads of the blocking pool (fsync and file work).
+    /// OS threads of the blocking pool (fsync and file work; a Maildir
+    /// batch syncs from 8 at once, beside the spool's commit).
     pub blocking_threads: usize,
     /// Protocol timeouts.
     pub timeouts: Timeouts,
@@ -83,7 +84,9 @@ pub struct Timeouts {
     #[serde(with = "duration")]
     pub data_block: Duration,
     /// After the final dot, for the message to become durable before we
-    /// answer; past it the client gets 451 (10 min).
+    /// answer; past it the client gets 451 (10 min). The commit still
+    /// completes and the message is delivered, so a client that sends it
+    /// again makes a duplicate (RFC 1047's problem, which every MTA has).
     #[serde(with = "duration")]
     pub final_dot: Duration,
     /// For a client to take our replies (a client that stops reading) and
@@ -132,7 +135,7 @@ impl Default for Config {
             stop_deadline: Duration::from_secs(10),
             retry_delay: Duration::from_secs(60),
             log_level: log::LevelFilter::Info,
-            blocking_threads: 8,
+            blocking_threads: 16,
             timeouts: Timeouts::default(),
             tls: Tls::default(),
             testing: Testing::default(),
