@@ -69,6 +69,24 @@ fn sigterm_lets_sessions_in_flight_finish() {
 }
 
 #[test]
+fn a_second_signal_cuts_the_deadline_short() {
+    let mut relay = Relay::start("sigterm-twice", "stop_deadline = \"60s\"\n");
+    let mut busy = relay.client();
+    busy.open_data("s@example.test", &["a@example.test"]);
+    let mut idle = relay.client();
+    idle.cmd("EHLO client.test", 250);
+    relay.terminate();
+    // The idle session's 421 shows the first signal was taken (two
+    // signals sent at once could merge into one).
+    idle.expect(421);
+    relay.terminate();
+    let text = busy.expect(421);
+    assert!(text.starts_with("4.3.2 "), "{text}");
+    assert!(relay.wait_exit().success());
+    assert!(relay.log().contains("second signal"));
+}
+
+#[test]
 fn sigterm_when_idle_exits_at_once() {
     let mut relay = Relay::start("sigterm-idle", "");
     let t0 = Instant::now();
