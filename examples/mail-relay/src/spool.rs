@@ -354,6 +354,11 @@ impl Spool {
             };
             match &result {
                 Ok(()) if !msgs.is_empty() => {
+                    log::debug!(
+                        "batch {}: {} messages committed",
+                        msgs[0].env.id,
+                        msgs.len()
+                    );
                     let ids = msgs.iter().map(|m| m.env.id.clone()).collect();
                     self.track(&msgs[0].env.id, ids);
                 }
