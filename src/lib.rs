@@ -3,7 +3,8 @@
 //! Write servers in plain blocking style (`stream.read(&mut buf)?`) and run
 //! tens of thousands of them on one core. This crate is the facade: the
 //! runtime's items at the top level, primitives in [`sync`], sockets in
-//! [`net`] (with the [back door](net::backdoor) console).
+//! [`net`] (with the [back door](net::backdoor) console), Unix signals in
+//! [`signal`].
 //!
 //! The package also builds `coro-profile`, which turns a [`profile`] file
 //! into an HTML report (`coro-profile report PROFILE -o report.html`) or
@@ -36,3 +37,5 @@ pub mod sync {
 pub mod net {
     pub use coro_net::*;
 }
+
+pub use coro_net::signal;

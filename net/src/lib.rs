@@ -22,7 +22,8 @@
 //! and `Coro::interrupt` (→ `ErrorKind::Other` wrapping
 //! [`WaitError`](coro_runtime::WaitError), never `ErrorKind::Interrupted`).
 //! Host names are resolved on the runtime's blocking-offload pool
-//! ([`lookup_host`]).
+//! ([`lookup_host`]). Unix signals arrive through a self-pipe registered the
+//! same way ([`signal::Signals`]).
 //!
 //! Sockets are `!Send`: they belong to the runtime (OS thread) that made
 //! them. `try_clone` returns another handle to the same socket for another
@@ -78,6 +79,7 @@ mod error;
 mod fd;
 mod handle;
 mod lookup;
+pub mod signal;
 mod source;
 mod tcp;
 mod udp;
