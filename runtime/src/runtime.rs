@@ -30,10 +30,21 @@
 //! leaked: its stack and what lives on it stay allocated and it never runs
 //! again. A thread that catches the unwind and then loops without ever
 //! blocking or yielding cannot be stopped by a cooperative scheduler; the
-//! latency watchdog names it.
+//! latency watchdog names it. Threads that destructors keep spawning during
+//! the unwind are unwound for 64 passes, then leaked.
+//!
+//! A leaked thread keeps whatever it held: a lock it owned stays locked, a
+//! socket it owned stays registered (so the runtime's deadlock report stays
+//! off in its later runs).
+//!
+//! # `panic = "abort"`
+//!
+//! Unwinding needs unwinding panics. In a program built with
+//! `panic = "abort"`, threads still alive after the interrupt passes are
+//! leaked (logged by name) instead of unwound: their destructors do not run.
 
 use std::io;
-use std::panic;
+use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -267,8 +278,17 @@ impl Runtime {
             .spawn_in(s, f)
             .unwrap_or_else(|e| panic!("coro: cannot start the main green thread: {e}"));
         let main = handle.thread().0.clone();
-        s.run_until(&main);
+        // A panic of the loop itself (the deadlock report) is held while the
+        // other threads are stopped, so they are stopped as in an ordinary
+        // shutdown (they may still yield: the OS thread is not panicking),
+        // then it goes on.
+        let looped = panic::catch_unwind(AssertUnwindSafe(|| s.run_until(&main)));
         drop(stop);
+        if let Err(p) = looped {
+            drop(main);
+            drop(handle);
+            panic::resume_unwind(p);
+        }
         drop(main);
         match handle.join() {
             Ok(v) => v,
@@ -298,14 +318,19 @@ fn shutdown(s: &Scheduler) {
     s.run_passes(SHUTDOWN_PASSES);
     s.ready.borrow_mut().clear();
     // Unwind what is left, and whatever their destructors spawn, until the
-    // table is empty.
-    loop {
+    // table is empty; a destructor that spawns again at every unwind is cut
+    // off after UNWIND_PASSES and what it left is leaked.
+    for pass in 0.. {
         let rest: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
         if rest.is_empty() {
             break;
         }
         for t in rest {
-            unwind(s, &t);
+            if pass < UNWIND_PASSES && cfg!(panic = "unwind") {
+                unwind(s, &t);
+            } else {
+                leak(s, &t, why_leaked(pass));
+            }
         }
         s.ready.borrow_mut().clear();
     }
@@ -316,6 +341,36 @@ fn shutdown(s: &Scheduler) {
 /// Times a thread that catches its shutdown unwind is unwound again before
 /// it is leaked.
 const UNWIND_ROUNDS: usize = 8;
+
+/// Passes over the thread table (each unwinding the threads that the last
+/// one's destructors spawned) before what is left is leaked.
+const UNWIND_PASSES: usize = 64;
+
+fn why_leaked(pass: usize) -> &'static str {
+    if cfg!(panic = "abort") {
+        "the program is built with panic = \"abort\", so it cannot be unwound"
+    } else if pass >= UNWIND_PASSES {
+        "threads kept spawning threads from destructors during shutdown's unwind"
+    } else {
+        "it caught its shutdown unwind and blocked again 8 times"
+    }
+}
+
+/// Leaks a thread shutdown cannot unwind: its coroutine is forgotten (its
+/// stack and what lives on it stay allocated, and it never runs again).
+fn leak(s: &Scheduler, t: &Rc<Task>, why: &str) {
+    log::error!(
+        target: "coro",
+        "green thread #{} '{}' is leaked at shutdown: {why} (its stack and what lives on it \
+         stay allocated; it never runs again)",
+        t.id,
+        t.display_name(),
+    );
+    if let Some(co) = t.coroutine.borrow_mut().take() {
+        std::mem::forget(co);
+    }
+    s.finish(t);
+}
 
 /// Unwinds one thread on its own stack by resuming it with its unwind
 /// requested (see `sched::forced_unwind_point`); a thread that never ran
@@ -329,20 +384,9 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
         }
         s.resume(t.clone());
     }
-    if t.state.get() == ThreadState::Dead {
-        return;
+    if t.state.get() != ThreadState::Dead {
+        leak(s, t, why_leaked(0));
     }
-    log::error!(
-        target: "coro",
-        "green thread #{} '{}' caught its shutdown unwind and blocked again {UNWIND_ROUNDS} times; \
-         it is leaked (its stack and what lives on it stay allocated; it never runs again)",
-        t.id,
-        t.display_name(),
-    );
-    if let Some(co) = t.coroutine.borrow_mut().take() {
-        std::mem::forget(co);
-    }
-    s.finish(t);
 }
 
 /// Builds a runtime with the default settings on this OS thread, runs `f` as

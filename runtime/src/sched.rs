@@ -128,7 +128,8 @@ pub(crate) struct Scheduler {
     pub(crate) profiler: crate::profile::Profiler,
     pub(crate) counters: Counters,
     pub(crate) next_id: Cell<u64>,
-    /// The main closure returned: blocking calls now fail with `Interrupted`.
+    /// Shutdown is stopping the threads (the main closure returned, or the
+    /// loop panicked): blocking calls now fail with `Interrupted`.
     pub(crate) shutting_down: Cell<bool>,
     since_poll: Cell<u64>,
 }
@@ -397,7 +398,7 @@ impl Scheduler {
     /// Nothing is ready, no timer is pending, and nothing outside the runtime
     /// can wake a thread: every green thread is parked for good.
     fn check_deadlock(&self) {
-        if self.reactor.sources() > 0 || self.blocking.in_flight() > 0 {
+        if self.reactor.sources() > 0 || self.blocking.awaited() {
             return;
         }
         let tasks = self.tasks.borrow();
@@ -658,6 +659,11 @@ fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
         return Err(WaitError::Interrupted);
     }
     if s.shutting_down.get() {
+        if !may_suspend(t) {
+            // It cannot yield either (`block_on` called while the OS thread
+            // panics): an error loop here would spin forever.
+            count_refusal_while_stopping(t);
+        }
         return Err(WaitError::Interrupted);
     }
     if t.expired_scopes.get() > 0 {
@@ -690,9 +696,9 @@ fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
 ///   more), the thread goes back to the scheduler, which either resumes it
 ///   (it raises again: its destructors run again) or, after a few rounds,
 ///   leaks it (see `runtime::unwind`).
-/// * A thread that keeps blocking while the OS thread panics (it caught its
-///   unwind during a panic that is unwinding `block_on`) cannot be told from
-///   one inside its unwind, and cannot be switched away from safely; after
+/// * A thread that keeps blocking while the OS thread panics (`block_on`
+///   called from a destructor during a panic) cannot be told from one inside
+///   its unwind, and cannot be switched away from safely; after
 ///   [`UNWIND_REFUSAL_LIMIT`] refused calls the process is aborted with a
 ///   message naming it, rather than spinning forever.
 #[cold]
@@ -704,17 +710,7 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
         panic::resume_unwind(Box::new(ForcedUnwind));
     }
     if panicking || t.no_suspend.get() > 0 {
-        let n = t.unwind_refusals.get() + 1;
-        t.unwind_refusals.set(n);
-        if n >= UNWIND_REFUSAL_LIMIT {
-            eprintln!(
-                "coro: green thread #{} '{}' keeps blocking while runtime shutdown unwinds it \
-                 ({n} refused calls; it catches the unwind and loops); aborting",
-                t.id,
-                t.display_name(),
-            );
-            std::process::abort();
-        }
+        count_refusal_while_stopping(t);
         return Err(WaitError::Interrupted);
     }
     // The unwind was caught: back to the scheduler, then unwind again.
@@ -722,6 +718,24 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
     suspend(t);
     t.unwind_rounds.set(t.unwind_rounds.get() + 1);
     panic::resume_unwind(Box::new(ForcedUnwind));
+}
+
+/// Counts a blocking call refused to a thread that shutdown is stopping and
+/// that cannot switch away; aborts, naming the thread, past
+/// [`UNWIND_REFUSAL_LIMIT`] rather than spin forever.
+#[cold]
+fn count_refusal_while_stopping(t: &Task) {
+    let n = t.unwind_refusals.get() + 1;
+    t.unwind_refusals.set(n);
+    if n >= UNWIND_REFUSAL_LIMIT {
+        eprintln!(
+            "coro: green thread #{} '{}' keeps blocking while the runtime shuts down and \
+             cannot yield ({n} refused calls; it ignores the errors in a loop); aborting",
+            t.id,
+            t.display_name(),
+        );
+        std::process::abort();
+    }
 }
 
 /// Marks which expired scope a `TimedOut` belongs to: the one whose deadline

@@ -201,13 +201,15 @@ impl Drop for Task {
 
 /// Wakes a parked task: it goes to the back of its runtime's ready queue.
 ///
-/// Returns `false`, and does nothing, when the task's runtime is not the one
-/// running on this OS thread (no runtime runs, or another one does): the
-/// task belongs to a table this scheduler does not own. It never panics: it
-/// is called from destructors (a lock guard handing off), also while a
-/// thread unwinds.
+/// Returns `false`, and does nothing, when the task is not parked or its
+/// runtime is not the one running on this OS thread (no runtime runs, or
+/// another one does): the task belongs to a table this scheduler does not
+/// own. It never panics: it is called from destructors (a lock guard
+/// handing off), also while a thread unwinds.
 pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
-    debug_assert_eq!(task.state.get(), ThreadState::Parked);
+    if task.state.get() != ThreadState::Parked {
+        return false;
+    }
     context::try_with_sched(|s| {
         if s.id != task.runtime {
             return false;
@@ -242,6 +244,11 @@ impl Waiter {
     /// (and belongs to the running runtime). Returns whether it did.
     pub(crate) fn wake(&self) -> bool {
         self.is_waiting() && make_ready(&self.task)
+    }
+
+    /// The task has finished (or was leaked at shutdown).
+    pub(crate) fn is_dead(&self) -> bool {
+        self.task.state.get() == ThreadState::Dead
     }
 
     /// The task is still parked in the park this waiter was made for.
@@ -354,7 +361,7 @@ impl Coro {
     ///
     /// # Errors
     ///
-    /// A [`ScheduleError`] if the thread is dead, or belongs to a runtime
+    /// A [`ScheduleError`] if the thread is dead, or is parked in a runtime
     /// other than the one running on this OS thread.
     pub fn interrupt(&self) -> Result<(), ScheduleError> {
         let t = &self.0;
