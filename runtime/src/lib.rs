@@ -52,6 +52,7 @@ mod error;
 mod reactor;
 mod runtime;
 mod sched;
+mod shutdown_hooks;
 mod spawn;
 mod stack;
 mod stats;
@@ -68,6 +69,7 @@ pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
 pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
+pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
 pub use spawn::{
     current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
 };
