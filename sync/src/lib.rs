@@ -57,8 +57,10 @@
 
 mod channel;
 mod condvar;
+mod deferred;
 mod error;
 mod event;
+mod executor;
 mod inverted_semaphore;
 mod mutex;
 mod parallel;
@@ -69,8 +71,10 @@ mod waitlist;
 
 pub use channel::{channel, Fifo, Receiver, SendError, Sender, TryRecvError, TrySendError};
 pub use condvar::Condvar;
+pub use deferred::{Deferred, DEFAULT_DRAIN_INTERVAL};
 pub use error::{LockError, TryAcquireError, TryLockError};
 pub use event::Event;
+pub use executor::{CloseOnDrop, ExecutorExit, PeriodicExecutor, SHUTDOWN_JOIN};
 pub use inverted_semaphore::InvertedSemaphore;
 pub use mutex::{Mutex, MutexGuard};
 pub use parallel::in_parallel;
