@@ -64,6 +64,7 @@ mod executor;
 mod inverted_semaphore;
 mod mutex;
 mod parallel;
+mod pool;
 mod rwlock;
 mod semaphore;
 mod wait_group;
@@ -78,6 +79,11 @@ pub use executor::{CloseOnDrop, ExecutorExit, PeriodicExecutor, SHUTDOWN_JOIN};
 pub use inverted_semaphore::InvertedSemaphore;
 pub use mutex::{Mutex, MutexGuard};
 pub use parallel::in_parallel;
+pub use pool::{
+    Builder as PoolBuilder, Manager, Pool, PoolError, PooledConnection, State as PoolState,
+    Statistics as PoolStatistics, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_POOL_SIZE,
+    DEFAULT_REAPER_RATE,
+};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use wait_group::{WaitGroup, WaitGroupGuard};

@@ -8,6 +8,8 @@ use std::fmt::Debug;
 use std::rc::Rc;
 use std::time::Duration;
 
+pub mod conns;
+
 /// No test may block longer than this.
 pub const LIMIT: Duration = Duration::from_secs(20);
 
