@@ -643,8 +643,12 @@ impl<S: Spawner> Inner<S> {
             WaitQueue(Rc<GroupShared<E>>),
             Fail(GetError<E>),
         }
+        // Once per get: the waits below restart the function, and with an
+        // `always_restart.txt` a second look would detach the group the
+        // caller is waiting for.
+        let mut restart = self.needs_restart(key);
         loop {
-            let restart = self.needs_restart(key);
+            let restart = std::mem::take(&mut restart);
             let step = self.with_state(|st| {
                 let mut g = st.groups.get(key).copied();
                 if restart {

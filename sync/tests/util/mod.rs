@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 pub mod conns;
+pub mod workers;
 
 /// No test may block longer than this.
 pub const LIMIT: Duration = Duration::from_secs(20);
