@@ -76,11 +76,11 @@ pub use condvar::Condvar;
 pub use deferred::{Deferred, DEFAULT_DRAIN_INTERVAL};
 pub use error::{LockError, TryAcquireError, TryLockError};
 pub use event::Event;
-pub use group_pool::{
-    GetError, GroupOptions, GroupPool, GroupPoolBuilder, NoSpawner, Session, Spawner,
-    DEFAULT_MAX, DEFAULT_MAX_IDLE_TIME, DEFAULT_MAX_QUEUE, MAX_ATTEMPTS,
-};
 pub use executor::{CloseOnDrop, ExecutorExit, PeriodicExecutor, SHUTDOWN_JOIN};
+pub use group_pool::{
+    GetError, GroupOptions, GroupPool, GroupPoolBuilder, NoSpawner, Session, Spawner, DEFAULT_MAX,
+    DEFAULT_MAX_IDLE_TIME, DEFAULT_MAX_QUEUE, MAX_ATTEMPTS,
+};
 pub use inverted_semaphore::InvertedSemaphore;
 pub use mutex::{Mutex, MutexGuard};
 pub use parallel::in_parallel;

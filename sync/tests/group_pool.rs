@@ -21,7 +21,12 @@ fn pool(b: GroupPoolBuilder) -> (Pool, Rc<Farm>) {
 
 /// Spawns a green thread that gets a session of `key`, logs the worker it
 /// got, and holds the session until `release` is set.
-fn client(p: &Pool, key: &'static str, log: &Log, hold: &Rc<coro_sync::Event>) -> coro::JoinHandle<()> {
+fn client(
+    p: &Pool,
+    key: &'static str,
+    log: &Log,
+    hold: &Rc<coro_sync::Event>,
+) -> coro::JoinHandle<()> {
     let (p, log, hold) = (p.clone(), log.clone(), hold.clone());
     coro::spawn(move || match p.get(&key) {
         Ok(s) => {
@@ -73,7 +78,11 @@ fn all_busy_spawns_in_the_background_and_queues_at_the_least_busy() {
         assert_eq!(p.spawning(), 1);
         settle();
         assert_eq!(farm.spawned.get(), 2);
-        assert_eq!(p.workers(&"app"), [(2, 0, 0), (1, 2, 0)], "idle first, then active");
+        assert_eq!(
+            p.workers(&"app"),
+            [(2, 0, 0), (1, 2, 0)],
+            "idle first, then active"
+        );
         let c = p.get(&"app").unwrap();
         assert_eq!(*c, 2, "the idle worker");
         // max reached: no more spawns; the least busy worker takes it.
@@ -130,7 +139,10 @@ fn full_pool_with_all_busy_waits_for_room() {
         hold.set();
         let w = client(&p, "b", &log, &hold);
         settle();
-        assert!(log.borrow().is_empty(), "waiting until a group is creatable");
+        assert!(
+            log.borrow().is_empty(),
+            "waiting until a group is creatable"
+        );
         drop(a); // a's worker goes idle: b evicts it
         w.join().unwrap();
         assert_eq!(*log.borrow(), ["b: worker 2"]);
@@ -176,7 +188,10 @@ fn max_per_app_limits_a_group() {
 #[test]
 fn max_requests_recycles_a_worker() {
     run(|| {
-        let opts = GroupOptions { max_requests: 2, min_processes: 0 };
+        let opts = GroupOptions {
+            max_requests: 2,
+            min_processes: 0,
+        };
         let (p, farm) = pool(GroupPool::builder().options(opts));
         drop(p.get(&"app").unwrap());
         assert_eq!(p.workers(&"app"), [(1, 0, 1)]);
@@ -200,8 +215,15 @@ fn cleaner_reaps_idle_workers_keeping_min_processes() {
         settle();
         assert_eq!(*farm.shut.borrow(), [1]);
 
-        let opts = GroupOptions { max_requests: 0, min_processes: 1 };
-        let (p, _) = pool(GroupPool::builder().max_idle_time(Duration::ZERO).options(opts));
+        let opts = GroupOptions {
+            max_requests: 0,
+            min_processes: 1,
+        };
+        let (p, _) = pool(
+            GroupPool::builder()
+                .max_idle_time(Duration::ZERO)
+                .options(opts),
+        );
         drop(p.get(&"app").unwrap());
         p.set_max_idle_time(Duration::from_nanos(1));
         coro::sleep(Duration::from_millis(5)).unwrap();
@@ -213,7 +235,10 @@ fn cleaner_reaps_idle_workers_keeping_min_processes() {
 #[test]
 fn min_processes_spawns_up_front() {
     run(|| {
-        let opts = GroupOptions { max_requests: 0, min_processes: 3 };
+        let opts = GroupOptions {
+            max_requests: 0,
+            min_processes: 3,
+        };
         let (p, _) = pool(GroupPool::builder().options(opts));
         drop(p.get(&"app").unwrap());
         settle();
@@ -233,7 +258,8 @@ fn restart_txt_restarts_the_group() {
         let f = std::fs::File::create(dir.join("app/restart.txt")).unwrap();
         assert_eq!(*p.get(&"app").unwrap(), 2, "restart.txt appeared");
         assert_eq!(*p.get(&"app").unwrap(), 2, "unchanged: no restart");
-        f.set_modified(std::time::SystemTime::now() + Duration::from_secs(10)).unwrap();
+        f.set_modified(std::time::SystemTime::now() + Duration::from_secs(10))
+            .unwrap();
         assert_eq!(*p.get(&"app").unwrap(), 3, "touched");
         std::fs::File::create(dir.join("app/always_restart.txt")).unwrap();
         assert_eq!(*p.get(&"app").unwrap(), 4);
@@ -274,7 +300,10 @@ fn a_spawn_error_reaches_every_waiter_and_does_not_wedge_the_group() {
         hold.set();
         let hs: Vec<_> = (0..3).map(|_| client(&p, "app", &log, &hold)).collect();
         util::join_all(hs);
-        assert_eq!(*log.borrow(), vec!["app: cannot spawn a worker: cannot start app"; 3]);
+        assert_eq!(
+            *log.borrow(),
+            vec!["app: cannot spawn a worker: cannot start app"; 3]
+        );
         assert_eq!(p.groups(), Vec::<&str>::new());
         assert_eq!(p.spawning(), 0);
         farm.fail.borrow_mut().clear();
@@ -292,7 +321,10 @@ fn the_wait_queue_is_bounded() {
         hold.set();
         let hs: Vec<_> = (0..3).map(|_| client(&p, "app", &log, &hold)).collect();
         settle();
-        assert_eq!(*log.borrow(), ["app: the group's wait queue is full (2 callers waiting)"]);
+        assert_eq!(
+            *log.borrow(),
+            ["app: the group's wait queue is full (2 callers waiting)"]
+        );
         util::join_all(hs);
         assert_eq!(log.borrow().len(), 3);
     });
@@ -312,7 +344,11 @@ fn session_limit_makes_callers_wait_and_broken_workers_leave() {
         a.mark_broken();
         drop(a);
         w.join().unwrap();
-        assert_eq!(*log.borrow(), ["host: worker 2"], "the broken worker was never reused");
+        assert_eq!(
+            *log.borrow(),
+            ["host: worker 2"],
+            "the broken worker was never reused"
+        );
         settle();
         assert_eq!(*farm.shut.borrow(), [1]);
     });
@@ -353,6 +389,9 @@ fn detaching_a_group_interrupts_its_spawn() {
         hold.set();
         w.join().unwrap();
         assert_eq!(*log.borrow(), ["app: worker 1"], "the waiter retried");
-        assert!(farm.shut.borrow().is_empty(), "the interrupted spawn made no worker");
+        assert!(
+            farm.shut.borrow().is_empty(),
+            "the interrupted spawn made no worker"
+        );
     });
 }

@@ -86,7 +86,14 @@ impl Model {
     fn spawn(&mut self, key: &'static str) {
         self.next_id += 1;
         let id = self.next_id;
-        self.groups.entry(key).or_default().insert(0, W { id, sessions: 0, processed: 0 });
+        self.groups.entry(key).or_default().insert(
+            0,
+            W {
+                id,
+                sessions: 0,
+                processed: 0,
+            },
+        );
         self.inactive.push((key, id));
     }
 
@@ -132,8 +139,12 @@ impl Model {
     }
 
     fn close(&mut self, key: &'static str, id: u64) {
-        let Some(g) = self.groups.get_mut(key) else { return };
-        let Some(i) = g.iter().position(|w| w.id == id) else { return };
+        let Some(g) = self.groups.get_mut(key) else {
+            return;
+        };
+        let Some(i) = g.iter().position(|w| w.id == id) else {
+            return;
+        };
         g[i].processed += 1;
         if g[i].processed >= MAX_REQUESTS {
             self.detach(key, id);
@@ -161,7 +172,11 @@ fn compare(pool: &GroupPool<Spawn>, m: &Model, step: usize) {
     assert_eq!(pool.count(), m.count(), "count after step {step}");
     assert_eq!(pool.active(), m.active, "active after step {step}");
     assert_eq!(pool.spawning(), 0, "spawns done after step {step}");
-    assert_eq!(pool.inactive(), m.inactive, "inactive list after step {step}");
+    assert_eq!(
+        pool.inactive(),
+        m.inactive,
+        "inactive list after step {step}"
+    );
     for k in KEYS {
         let want: Vec<(u64, usize, u64)> = m
             .groups
@@ -169,13 +184,18 @@ fn compare(pool: &GroupPool<Spawn>, m: &Model, step: usize) {
             .map(|g| g.iter().map(|w| (w.id, w.sessions, w.processed)).collect())
             .unwrap_or_default();
         assert_eq!(pool.workers(&k), want, "group {k} after step {step}");
-        assert_eq!(pool.group_size(&k), m.groups.get(k).map(Vec::len), "size of {k}");
+        assert_eq!(
+            pool.group_size(&k),
+            m.groups.get(k).map(Vec::len),
+            "size of {k}"
+        );
     }
 }
 
 fn touch(dir: &std::path::Path, key: &str, n: u64) {
     let f = std::fs::File::create(dir.join(key).join("restart.txt")).unwrap();
-    f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + n)).unwrap();
+    f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + n))
+        .unwrap();
 }
 
 fn model_run(seed: u64, steps: usize) {
@@ -186,14 +206,20 @@ fn model_run(seed: u64, steps: usize) {
         }
         let farm = std::rc::Rc::new(Farm::default());
         *farm.restart_root.borrow_mut() = Some(dir.clone());
-        let opts = GroupOptions { max_requests: MAX_REQUESTS, min_processes: 0 };
+        let opts = GroupOptions {
+            max_requests: MAX_REQUESTS,
+            min_processes: 0,
+        };
         let pool = GroupPool::builder()
             .max(4)
             .max_idle_time(Duration::ZERO)
             .options(opts)
             .build(Spawn(farm))
             .unwrap();
-        let mut m = Model { max: 4, ..Model::default() };
+        let mut m = Model {
+            max: 4,
+            ..Model::default()
+        };
         let mut rng = Rng(seed);
         let mut held: Vec<Session<Spawn>> = Vec::new();
         let (mut gets, mut blocked) = (0, 0);
@@ -207,7 +233,10 @@ fn model_run(seed: u64, steps: usize) {
                     match m.get(key) {
                         Predict::Got(id) => {
                             assert!(h.is_finished(), "step {step}: get({key}) should not wait");
-                            let s = h.join().unwrap().unwrap_or_else(|e| panic!("step {step}: {e}"));
+                            let s = h
+                                .join()
+                                .unwrap()
+                                .unwrap_or_else(|e| panic!("step {step}: {e}"));
                             assert_eq!(s.worker_id(), id, "step {step}: get({key}) picked");
                             held.push(s);
                             gets += 1;
@@ -216,7 +245,10 @@ fn model_run(seed: u64, steps: usize) {
                             assert!(!h.is_finished(), "step {step}: get({key}) should wait");
                             h.thread().interrupt().unwrap();
                             let r = h.join().unwrap();
-                            assert!(matches!(r, Err(GetError::Wait(coro::WaitError::Interrupted))));
+                            assert!(matches!(
+                                r,
+                                Err(GetError::Wait(coro::WaitError::Interrupted))
+                            ));
                             blocked += 1;
                         }
                     }
@@ -259,7 +291,10 @@ fn model_run(seed: u64, steps: usize) {
             settle();
             compare(&pool, &m, step);
         }
-        assert!(gets > steps / 5 && blocked > 0, "the run covered both: {gets} gets, {blocked} waits");
+        assert!(
+            gets > steps / 5 && blocked > 0,
+            "the run covered both: {gets} gets, {blocked} waits"
+        );
         drop(held);
         std::fs::remove_dir_all(&dir).unwrap();
     });

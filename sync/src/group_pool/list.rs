@@ -126,7 +126,11 @@ impl List {
         let mut k = self.head;
         while k != NIL {
             out.push(k);
-            k = nodes[k].as_ref().expect("linked node is live").link_ref(self.kind).next;
+            k = nodes[k]
+                .as_ref()
+                .expect("linked node is live")
+                .link_ref(self.kind)
+                .next;
         }
         out
     }

@@ -132,11 +132,17 @@ impl<E: fmt::Display> fmt::Display for GetError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             GetError::QueueFull { max_queue } => {
-                write!(f, "the group's wait queue is full ({max_queue} callers waiting)")
+                write!(
+                    f,
+                    "the group's wait queue is full ({max_queue} callers waiting)"
+                )
             }
             GetError::Spawn(e) => write!(f, "cannot spawn a worker: {e}"),
             GetError::Connect(e) => {
-                write!(f, "cannot connect to a worker after {MAX_ATTEMPTS} attempts: {e}")
+                write!(
+                    f,
+                    "cannot connect to a worker after {MAX_ATTEMPTS} attempts: {e}"
+                )
             }
             GetError::Wait(e) => write!(f, "waiting for a worker stopped: {e}"),
             GetError::Thread(e) => write!(f, "cannot start a spawner thread: {e}"),
@@ -244,7 +250,10 @@ impl GroupPoolBuilder {
         if self.max == 0 || self.max_queue == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("group pool '{}': max and max_queue must be at least 1", self.name),
+                format!(
+                    "group pool '{}': max and max_queue must be at least 1",
+                    self.name
+                ),
             ));
         }
         let spawner = Rc::new(spawner);
@@ -414,7 +423,11 @@ impl<S: Spawner> GroupPool<S> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
-    pub fn get_with(&self, key: &S::Key, options: GroupOptions) -> Result<Session<S>, GetError<S::Error>> {
+    pub fn get_with(
+        &self,
+        key: &S::Key,
+        options: GroupOptions,
+    ) -> Result<Session<S>, GetError<S::Error>> {
         let inner = &*self.inner;
         let mut attempt = 0;
         loop {
@@ -470,13 +483,14 @@ impl<S: Spawner> GroupPool<S> {
 
     /// Detaches `key`'s group and all its workers. Returns whether it existed.
     pub fn detach_group(&self, key: &S::Key) -> bool {
-        self.inner.with_state(|st| match st.groups.get(key).copied() {
-            Some(g) => {
-                st.detach_group(g);
-                true
-            }
-            None => false,
-        })
+        self.inner
+            .with_state(|st| match st.groups.get(key).copied() {
+                Some(g) => {
+                    st.detach_group(g);
+                    true
+                }
+                None => false,
+            })
     }
 
     /// Runs the cleaner's pass now; returns how many workers it detached.
@@ -551,7 +565,9 @@ impl<S: Spawner> GroupPool<S> {
     /// first): (worker id, sessions, sessions served).
     pub fn workers(&self, key: &S::Key) -> Vec<(u64, usize, u64)> {
         let st = self.inner.state.borrow();
-        let Some(&g) = st.groups.get(key) else { return Vec::new() };
+        let Some(&g) = st.groups.get(key) else {
+            return Vec::new();
+        };
         st.group(g)
             .procs
             .keys(&st.procs)
@@ -566,7 +582,11 @@ impl<S: Spawner> GroupPool<S> {
     /// How long worker `id` has been in the pool, if it is.
     pub fn worker_age(&self, id: u64) -> Option<Duration> {
         let st = self.inner.state.borrow();
-        st.procs.iter().flatten().find(|x| x.id == id).map(|x| x.start_time.elapsed())
+        st.procs
+            .iter()
+            .flatten()
+            .find(|x| x.id == id)
+            .map(|x| x.start_time.elapsed())
     }
 
     /// Asserts the document's invariants (done after every operation in
@@ -636,7 +656,11 @@ impl<S: Spawner> Inner<S> {
     }
 
     /// The document's `checkout_without_lock`, with its waits.
-    fn checkout(&self, key: &S::Key, options: GroupOptions) -> Result<Checkout<S::Worker>, GetError<S::Error>> {
+    fn checkout(
+        &self,
+        key: &S::Key,
+        options: GroupOptions,
+    ) -> Result<Checkout<S::Worker>, GetError<S::Error>> {
         enum Step<E> {
             Got(usize),
             WaitRoom,
@@ -702,7 +726,8 @@ impl<S: Spawner> Inner<S> {
                                 return Step::WaitRoom;
                             }
                         }
-                        let g = st.add_group(key.clone(), options.max_requests, options.min_processes);
+                        let g =
+                            st.add_group(key.clone(), options.max_requests, options.min_processes);
                         if let Err(e) = self.spawn_in_background(st, g) {
                             st.detach_group(g);
                             return Step::Fail(GetError::Thread(e));
@@ -747,7 +772,10 @@ impl<S: Spawner> Inner<S> {
         st: &mut State<S::Key, S::Worker, S::Error>,
         g: usize,
     ) -> io::Result<()> {
-        let me = self.me.upgrade().expect("the pool is alive while it is used");
+        let me = self
+            .me
+            .upgrade()
+            .expect("the pool is alive while it is used");
         let grp = st.group(g);
         let (key, shared) = (grp.key.clone(), grp.shared.clone());
         let h = coro_runtime::Builder::new()

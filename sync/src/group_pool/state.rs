@@ -139,7 +139,10 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
 
     /// The worker at key `p` if it is still the one with `id`.
     pub(super) fn live(&self, p: usize, id: u64) -> bool {
-        self.procs.get(p).and_then(Option::as_ref).is_some_and(|x| x.id == id)
+        self.procs
+            .get(p)
+            .and_then(Option::as_ref)
+            .is_some_and(|x| x.id == id)
     }
 
     fn mutate_active(&mut self, value: usize) {
@@ -167,7 +170,8 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
     pub(super) fn spawning_allowed(&self, g: usize) -> bool {
         let grp = self.group(g);
         let in_group = grp.procs.len + usize::from(grp.spawning);
-        self.count + self.spawning < self.max && (self.max_per_app == 0 || in_group < self.max_per_app)
+        self.count + self.spawning < self.max
+            && (self.max_per_app == 0 || in_group < self.max_per_app)
     }
 
     /// A new, empty group for `key`.
@@ -313,7 +317,13 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
 
     /// The document's `session_has_been_closed`, for a worker still in the
     /// pool; `broken` detaches it.
-    pub(super) fn session_closed(&mut self, p: usize, broken: bool, now: Instant, session_limit: usize) {
+    pub(super) fn session_closed(
+        &mut self,
+        p: usize,
+        broken: bool,
+        now: Instant,
+        session_limit: usize,
+    ) {
         let g = self.proc(p).group;
         let max_requests = self.group(g).max_requests;
         let proc = self.proc_mut(p);
@@ -344,7 +354,9 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
         }
         let mut n = 0;
         for p in self.inactive.keys(&self.procs) {
-            let Some(proc) = self.procs[p].as_ref() else { continue };
+            let Some(proc) = self.procs[p].as_ref() else {
+                continue;
+            };
             let g = proc.group;
             if now - proc.last_used > self.max_idle_time && self.gslab[g].is_some() {
                 let grp = self.group(g);
@@ -364,15 +376,24 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
         for (key, &g) in &self.groups {
             let grp = self.group(g);
             assert!(grp.key == *key, "group map and group keys agree");
-            assert!(!grp.shared.detached.get(), "a group in the map is not detached");
+            assert!(
+                !grp.shared.detached.get(),
+                "a group in the map is not detached"
+            );
             let keys = grp.procs.keys(&self.procs);
             assert_eq!(keys.len(), grp.procs.len, "group size == processes.size()");
             assert!(grp.procs.len <= self.count, "g.size <= count");
-            assert!(grp.procs.len > 0 || grp.spawning, "an empty group is spawning");
+            assert!(
+                grp.procs.len > 0 || grp.spawning,
+                "an empty group is spawning"
+            );
             let mut seen_active = false;
             for p in keys {
                 let proc = self.proc(p);
-                assert_eq!(proc.group, g, "a worker's group is the group it is listed in");
+                assert_eq!(
+                    proc.group, g,
+                    "a worker's group is the group it is listed in"
+                );
                 if proc.sessions > 0 {
                     seen_active = true;
                 } else {
@@ -384,14 +405,27 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
         }
         assert_eq!(sum, self.count, "sum of group sizes == count");
         assert!(self.active <= self.count, "active <= count");
-        assert_eq!(self.inactive.len, self.count - self.active, "inactive == count - active");
-        assert_eq!(inactive_seen, self.inactive.len, "sessions == 0 <=> on the inactive list");
+        assert_eq!(
+            self.inactive.len,
+            self.count - self.active,
+            "inactive == count - active"
+        );
+        assert_eq!(
+            inactive_seen, self.inactive.len,
+            "sessions == 0 <=> on the inactive list"
+        );
         for p in self.inactive.keys(&self.procs) {
             let proc = self.proc(p);
             assert_eq!(proc.sessions, 0, "inactive workers have no session");
-            assert!(self.gslab[proc.group].is_some(), "inactive workers are reachable");
+            assert!(
+                self.gslab[proc.group].is_some(),
+                "inactive workers are reachable"
+            );
         }
         let spawning_groups = self.gslab.iter().flatten().filter(|g| g.spawning).count();
-        assert!(spawning_groups <= self.spawning, "every spawning group has a spawn in flight");
+        assert!(
+            spawning_groups <= self.spawning,
+            "every spawning group has a spawn in flight"
+        );
     }
 }
