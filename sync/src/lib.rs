@@ -7,6 +7,12 @@
 //! a [`channel`] feeds a worker thread, a [`WaitGroup`], an
 //! [`InvertedSemaphore`] or [`in_parallel`] waits for a batch of jobs.
 //!
+//! On these primitives only, the crate builds what a server keeps around:
+//! a connection [`Pool`] (ZODB's soft limit and LIFO reuse, r2d2's hard
+//! limit), a [`GroupPool`] of workers keyed by anything (Passenger's
+//! ApplicationPool), [`PeriodicExecutor`]s (PyMongo's) and [`Deferred`]
+//! work for destructors that must not block.
+//!
 //! Every primitive queues its waiters in FIFO order and hands what it
 //! releases (ownership, permits, an item, a notification) straight to the
 //! first waiter, so no thread can barge in ahead of the queue. Every call that

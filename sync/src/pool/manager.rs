@@ -40,6 +40,11 @@
 ///         *conn == 0
 ///     }
 /// }
+///
+/// coro_runtime::run(|| {
+///     let pool = coro_sync::Pool::new(Backend { opened: Default::default() }).unwrap();
+///     assert_eq!(*pool.get().unwrap(), 1);
+/// });
 /// ```
 pub trait Manager: 'static {
     /// The pooled connection.
