@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use coro_runtime::WaitError;
 
-use crate::executor::PeriodicExecutor;
+use crate::executor::{panic_message, PeriodicExecutor};
 use crate::mutex::Mutex;
 
 /// Default time between two drains when nothing is pushed (PyMongo's
@@ -198,11 +198,7 @@ impl<T> Shared<T> {
                 return Ok(());
             };
             if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| (handler)(item))) {
-                let msg = p
-                    .downcast_ref::<&str>()
-                    .copied()
-                    .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-                    .unwrap_or("<non-string payload>");
+                let msg = panic_message(&*p);
                 log::error!(
                     target: "coro_sync::deferred",
                     "deferred queue '{}': the handler panicked: {msg}",

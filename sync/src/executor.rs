@@ -401,11 +401,7 @@ fn run(inner: Rc<Inner>, done: Rc<Event>) {
             Ok(true) => {}
             Ok(false) => break ExecutorExit::Stopped,
             Err(p) => {
-                let msg = p
-                    .downcast_ref::<&str>()
-                    .copied()
-                    .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-                    .unwrap_or("<non-string payload>");
+                let msg = panic_message(&*p);
                 log::error!(
                     target: LOG_TARGET,
                     "periodic executor '{}' panicked: {msg}; this executor stops",
@@ -424,6 +420,14 @@ fn run(inner: Rc<Inner>, done: Rc<Event>) {
     };
     inner.running.set(false);
     inner.exit.set(Some(exit));
+}
+
+/// The message of a panic payload, for logs.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("<non-string payload>")
 }
 
 /// Sleeps until the next run is due (see "Timing" on [`PeriodicExecutor`]).

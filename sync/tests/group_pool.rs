@@ -9,7 +9,7 @@ use std::time::Duration;
 use coro_runtime as coro;
 use coro_sync::{GetError, GroupOptions, GroupPool, GroupPoolBuilder, Session};
 use util::workers::{Farm, Spawn};
-use util::{run, settle};
+use util::{run, settle, yield_until};
 
 type Pool = GroupPool<Spawn>;
 type Log = Rc<RefCell<Vec<String>>>;
@@ -36,17 +36,6 @@ fn client(
         }
         Err(e) => log.borrow_mut().push(format!("{key}: {e}")),
     })
-}
-
-#[track_caller]
-fn yield_until(what: &str, cond: impl Fn() -> bool) {
-    for _ in 0..100_000 {
-        if cond() {
-            return;
-        }
-        coro::yield_now();
-    }
-    panic!("still waiting for {what}");
 }
 
 #[test]

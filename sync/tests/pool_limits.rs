@@ -14,7 +14,7 @@ use coro_runtime as coro;
 use coro_runtime::{ThreadState, WaitError};
 use coro_sync::{Pool, PoolError, PooledConnection};
 use util::conns::{Db, SlowClose};
-use util::{run, settle};
+use util::{run, settle, yield_until};
 
 type Log = Rc<RefCell<Vec<String>>>;
 
@@ -33,17 +33,6 @@ fn waiter(pool: &Pool<Db>, log: &Log, name: &'static str) -> coro::JoinHandle<()
         let r = pool.get().map(|c| c.id);
         log.borrow_mut().push(format!("{name}: {r:?}"));
     })
-}
-
-#[track_caller]
-fn yield_until(what: &str, cond: impl Fn() -> bool) {
-    for _ in 0..100_000 {
-        if cond() {
-            return;
-        }
-        coro::yield_now();
-    }
-    panic!("still waiting for {what}");
 }
 
 #[test]

@@ -276,6 +276,15 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
         let mut list = self.group(g).procs;
         list.remove(&mut self.procs, p);
         self.group_mut(g).procs = list;
+        self.forget_proc(p);
+        if list.len == 0 {
+            self.detach_group(g);
+        }
+    }
+
+    /// Takes worker `p` (already off its group's list) out of the counts and
+    /// the inactive list, frees its slot and queues it for shutdown.
+    fn forget_proc(&mut self, p: usize) {
         if self.proc(p).sessions == 0 {
             self.inactive.remove(&mut self.procs, p);
         } else {
@@ -285,9 +294,6 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
         let proc = self.procs[p].take().expect("worker key is live");
         self.pfree.push(p);
         self.retired.push(proc.worker);
-        if list.len == 0 {
-            self.detach_group(g);
-        }
     }
 
     /// Removes group `g` and all its workers (the document's
@@ -295,15 +301,7 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
     pub(super) fn detach_group(&mut self, g: usize) {
         let keys = self.group(g).procs.keys(&self.procs);
         for p in keys {
-            if self.proc(p).sessions == 0 {
-                self.inactive.remove(&mut self.procs, p);
-            } else {
-                self.mutate_active(self.active - 1);
-            }
-            let proc = self.procs[p].take().expect("worker key is live");
-            self.pfree.push(p);
-            self.retired.push(proc.worker);
-            self.mutate_count(self.count - 1);
+            self.forget_proc(p);
         }
         let grp = self.gslab[g].take().expect("group key is live");
         self.gfree.push(g);

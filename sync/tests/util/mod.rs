@@ -31,6 +31,19 @@ pub fn settle() {
     }
 }
 
+/// Yields (no timers involved) until `cond` holds, to force an
+/// interleaving; panics after 100 000 yields, saying what it waited for.
+#[track_caller]
+pub fn yield_until(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..100_000 {
+        if cond() {
+            return;
+        }
+        coro_runtime::yield_now();
+    }
+    panic!("still waiting for {what}");
+}
+
 /// What each waiter ended with, in the order they finished.
 #[derive(Clone, Default)]
 pub struct Log(Rc<RefCell<Vec<(usize, String)>>>);
