@@ -17,15 +17,15 @@
 //! detached workers are shut down on a [`Deferred`] queue, since that may
 //! block and detaching happens in a session's `Drop`.
 
+mod builder;
 mod list;
+mod session;
+mod spawner;
 mod state;
 
 use std::cell::RefCell;
 use std::fmt;
-use std::hash::Hash;
 use std::io;
-use std::ops::{Deref, DerefMut};
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
@@ -36,6 +36,10 @@ use crate::condvar::Condvar;
 use crate::deferred::Deferred;
 use crate::executor::{CloseOnDrop, PeriodicExecutor};
 use crate::pool::quietly;
+use builder::cleaner_interval;
+pub use builder::{GroupOptions, GroupPoolBuilder};
+pub use session::Session;
+pub use spawner::Spawner;
 use state::{GroupShared, State};
 
 /// Attempts of `get` when connecting to the checked-out worker fails (the
@@ -49,63 +53,6 @@ pub const DEFAULT_MAX_IDLE_TIME: Duration = Duration::from_secs(300);
 pub const DEFAULT_MAX_QUEUE: usize = 100;
 
 const LOG_TARGET: &str = "coro_sync::group_pool";
-
-/// Starts workers for a [`GroupPool`] and opens sessions on them.
-///
-/// A worker is anything with a capacity of concurrent sessions: a process
-/// of an application (Passenger), a connection to a mail host (one session
-/// at a time). `spawn` and `connect` may block; `release` must not (it runs
-/// in a session's `Drop`); `shutdown` may block (it runs on a
-/// [`Deferred`] queue).
-pub trait Spawner: 'static {
-    /// What groups workers: an application root, a destination host.
-    type Key: Clone + Eq + Hash + fmt::Debug + 'static;
-    /// A worker: a process, a connection.
-    type Worker: 'static;
-    /// What one session uses and owns: a socket to a worker process, or the
-    /// connection itself taken out of the worker for the session.
-    type Conn: 'static;
-    /// Why spawning or connecting failed.
-    type Error: std::error::Error + 'static;
-
-    /// Starts a worker for `key`. May block; runs on a spawner green thread,
-    /// which is interrupted if the group is detached meanwhile.
-    ///
-    /// # Errors
-    ///
-    /// Reaches the callers waiting for the group.
-    fn spawn(&self, key: &Self::Key) -> Result<Self::Worker, Self::Error>;
-
-    /// Opens a session on `worker` (the document's `process.connect()`). May
-    /// block. An error means the worker is dead: it is detached and `get`
-    /// tries another, [`MAX_ATTEMPTS`] times in all.
-    ///
-    /// # Errors
-    ///
-    /// Why the worker cannot take a session.
-    fn connect(&self, key: &Self::Key, worker: &Self::Worker) -> Result<Self::Conn, Self::Error>;
-
-    /// Ends a session (the document's session close): gets the session's
-    /// `Conn` back. Must not block. Dropping it is the default.
-    fn release(&self, worker: &Self::Worker, conn: Self::Conn) {
-        let _ = worker;
-        drop(conn);
-    }
-
-    /// Stops a worker that left the pool (recycled, idle, restarted,
-    /// evicted, broken) once its last session ended. May block (it runs on
-    /// a `Deferred` queue). Dropping it is the default.
-    fn shutdown(&self, worker: Self::Worker) {
-        drop(worker);
-    }
-
-    /// The directory holding the group's `restart.txt` and
-    /// `always_restart.txt`, if any (the document's `restart_dir`).
-    fn restart_dir(&self, key: &Self::Key) -> Option<PathBuf> {
-        let _ = key;
-        None
-    }
-}
 
 /// Why [`GroupPool::get`] returned no session.
 #[derive(Debug)]
@@ -151,150 +98,6 @@ impl<E: fmt::Display> fmt::Display for GetError<E> {
 }
 
 impl<E: std::error::Error + 'static> std::error::Error for GetError<E> {}
-
-/// Per-group settings a `get` applies to its group (the document's
-/// `PoolOptions`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GroupOptions {
-    /// Sessions a worker serves before it is recycled; 0: no limit.
-    pub max_requests: u64,
-    /// Workers the cleaner keeps, and that are spawned up front.
-    pub min_processes: usize,
-}
-
-/// Settings of a [`GroupPool`]; see [`GroupPool::builder`].
-#[derive(Debug, Clone)]
-pub struct GroupPoolBuilder {
-    name: String,
-    max: usize,
-    max_per_app: usize,
-    max_idle_time: Duration,
-    max_queue: usize,
-    global_queue: bool,
-    session_limit: usize,
-    options: GroupOptions,
-}
-
-impl Default for GroupPoolBuilder {
-    fn default() -> Self {
-        GroupPoolBuilder {
-            name: "GroupPool".into(),
-            max: DEFAULT_MAX,
-            max_per_app: 0,
-            max_idle_time: DEFAULT_MAX_IDLE_TIME,
-            max_queue: DEFAULT_MAX_QUEUE,
-            global_queue: false,
-            session_limit: 0,
-            options: GroupOptions::default(),
-        }
-    }
-}
-
-impl GroupPoolBuilder {
-    /// The pool's name (its threads' names, its log messages).
-    pub fn name(mut self, name: &str) -> Self {
-        self.name = name.to_owned();
-        self
-    }
-    /// Most workers in the pool, spawns in flight included (default 6).
-    pub fn max(mut self, n: usize) -> Self {
-        self.max = n;
-        self
-    }
-    /// Most workers per group; 0 (default): only `max`.
-    pub fn max_per_app(mut self, n: usize) -> Self {
-        self.max_per_app = n;
-        self
-    }
-    /// Idle workers older than this are detached by the cleaner (default
-    /// 300 s); zero: never.
-    pub fn max_idle_time(mut self, d: Duration) -> Self {
-        self.max_idle_time = d;
-        self
-    }
-    /// Most callers waiting per group (default 100); more get
-    /// [`GetError::QueueFull`].
-    pub fn max_queue(mut self, n: usize) -> Self {
-        self.max_queue = n;
-        self
-    }
-    /// Global-queue mode: when every worker of a group is busy, wait for one
-    /// to become free instead of queueing at the least busy one.
-    pub fn global_queue(mut self, on: bool) -> Self {
-        self.global_queue = on;
-        self
-    }
-    /// Most sessions of one worker at once; 0 (default): no limit. An SMTP
-    /// connection takes 1.
-    pub fn session_limit(mut self, n: usize) -> Self {
-        self.session_limit = n;
-        self
-    }
-    /// `max_requests` and `min_processes` for `get` (default 0, 0).
-    pub fn options(mut self, o: GroupOptions) -> Self {
-        self.options = o;
-        self
-    }
-
-    /// Builds the pool and starts its cleaner and its shutdown queue.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for a `max` or `max_queue` of 0; the error of
-    /// spawning the cleaner's or the shutdown queue's thread.
-    ///
-    /// # Panics
-    ///
-    /// Outside a runtime.
-    pub fn build<S: Spawner>(self, spawner: S) -> io::Result<GroupPool<S>> {
-        if self.max == 0 || self.max_queue == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "group pool '{}': max and max_queue must be at least 1",
-                    self.name
-                ),
-            ));
-        }
-        let spawner = Rc::new(spawner);
-        let s = spawner.clone();
-        let retirer = Deferred::new(&format!("{}-shutdown", self.name), move |w| s.shutdown(w))?;
-        let inner = Rc::new_cyclic(|me| Inner {
-            me: me.clone(),
-            spawner,
-            state: RefCell::new(State::new(self.max, self.max_per_app, self.max_idle_time)),
-            room: Condvar::new(),
-            queue: Condvar::new(),
-            retirer,
-            cleaner: RefCell::new(None),
-            cleaner_ex: RefCell::new(None),
-            config: self,
-        });
-        let ex = PeriodicExecutor::with_owner(
-            &inner,
-            cleaner_interval(inner.config.max_idle_time),
-            Duration::ZERO,
-            &format!("{}-cleaner", inner.config.name),
-            |inner: &Inner<S>| {
-                inner.clean();
-                true
-            },
-        );
-        ex.open()?;
-        *inner.cleaner.borrow_mut() = Some(ex.close_on_drop());
-        *inner.cleaner_ex.borrow_mut() = Some(ex);
-        Ok(GroupPool { inner })
-    }
-}
-
-/// The cleaner waits `max_idle_time` between passes (an hour while it is 0).
-fn cleaner_interval(d: Duration) -> Duration {
-    if d.is_zero() {
-        Duration::from_secs(3600)
-    } else {
-        d.max(Duration::from_millis(1))
-    }
-}
 
 struct Inner<S: Spawner> {
     /// This pool, for its spawner threads to hold.
@@ -850,89 +653,6 @@ impl<S: Spawner> Inner<S> {
     /// The cleaner's pass.
     fn clean(&self) -> usize {
         self.with_state(|st| st.clean(clock::now()))
-    }
-}
-
-/// A session on a worker, from [`GroupPool::get`]: dereferences to the
-/// session's [`Spawner::Conn`]; dropping it closes the session (the
-/// document's `session_has_been_closed`).
-///
-/// # Dropping never suspends
-///
-/// The close runs inside [`no_suspend`](coro_runtime::no_suspend):
-/// [`Spawner::release`] gets the connection back, the pool's counts are
-/// updated, and a worker that leaves the pool is shut down on the pool's
-/// `Deferred` queue.
-#[must_use = "dropping the session closes it at once"]
-pub struct Session<S: Spawner> {
-    pool: GroupPool<S>,
-    key: S::Key,
-    p: usize,
-    id: u64,
-    worker: Option<Rc<S::Worker>>,
-    conn: Option<S::Conn>,
-    broken: bool,
-}
-
-impl<S: Spawner> Session<S> {
-    /// The worker this session runs on.
-    pub fn worker(&self) -> &S::Worker {
-        self.worker.as_ref().expect("a session holds its worker")
-    }
-
-    /// The worker's id in the pool (for [`GroupPool::detach`]).
-    pub fn worker_id(&self) -> u64 {
-        self.id
-    }
-
-    /// The group's key.
-    pub fn key(&self) -> &S::Key {
-        &self.key
-    }
-
-    /// Marks the worker broken: when the session closes, the worker is
-    /// detached from the pool and shut down, never handed out again.
-    pub fn mark_broken(&mut self) {
-        self.broken = true;
-    }
-}
-
-impl<S: Spawner> Deref for Session<S> {
-    type Target = S::Conn;
-    fn deref(&self) -> &S::Conn {
-        self.conn.as_ref().expect("a session holds its connection")
-    }
-}
-
-impl<S: Spawner> DerefMut for Session<S> {
-    fn deref_mut(&mut self) -> &mut S::Conn {
-        self.conn.as_mut().expect("a session holds its connection")
-    }
-}
-
-impl<S: Spawner> Drop for Session<S> {
-    fn drop(&mut self) {
-        let inner = &*self.pool.inner;
-        let worker = self.worker.take().expect("a session holds its worker");
-        let (p, id, broken) = (self.p, self.id, self.broken);
-        if let Some(conn) = self.conn.take() {
-            quietly(|| inner.spawner.release(&worker, conn));
-        }
-        // Checked without a borrow first, as the document does.
-        if inner.state.borrow().live(p, id) {
-            let limit = inner.config.session_limit;
-            inner.with_state(|st| st.session_closed(p, broken, clock::now(), limit));
-        }
-        inner.retire(worker);
-    }
-}
-
-impl<S: Spawner> fmt::Debug for Session<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Session")
-            .field("key", &self.key)
-            .field("worker_id", &self.id)
-            .finish_non_exhaustive()
     }
 }
 
