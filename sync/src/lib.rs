@@ -84,7 +84,7 @@ pub use error::{LockError, TryAcquireError, TryLockError};
 pub use event::Event;
 pub use executor::{CloseOnDrop, ExecutorExit, PeriodicExecutor, SHUTDOWN_JOIN};
 pub use group_pool::{
-    GetError, GroupOptions, GroupPool, GroupPoolBuilder, NoSpawner, Session, Spawner, DEFAULT_MAX,
+    GetError, GroupOptions, GroupPool, GroupPoolBuilder, Session, Spawner, DEFAULT_MAX,
     DEFAULT_MAX_IDLE_TIME, DEFAULT_MAX_QUEUE, MAX_ATTEMPTS,
 };
 pub use inverted_semaphore::InvertedSemaphore;

@@ -14,7 +14,7 @@ use util::{run, settle, yield_until};
 type Pool = GroupPool<Spawn>;
 type Log = Rc<RefCell<Vec<String>>>;
 
-fn pool(b: GroupPoolBuilder) -> (Pool, Rc<Farm>) {
+fn pool(b: GroupPoolBuilder<Spawn>) -> (Pool, Rc<Farm>) {
     let farm = Rc::new(Farm::default());
     (b.build(Spawn(farm.clone())).unwrap(), farm)
 }

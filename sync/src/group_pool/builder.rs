@@ -2,7 +2,9 @@
 //! and the per-group [`GroupOptions`].
 
 use std::cell::RefCell;
+use std::fmt;
 use std::io;
+use std::marker::PhantomData;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -23,8 +25,7 @@ pub struct GroupOptions {
 }
 
 /// Settings of a [`GroupPool`]; see [`GroupPool::builder`].
-#[derive(Debug, Clone)]
-pub struct GroupPoolBuilder {
+pub struct GroupPoolBuilder<S> {
     pub(super) name: String,
     pub(super) max: usize,
     pub(super) max_per_app: usize,
@@ -33,11 +34,28 @@ pub struct GroupPoolBuilder {
     pub(super) global_queue: bool,
     pub(super) session_limit: usize,
     pub(super) options: GroupOptions,
+    pub(super) _spawner: PhantomData<fn() -> S>,
 }
 
-impl Default for GroupPoolBuilder {
+impl<S> fmt::Debug for GroupPoolBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupPoolBuilder")
+            .field("name", &self.name)
+            .field("max", &self.max)
+            .field("max_per_app", &self.max_per_app)
+            .field("max_idle_time", &self.max_idle_time)
+            .field("max_queue", &self.max_queue)
+            .field("global_queue", &self.global_queue)
+            .field("session_limit", &self.session_limit)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl<S> Default for GroupPoolBuilder<S> {
     fn default() -> Self {
         GroupPoolBuilder {
+            _spawner: PhantomData,
             name: "GroupPool".into(),
             max: DEFAULT_MAX,
             max_per_app: 0,
@@ -50,7 +68,7 @@ impl Default for GroupPoolBuilder {
     }
 }
 
-impl GroupPoolBuilder {
+impl<S: Spawner> GroupPoolBuilder<S> {
     /// The pool's name (its threads' names, its log messages).
     pub fn name(mut self, name: &str) -> Self {
         self.name = name.to_owned();
@@ -106,7 +124,7 @@ impl GroupPoolBuilder {
     /// # Panics
     ///
     /// Outside a runtime.
-    pub fn build<S: Spawner>(self, spawner: S) -> io::Result<GroupPool<S>> {
+    pub fn build(self, spawner: S) -> io::Result<GroupPool<S>> {
         if self.max == 0 || self.max_queue == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

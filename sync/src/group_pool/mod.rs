@@ -102,7 +102,7 @@ impl<E: std::error::Error + 'static> std::error::Error for GetError<E> {}
 struct Inner<S: Spawner> {
     /// This pool, for its spawner threads to hold.
     me: std::rc::Weak<Inner<S>>,
-    config: GroupPoolBuilder,
+    config: GroupPoolBuilder<S>,
     spawner: Rc<S>,
     state: RefCell<State<S::Key, S::Worker, S::Error>>,
     /// The document's `new_app_group_creatable`.
@@ -177,35 +177,16 @@ impl<S: Spawner> Clone for GroupPool<S> {
     }
 }
 
-impl GroupPool<NoSpawner> {
-    /// A builder with Passenger's defaults: `max` 6, no `max_per_app`,
-    /// `max_idle_time` 300 s, `max_queue` 100, least-sessions routing.
-    pub fn builder() -> GroupPoolBuilder {
-        GroupPoolBuilder::default()
-    }
-}
-
-/// Names [`GroupPool::builder`] without a spawner type; it spawns nothing.
-#[derive(Debug)]
-pub enum NoSpawner {}
-
-impl Spawner for NoSpawner {
-    type Key = ();
-    type Worker = ();
-    type Conn = ();
-    type Error = std::convert::Infallible;
-    fn spawn(&self, _: &()) -> Result<(), Self::Error> {
-        match *self {}
-    }
-    fn connect(&self, _: &(), _: &()) -> Result<(), Self::Error> {
-        match *self {}
-    }
-}
-
 /// What a checkout hands out: the worker's slab key, id and handle.
 type Checkout<W> = (usize, u64, Rc<W>);
 
 impl<S: Spawner> GroupPool<S> {
+    /// A builder with Passenger's defaults: `max` 6, no `max_per_app`,
+    /// `max_idle_time` 300 s, `max_queue` 100, least-sessions routing.
+    pub fn builder() -> GroupPoolBuilder<S> {
+        GroupPoolBuilder::default()
+    }
+
     /// A session on a worker of `key`'s group, with the builder's
     /// [`GroupOptions`].
     ///

@@ -12,6 +12,19 @@ use std::path::PathBuf;
 /// at a time). `spawn` and `connect` may block; `release` must not (it runs
 /// in a session's `Drop`); `shutdown` may block (it runs on a
 /// [`Deferred`](crate::Deferred) queue).
+///
+/// # Connections to a host
+///
+/// For outbound connections kept per destination (a mail relay's SMTP
+/// client): the key is the destination, `spawn` connects and greets,
+/// `session_limit(1)` gives each connection one session at a time,
+/// `max_per_app` is the per-destination limit, `max_requests` the reuse
+/// limit and `max_idle_time` the idle limit. Keep the connection in the
+/// worker as `RefCell<Option<Connection>>`: `connect` takes it out (and may
+/// reset it, e.g. `RSET`) so the session owns it and derefs to it mutably;
+/// `release` puts it back; [`Session::mark_broken`](super::Session::mark_broken)
+/// on an I/O error detaches the worker, and `shutdown` says goodbye
+/// (`QUIT`) off the session's path.
 pub trait Spawner: 'static {
     /// What groups workers: an application root, a destination host.
     type Key: Clone + Eq + Hash + fmt::Debug + 'static;
