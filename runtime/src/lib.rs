@@ -63,6 +63,7 @@ pub mod profile;
 mod reactor;
 mod runtime;
 mod sched;
+mod shutdown_hooks;
 mod spawn;
 mod stack;
 mod stats;
@@ -81,6 +82,7 @@ pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
 pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
+pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
 pub use spawn::{
     current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
 };

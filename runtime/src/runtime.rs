@@ -4,7 +4,9 @@
 //!
 //! # Shutdown
 //!
-//! When the main closure returns, every other green thread is interrupted:
+//! When the main closure returns, the hooks registered with
+//! [`on_shutdown`](crate::on_shutdown) run first, on a green thread of their
+//! own while the others still run. Then every other green thread is interrupted:
 //! parked ones are woken, and from then on every blocking call fails with
 //! [`WaitError::Interrupted`](crate::WaitError). The loop runs (without
 //! blocking) until no thread is ready or 64 passes went by, so threads that
@@ -301,6 +303,7 @@ impl Runtime {
 /// Stops every green thread still alive (see the module docs). Runs with
 /// this runtime current; never panics.
 fn shutdown(s: &Scheduler) {
+    crate::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
         s.ready.borrow_mut().clear();
         s.timers.borrow_mut().clear();

@@ -7,6 +7,12 @@
 //! a [`channel`] feeds a worker thread, a [`WaitGroup`], an
 //! [`InvertedSemaphore`] or [`in_parallel`] waits for a batch of jobs.
 //!
+//! On these primitives only, the crate builds what a server keeps around:
+//! a connection [`Pool`] (ZODB's soft limit and LIFO reuse, r2d2's hard
+//! limit), a [`GroupPool`] of workers keyed by anything (Passenger's
+//! ApplicationPool), [`PeriodicExecutor`]s (PyMongo's) and [`Deferred`]
+//! work for destructors that must not block.
+//!
 //! Every primitive queues its waiters in FIFO order and hands what it
 //! releases (ownership, permits, an item, a notification) straight to the
 //! first waiter, so no thread can barge in ahead of the queue. Every call that
@@ -57,11 +63,15 @@
 
 mod channel;
 mod condvar;
+mod deferred;
 mod error;
 mod event;
+mod executor;
+mod group_pool;
 mod inverted_semaphore;
 mod mutex;
 mod parallel;
+mod pool;
 mod rwlock;
 mod semaphore;
 mod wait_group;
@@ -69,11 +79,22 @@ mod waitlist;
 
 pub use channel::{channel, Fifo, Receiver, SendError, Sender, TryRecvError, TrySendError};
 pub use condvar::Condvar;
+pub use deferred::{Deferred, DEFAULT_DRAIN_INTERVAL};
 pub use error::{LockError, TryAcquireError, TryLockError};
 pub use event::Event;
+pub use executor::{CloseOnDrop, ExecutorExit, PeriodicExecutor, SHUTDOWN_JOIN};
+pub use group_pool::{
+    GetError, GroupOptions, GroupPool, GroupPoolBuilder, Session, Spawner, DEFAULT_MAX,
+    DEFAULT_MAX_IDLE_TIME, DEFAULT_MAX_QUEUE, MAX_ATTEMPTS,
+};
 pub use inverted_semaphore::InvertedSemaphore;
 pub use mutex::{Mutex, MutexGuard};
 pub use parallel::in_parallel;
+pub use pool::{
+    Builder as PoolBuilder, Manager, Pool, PoolError, PooledConnection, State as PoolState,
+    Statistics as PoolStatistics, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_POOL_SIZE,
+    DEFAULT_REAPER_RATE,
+};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use wait_group::{WaitGroup, WaitGroupGuard};
