@@ -52,12 +52,15 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod blocking;
+mod cancel;
+mod cancel_scope;
 pub mod clock;
 mod context;
 mod error;
 mod reactor;
 mod runtime;
 mod sched;
+mod scope;
 mod spawn;
 mod stack;
 mod stats;
@@ -68,19 +71,22 @@ mod timer;
 mod watchdog;
 
 pub use blocking::blocking;
-pub use error::{JoinError, ScheduleError, Timeout, WaitError};
+pub use cancel::current_effective_deadline;
+pub use cancel_scope::CancelScope;
+pub use error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
 pub use reactor::{Direction, Registration};
 pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
 pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
+pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};
 pub use spawn::{
     current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
 };
 pub use stack::MIN_STACK_SIZE;
 pub use stats::{stats, threads, Stats, ThreadInfo};
 pub use task::{Coro, ThreadState};
-pub use timeout::{no_suspend, with_timeout};
+pub use timeout::{no_suspend, with_deadline, with_timeout};
 
 /// Re-exported so `coro::net` and users can name mio's interest flags.
 pub use mio::Interest;

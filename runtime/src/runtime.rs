@@ -308,6 +308,11 @@ fn shutdown(s: &Scheduler) {
             break;
         }
         for t in rest {
+            // The threads of a `coro::scope` may borrow from their owner's
+            // frame: they are unwound before it (see `scope`).
+            if crate::cancel::owns_live_threads(&t) {
+                continue;
+            }
             unwind(s, &t);
         }
         s.ready.borrow_mut().clear();
