@@ -213,7 +213,7 @@ fn nested_scopes_convert_only_their_own_cancellation() {
                 })
             });
             assert_eq!(ri, Ok(Ok(Err(WaitError::Cancelled))));
-            assert!(inner.cancel_called() == false && !inner.cancelled_caught());
+            assert!(!inner.cancel_called() && !inner.cancelled_caught());
         });
         assert!(r.is_err() && outer.cancelled_caught());
     });

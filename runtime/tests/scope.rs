@@ -432,7 +432,7 @@ fn threads_show_their_scope() {
             let child = s.spawn(|| {
                 let child = coro::current().id();
                 coro::scope(|s2| {
-                    s2.spawn(|| coro::yield_now());
+                    s2.spawn(coro::yield_now);
                     assert_eq!(children_of(child).len(), 1);
                 })
                 .unwrap();
