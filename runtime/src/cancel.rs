@@ -490,24 +490,40 @@ pub(crate) struct Left {
 /// Leaves scope `id` of the running task `t`; gives up its timer.
 #[inline]
 pub(crate) fn pop(s: &Scheduler, t: &Task, id: u64) -> Left {
-    let scope = {
+    let (left, armed, recheck) = {
         let mut scopes = t.cancel.scopes.borrow_mut();
-        let i = scopes
-            .iter()
-            .rposition(|sc| sc.id == id)
-            .expect("coro: scope stack out of order");
-        scopes.remove(i)
+        // Scopes are left in the order they were entered: the innermost.
+        let n = scopes.len();
+        let i = match scopes.last() {
+            Some(sc) if sc.id == id => n - 1,
+            _ => scopes
+                .iter()
+                .rposition(|sc| sc.id == id)
+                .expect("coro: scope stack out of order"),
+        };
+        let sc = &scopes[i];
+        let out = (
+            Left {
+                delivered: sc.delivered,
+                deadline: sc.deadline,
+            },
+            sc.armed.is_some(),
+            sc.cancelled.is_some() || sc.shield,
+        );
+        if i == n - 1 {
+            scopes.truncate(i);
+        } else {
+            scopes.remove(i);
+        }
+        out
     };
-    if scope.armed.is_some() {
+    if armed {
         s.timers.borrow_mut().cancel_one();
     }
-    if scope.cancelled.is_some() || scope.shield {
+    if recheck {
         recompute(t);
     }
-    Left {
-        delivered: scope.delivered,
-        deadline: scope.deadline,
-    }
+    left
 }
 
 /// Enters the cancel scope `shared` on the running task `t`; returns the

@@ -584,3 +584,34 @@ fn shutdown_after_a_deadlock_panic_with_a_scope_waiting() {
     assert!(msg.contains("deadlock"), "{msg}");
     assert_eq!(*log.borrow(), ["thread", "scope returned"]);
 }
+
+#[test]
+fn threads_see_the_deadlines_around_their_scope_not_those_the_body_opens() {
+    run(|| {
+        let at = coro::clock::now() + Duration::from_secs(100);
+        coro::with_deadline(at, || {
+            coro::scope(|s| {
+                s.spawn(|| assert_eq!(coro::current_effective_deadline(), Some(at)));
+                with_timeout(Duration::from_secs(1), || {
+                    // Spawned from inside a scope the body opened: the
+                    // thread runs in the nursery's scope, not in this one.
+                    s.spawn(|| assert_eq!(coro::current_effective_deadline(), Some(at)));
+                })
+                .unwrap();
+                // A shield around a nested scope hides the deadline from its
+                // threads too.
+                CancelScope::new()
+                    .shielded()
+                    .run(|| {
+                        coro::scope(|s2| {
+                            s2.spawn(|| assert_eq!(coro::current_effective_deadline(), None));
+                        })
+                    })
+                    .unwrap()
+                    .unwrap();
+            })
+            .unwrap()
+        })
+        .unwrap();
+    });
+}
