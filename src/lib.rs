@@ -32,3 +32,8 @@ pub mod sync {
 pub mod net {
     pub use coro_net::*;
 }
+
+/// README's Rust examples, compiled and run as doctests so the tour stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
