@@ -291,7 +291,15 @@ impl State {
     fn wait_all(&self) -> Option<Box<dyn Any + Send>> {
         let mut forced = None;
         let mut interrupted = false;
-        while self.threads_live() {
+        loop {
+            // An interrupt that came before the wait, or woke it.
+            if context::with_current("coro::scope", |_, t| t.interrupted.replace(false)) {
+                interrupted = true;
+                self.cancel.cancel();
+            }
+            if !self.threads_live() {
+                break;
+            }
             *self.waiter.borrow_mut() = Some(Waiter::current("coro::scope"));
             let parked = panic::catch_unwind(|| sched::park_unchecked("scope"));
             self.waiter.borrow_mut().take();
@@ -303,10 +311,6 @@ impl State {
                 }
                 // `park_unchecked` raises nothing else; `Waiting` aborts.
                 Err(p) => panic::resume_unwind(p),
-            }
-            if context::with_current("coro::scope", |_, t| t.interrupted.replace(false)) {
-                interrupted = true;
-                self.cancel.cancel();
             }
         }
         if interrupted {

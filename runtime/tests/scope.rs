@@ -615,3 +615,21 @@ fn threads_see_the_deadlines_around_their_scope_not_those_the_body_opens() {
         .unwrap();
     });
 }
+
+#[test]
+fn an_interrupt_that_came_before_the_wait_cancels_the_scope() {
+    run(|| {
+        let slept = Cell::new(None);
+        coro::scope(|s| {
+            s.spawn(|| slept.set(Some(coro::sleep(LONG))));
+            // Interrupted while running, not blocked: the scope's wait is
+            // the next blocking call (without acting on it, it would wait
+            // an hour).
+            coro::current().interrupt().unwrap();
+        })
+        .unwrap();
+        assert_eq!(slept.get(), Some(Err(WaitError::Cancelled)));
+        // The interrupt is kept for the next call.
+        assert_eq!(coro::sleep(Duration::ZERO), Err(WaitError::Interrupted));
+    });
+}
