@@ -328,10 +328,14 @@ pub(crate) fn propagate(t: &Rc<Task>, rearm: bool) {
 /// nobody marked yet (timers are lazy: only the earliest is armed), so that
 /// [`deliver`] can tell which scope was cancelled first.
 fn expire_due(s: &Scheduler, t: &Task) {
-    let now = clock::now().ticks();
+    // The clock is read only if a visible scope has a deadline to compare.
+    let mut now = None;
     let mut due: Vec<(Option<Rc<Task>>, u64)> = Vec::new();
     visit(t, |holder, sc| {
-        if sc.cancelled.is_none() && sc.deadline <= now {
+        if sc.cancelled.is_none()
+            && sc.deadline != NO_DEADLINE
+            && sc.deadline <= *now.get_or_insert_with(|| clock::now().ticks())
+        {
             due.push((holder.cloned(), sc.id));
         }
         ControlFlow::Continue(())
@@ -571,7 +575,10 @@ pub(crate) fn enter(t: &Rc<Task>, shared: &Rc<Shared>) -> u64 {
 pub(crate) fn exit(s: &Scheduler, t: &Task, shared: &Shared, id: u64) {
     let scope = pop(s, t, id);
     shared.caught.set(scope.delivered);
-    if shared.cancelled.get().is_none() && scope.deadline <= clock::now().ticks() {
+    if shared.cancelled.get().is_none()
+        && scope.deadline != NO_DEADLINE
+        && scope.deadline <= clock::now().ticks()
+    {
         shared.cancelled.set(Some(Cause {
             at: scope.deadline,
             deadline: true,

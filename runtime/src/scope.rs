@@ -50,7 +50,7 @@
 //!   memory a thread still uses is never an option.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::error::Error;
 use std::fmt;
 use std::io;
@@ -361,37 +361,69 @@ impl Drop for ChildLink {
     }
 }
 
-/// Where a scoped thread's result goes.
-struct Packet<T> {
+/// A scoped thread's closure and result, in one allocation shared by the
+/// thread (which runs the closure) and its handle (which takes the result).
+struct Child<F, T> {
+    /// Taken by the thread when it starts.
+    f: Cell<Option<F>>,
     result: RefCell<Option<Result<T, JoinError>>>,
+    /// Whether a value the closure returned is a failure (`try_spawn`).
+    failed: fn(&T) -> bool,
+    /// The error inside a failed value.
+    into_error: fn(T) -> Option<BoxError>,
+}
+
+/// A [`Child`] as its handle sees it (without the closure's type).
+trait Packet<T> {
+    fn result(&self) -> &RefCell<Option<Result<T, JoinError>>>;
+}
+
+impl<F, T> Packet<T> for Child<F, T> {
+    fn result(&self) -> &RefCell<Option<Result<T, JoinError>>> {
+        &self.result
+    }
+}
+
+/// A [`Child`] as its thread sees it (without its types).
+trait Run {
+    fn run(self: Rc<Self>, link: ChildLink);
+}
+
+impl<F: FnOnce() -> T, T> Run for Child<F, T> {
+    fn run(self: Rc<Self>, link: ChildLink) {
+        child_main(link, self);
+    }
+}
+
+/// What a scope's thread starts with.
+struct Start {
+    child: Rc<dyn Run>,
+    /// Declared last: dropped last, also if the thread never runs.
+    link: ChildLink,
 }
 
 /// The closure a scope's thread runs (see the module docs for what it
 /// guarantees the owner).
-fn child_main<T>(
-    link: ChildLink,
-    f: impl FnOnce() -> T,
-    packet: Rc<Packet<T>>,
-    failed: fn(&T) -> bool,
-    into_error: fn(T) -> Option<BoxError>,
-) {
-    // Locals drop in reverse order: the packet, then the link, last.
+fn child_main<F: FnOnce() -> T, T>(link: ChildLink, child: Rc<Child<F, T>>) {
+    // Locals drop in reverse order: the child (its closure and result),
+    // then the link, last.
     let link = link;
-    let packet = packet;
+    let child = child;
+    let f = child.f.take().expect("a scoped thread runs once");
     match panic::catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => {
             // Its own scopes are all closed: what it sees is the scope's.
-            let fail = failed(&v)
+            let fail = (child.failed)(&v)
                 && !context::with_current("coro::scope", |_, t| cancel::visible_cancelled(t));
-            *packet.result.borrow_mut() = Some(Ok(v));
+            *child.result.borrow_mut() = Some(Ok(v));
             if fail {
-                link.state.fail(&packet, into_error);
+                link.state.fail(&child);
             }
         }
         Err(p) if p.is::<ForcedUnwind>() => {
             // Runtime shutdown unwinds this thread: let go of the scope,
             // then carry on unwinding (the runtime's `entry` reports it).
-            drop(packet);
+            drop(child);
             drop(link);
             panic::resume_unwind(p);
         }
@@ -399,24 +431,20 @@ fn child_main<T>(
             context::with_sched("coro::scope", |s| {
                 s.counters.panicked.set(s.counters.panicked.get() + 1)
             });
-            *packet.result.borrow_mut() = Some(Err(JoinError::Panicked(p)));
-            link.state.fail(&packet, into_error);
+            *child.result.borrow_mut() = Some(Err(JoinError::Panicked(p)));
+            link.state.fail(&child);
         }
     }
 }
 
 impl State {
     /// Records the running thread's failure and cancels the scope.
-    fn fail<'scope, T: 'scope>(
-        &self,
-        packet: &Rc<Packet<T>>,
-        into_error: fn(T) -> Option<BoxError>,
-    ) {
+    fn fail<'scope, F: 'scope, T: 'scope>(&self, child: &Rc<Child<F, T>>) {
         let (thread, name) = context::with_current("coro::scope", |_, t| (t.id, t.name.clone()));
-        let packet = packet.clone();
+        let child = child.clone();
         let take: Box<dyn FnOnce() -> Option<Outcome> + 'scope> =
-            Box::new(move || match packet.result.borrow_mut().take()? {
-                Ok(v) => into_error(v).map(Outcome::Error),
+            Box::new(move || match child.result.borrow_mut().take()? {
+                Ok(v) => (child.into_error)(v).map(Outcome::Error),
                 Err(JoinError::Panicked(p)) => Some(Outcome::Panic(p)),
                 Err(_) => None,
             });
@@ -424,7 +452,7 @@ impl State {
         // out of `failures` and runs it after the last thread ended and
         // before `scope` returns or resumes an unwind (see `scope`); `State`
         // outlives the call only when a leaked thread holds it, and a
-        // leaked thread never runs or drops anything again. So the packet
+        // leaked thread never runs or drops anything again. So the child
         // it holds is never touched after `'scope`.
         let take = unsafe {
             mem::transmute::<
@@ -454,27 +482,35 @@ where
     let state = &scope.state;
     let children = &state.cancel.shared.children;
     let key = children.borrow().vacant_key();
-    let packet = Rc::new(Packet {
+    let child = Rc::new(Child {
+        f: Cell::new(Some(f)),
         result: RefCell::new(None),
+        failed,
+        into_error,
     });
-    let link = ChildLink {
-        state: state.clone(),
-        key,
+    let run: Rc<dyn Run + 'scope> = child.clone();
+    // SAFETY: only the lifetime changes (the layout of an `Rc<dyn Run>`
+    // does not depend on it). What is `'scope` behind it (the caller's `f`
+    // and what it borrows, the result) is run or dropped through this `Rc`
+    // only by the new thread, on its own stack (a thread never started is
+    // unwound on its stack at shutdown, dropping it there; if `spawn_in`
+    // fails it drops it here, before returning), or through the handle,
+    // which is `'scope`. The owner does not leave `scope` (by return or
+    // unwind) until that thread dropped its `ChildLink` (after the rest: see
+    // `Start` and `child_main`), or was leaked and never runs again: see
+    // the module docs, path by path.
+    let run = unsafe { mem::transmute::<Rc<dyn Run + 'scope>, Rc<dyn Run>>(run) };
+    let start = Start {
+        child: run,
+        link: ChildLink {
+            state: state.clone(),
+            key,
+        },
     };
-    let their_packet = packet.clone();
-    let main: Box<dyn FnOnce() + 'scope> =
-        Box::new(move || child_main(link, f, their_packet, failed, into_error));
-    // SAFETY: only the lifetime changes (the layout of a boxed `dyn FnOnce`
-    // does not depend on it). The closure, and everything `'scope` it holds
-    // (the caller's `f` and what it borrows, the result packet, the link),
-    // is run or dropped only by the new thread, on its own stack: a thread
-    // never started is unwound on its stack at shutdown, and if
-    // `spawn_in` fails it drops the closure here, before returning. The
-    // owner does not leave `scope` (by return or unwind) until that thread
-    // dropped its `ChildLink` (after the rest), or was leaked and never runs
-    // again: see the module docs, path by path.
-    let main: Box<dyn FnOnce() + 'static> =
-        unsafe { mem::transmute::<Box<dyn FnOnce() + 'scope>, Box<dyn FnOnce() + 'static>>(main) };
+    let main = move || {
+        let Start { child, link } = start;
+        child.run(link);
+    };
     let inner = context::with_sched("coro::Scope::spawn", |s| builder.spawn_in(s, main))?;
     let task = inner.thread().0.clone();
     // Before the thread first runs (it is only queued).
@@ -487,8 +523,7 @@ where
     cancel::recompute(&task);
     Ok(ScopedJoinHandle {
         inner,
-        packet,
-        scope: PhantomData,
+        packet: child,
     })
 }
 
@@ -604,8 +639,7 @@ impl Builder {
 /// the scope waits for it anyway.
 pub struct ScopedJoinHandle<'scope, T> {
     inner: JoinHandle<()>,
-    packet: Rc<Packet<T>>,
-    scope: PhantomData<&'scope ()>,
+    packet: Rc<dyn Packet<T> + 'scope>,
 }
 
 impl<T> ScopedJoinHandle<'_, T> {
@@ -616,7 +650,7 @@ impl<T> ScopedJoinHandle<'_, T> {
 
     /// Whether the thread has finished.
     pub fn is_finished(&self) -> bool {
-        self.packet.result.borrow().is_some() || self.inner.is_finished()
+        self.packet.result().borrow().is_some() || self.inner.is_finished()
     }
 
     /// Waits for the thread to finish and returns its value.
@@ -633,7 +667,7 @@ impl<T> ScopedJoinHandle<'_, T> {
     pub fn join(self) -> Result<T, JoinError> {
         self.inner.wait()?;
         self.packet
-            .result
+            .result()
             .borrow_mut()
             .take()
             .unwrap_or(Err(JoinError::Cancelled))
