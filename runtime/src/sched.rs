@@ -599,14 +599,21 @@ pub fn park_as(what: &'static str) -> Result<(), WaitError> {
             failed_at_once(s, t);
             return Err(e);
         }
-        t.waiting_on.set(what);
-        t.state.set(ThreadState::Parked);
-        suspend(t);
-        t.park_gen.set(t.park_gen.get() + 1);
-        t.waiting_on.set("");
-        t.selfish_left.set(t.selfish_max.get());
+        park_suspended(t, what);
         check(s, t)
     })
+}
+
+/// Suspends the running task `t` as parked on `what` until it is woken,
+/// and ends the park (its generation, its selfishness budget).
+#[inline]
+fn park_suspended(t: &Task, what: &'static str) {
+    t.waiting_on.set(what);
+    t.state.set(ThreadState::Parked);
+    suspend(t);
+    t.park_gen.set(t.park_gen.get() + 1);
+    t.waiting_on.set("");
+    t.selfish_left.set(t.selfish_max.get());
 }
 
 /// Parks the running thread until it is woken, with none of [`park_as`]'s
@@ -623,14 +630,7 @@ pub fn park_as(what: &'static str) -> Result<(), WaitError> {
 /// alone. When shutdown resumes the thread to unwind it, this raises
 /// `ForcedUnwind` like any suspend point.
 pub(crate) fn park_unchecked(what: &'static str) {
-    context::with_current("coro::scope", |_, t| {
-        t.waiting_on.set(what);
-        t.state.set(ThreadState::Parked);
-        suspend(t);
-        t.park_gen.set(t.park_gen.get() + 1);
-        t.waiting_on.set("");
-        t.selfish_left.set(t.selfish_max.get());
-    })
+    context::with_current("coro::scope", |_, t| park_suspended(t, what))
 }
 
 /// Whether the running task may block now; consumes a pending interrupt.

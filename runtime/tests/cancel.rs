@@ -17,22 +17,24 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use coro_runtime::{
-    self as coro, clock, with_deadline, with_timeout, CancelScope, Cancelled, Coro, ThreadState,
-    Timeout, WaitError,
+    self as coro, clock, with_deadline, with_timeout, CancelScope, Cancelled, Coro, JoinHandle,
+    ThreadState, Timeout, WaitError,
 };
-use util::run;
+use util::{run, yield_until};
 
 const LONG: Duration = Duration::from_secs(3600);
 
-#[track_caller]
-fn yield_until(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..1_000_000 {
-        if cond() {
-            return;
-        }
-        coro::yield_now();
-    }
-    panic!("gave up waiting for {what}");
+/// A thread sleeping `d` inside `scope`, blocked by the time this returns.
+fn sleeping_inside(
+    scope: &CancelScope,
+    d: Duration,
+) -> JoinHandle<Result<Result<(), WaitError>, Cancelled>> {
+    let inside = {
+        let scope = scope.clone();
+        coro::spawn(move || scope.run(|| coro::sleep(d)))
+    };
+    until_parked(inside.thread());
+    inside
 }
 
 #[track_caller]
@@ -77,11 +79,7 @@ fn cancel_from_inside() {
 fn cancel_from_another_thread_wakes_the_blocked_call() {
     run(|| {
         let scope = CancelScope::new();
-        let inside = {
-            let scope = scope.clone();
-            coro::spawn(move || scope.run(|| coro::sleep(LONG)))
-        };
-        until_parked(inside.thread());
+        let inside = sleeping_inside(&scope, LONG);
         scope.cancel();
         assert_eq!(inside.thread().state(), ThreadState::Ready, "woken at once");
         let r = inside.join().unwrap();
@@ -138,7 +136,9 @@ fn every_wait_fails_once_cancelled() {
                 coro::sleep(Duration::ZERO),
                 coro::park(),
                 coro::spawn(|| ()).wait(),
-                coro::blocking(|| ()).map(|_| ()),
+                // A job that waits (one that finished before the call had
+                // to wait would return its value: only waiting fails).
+                coro::blocking(|| std::thread::sleep(Duration::from_millis(50))),
             ] {
                 assert_eq!(e, Err(WaitError::Cancelled));
                 s.set(s.get() + 1);
@@ -378,11 +378,7 @@ fn interrupt_reaches_inside_a_shield() {
 fn deadline_moved_earlier_while_blocked() {
     run(|| {
         let scope = CancelScope::after(LONG);
-        let inside = {
-            let scope = scope.clone();
-            coro::spawn(move || scope.run(|| coro::sleep(LONG)))
-        };
-        until_parked(inside.thread());
+        let inside = sleeping_inside(&scope, LONG);
         assert!(scope.deadline().is_some(), "absolute once entered");
         let t = Instant::now();
         scope.set_deadline(Some(clock::now() + Duration::from_millis(5)));
@@ -403,11 +399,7 @@ fn deadline_moved_later_while_blocked() {
         // The first deadline only has to outlast the moment it takes this
         // thread to run again (it is the next one ready).
         let scope = CancelScope::after(Duration::from_millis(300));
-        let inside = {
-            let scope = scope.clone();
-            coro::spawn(move || scope.run(|| coro::sleep(Duration::from_millis(400))))
-        };
-        until_parked(inside.thread());
+        let inside = sleeping_inside(&scope, Duration::from_millis(400));
         scope.set_deadline(Some(clock::now() + LONG));
         // The old timer fires early and re-arms; the sleep completes.
         assert_eq!(inside.join().unwrap(), Ok(Ok(())));
@@ -420,21 +412,13 @@ fn deadline_moved_later_while_blocked() {
 fn deadline_moved_into_the_past_or_removed() {
     run(|| {
         let scope = CancelScope::after(LONG);
-        let inside = {
-            let scope = scope.clone();
-            coro::spawn(move || scope.run(|| coro::sleep(LONG)))
-        };
-        until_parked(inside.thread());
+        let inside = sleeping_inside(&scope, LONG);
         scope.set_deadline(Some(clock::now()));
         assert_eq!(inside.thread().state(), ThreadState::Ready, "woken at once");
         assert!(inside.join().unwrap().unwrap_err().deadline_passed());
 
         let scope = CancelScope::after(Duration::from_millis(300));
-        let inside = {
-            let scope = scope.clone();
-            coro::spawn(move || scope.run(|| coro::sleep(Duration::from_millis(20))))
-        };
-        until_parked(inside.thread());
+        let inside = sleeping_inside(&scope, Duration::from_millis(20));
         assert_eq!(coro::stats().pending_timers, 2);
         scope.set_deadline(None);
         assert_eq!(scope.deadline(), None);
@@ -452,11 +436,7 @@ fn deadline_moved_into_the_past_or_removed() {
 fn a_heartbeat_pushing_the_deadline_back_leaves_no_stale_timers() {
     run(|| {
         let scope = CancelScope::after(Duration::from_secs(30));
-        let inside = {
-            let scope = scope.clone();
-            coro::spawn(move || scope.run(|| coro::sleep(LONG)))
-        };
-        until_parked(inside.thread());
+        let inside = sleeping_inside(&scope, LONG);
         for i in 0..10_000u64 {
             scope.set_deadline(Some(
                 clock::now() + Duration::from_secs(60) + Duration::from_nanos(i),

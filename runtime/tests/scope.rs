@@ -19,20 +19,9 @@ use std::time::Duration;
 use coro_runtime::{
     self as coro, with_timeout, Builder, CancelScope, Coro, ThreadState, Timeout, WaitError,
 };
-use util::run;
+use util::{run, yield_until};
 
 const LONG: Duration = Duration::from_secs(3600);
-
-#[track_caller]
-fn yield_until(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..1_000_000 {
-        if cond() {
-            return;
-        }
-        coro::yield_now();
-    }
-    panic!("gave up waiting for {what}");
-}
 
 /// Yields until the thread behind `h` has finished (yielding is not a
 /// blocking call, so it works in a cancelled scope, where a `join` that
@@ -63,6 +52,16 @@ fn until_scope_blocked(owner: &Coro, n: usize) {
                 .filter(|t| c.contains(&t.id))
                 .all(|t| t.state == ThreadState::Parked)
     });
+}
+
+/// A cleanup that blocks for a while, shielded from the cancellation that
+/// ended the work before it.
+fn shielded_cleanup() {
+    CancelScope::new()
+        .shielded()
+        .run(|| coro::sleep(Duration::from_millis(5)))
+        .unwrap()
+        .unwrap();
 }
 
 /// Pushes its name into a log (borrowed from some frame) when dropped.
@@ -341,11 +340,7 @@ fn a_body_panic_cancels_and_waits_before_it_comes_back() {
                     let r = coro::sleep(LONG);
                     // Cleanup that blocks, shielded, still writing to the
                     // caller's frame after the body panicked.
-                    CancelScope::new()
-                        .shielded()
-                        .run(|| coro::sleep(Duration::from_millis(5)))
-                        .unwrap()
-                        .unwrap();
+                    shielded_cleanup();
                     log.borrow_mut().push(r);
                 });
                 coro::yield_now();
@@ -367,11 +362,7 @@ fn interrupting_the_waiting_thread_cancels_the_scope_and_still_waits() {
             coro::scope(|s| {
                 s.spawn(|| {
                     let r = coro::sleep(LONG);
-                    CancelScope::new()
-                        .shielded()
-                        .run(|| coro::sleep(Duration::from_millis(5)))
-                        .unwrap()
-                        .unwrap();
+                    shielded_cleanup();
                     local.push(r);
                 });
             })
@@ -402,11 +393,7 @@ fn cancelling_the_waiting_threads_scope_cancels_the_threads_and_still_waits() {
                     coro::scope(|s| {
                         s.spawn(|| {
                             let r = coro::sleep(LONG);
-                            CancelScope::new()
-                                .shielded()
-                                .run(|| coro::sleep(Duration::from_millis(5)))
-                                .unwrap()
-                                .unwrap();
+                            shielded_cleanup();
                             local.borrow_mut().push(r);
                         });
                     })

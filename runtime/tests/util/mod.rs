@@ -1,6 +1,6 @@
 //! Helpers shared by the runtime's integration tests: running one test in a
 //! child process (for behaviour that aborts, faults or must measure the whole
-//! process's memory).
+//! process's memory), a runtime bounded by a watchdog, forced interleavings.
 
 #![allow(dead_code)]
 
@@ -57,4 +57,17 @@ pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
     drop(done);
     dog.join().unwrap();
     r
+}
+
+/// Yields (no timer involved) until `cond` holds, for forcing an
+/// interleaving; panics after a million yields, saying what it waited for.
+#[track_caller]
+pub fn yield_until(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..1_000_000 {
+        if cond() {
+            return;
+        }
+        coro_runtime::yield_now();
+    }
+    panic!("gave up waiting for {what}");
 }
