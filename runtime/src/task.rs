@@ -330,6 +330,13 @@ impl Coro {
     ///   (Its closure always runs, so values moved into it are handled by the
     ///   thread's own code.)
     ///
+    /// * Inside a shielded [`CancelScope`](crate::CancelScope): it gets
+    ///   there all the same. A shield keeps out the cancellations of the
+    ///   scopes around it; an interrupt targets the thread.
+    /// * Waiting at the end of a [`scope`](crate::scope): the scope is
+    ///   cancelled (its threads end sooner) and goes on waiting; the
+    ///   interrupt stays pending for the next blocking call after it.
+    ///
     /// An interrupt is consumed by the one blocking call that reports it.
     ///
     /// # Errors
