@@ -6,8 +6,9 @@
 //! thread; only one of its green threads runs at a time, so code inside one
 //! runtime has no data races by construction. Every call that can suspend
 //! returns a `Result` whose error says why it stopped: a timeout of an
-//! enclosing [`with_timeout`], an [interrupt](Coro::interrupt), runtime
-//! shutdown.
+//! enclosing [`with_timeout`], a cancelled [`CancelScope`], an
+//! [interrupt](Coro::interrupt), runtime shutdown. [`scope`] starts green
+//! threads that borrow from the caller and have all ended when it returns.
 //!
 //! # Implementation
 //!
@@ -19,6 +20,10 @@
 //! * Green threads are corosensei coroutines on `mmap`ed stacks with guard
 //!   pages, from a per-runtime pool (`stack`); a guard-page hit prints the
 //!   thread's name and stack size and aborts.
+//! * Each green thread keeps a stack of the scopes it runs inside
+//!   (`with_timeout`, cancel scopes, nurseries); a thread spawned in a
+//!   [`scope`] continues into its owner's stack, so cancellations reach it
+//!   (`cancel`, `scope`). Deadlines get a timer only when a thread parks.
 //! * A watchdog OS thread per runtime (`watchdog`) reports a green thread
 //!   that runs past the latency threshold without yielding, while it still
 //!   runs.
