@@ -6,24 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-/// Prints log records (the runtime reports latency warnings through `log`).
-struct Stderr;
-
-impl log::Log for Stderr {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.level() <= log::Level::Info
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        if self.enabled(r.metadata()) {
-            eprintln!("[{} {}] {}", r.level(), r.target(), r.args());
-        }
-    }
-    fn flush(&self) {}
-}
-
 fn main() {
-    log::set_logger(&Stderr).expect("logger");
-    log::set_max_level(log::LevelFilter::Info);
+    // Prints log records: the runtime reports latency warnings through `log`.
+    coro_examples::log_to_stderr();
     let start = Instant::now();
     let ms = move || start.elapsed().as_millis();
 

@@ -23,16 +23,15 @@
 //! Every line you type comes back. Press Ctrl-C in the server's terminal to
 //! stop it gracefully.
 //!
-//! Signals are received the portable way: SIGINT and SIGTERM are blocked in
-//! every thread, one plain OS thread takes them with `sigwait` and writes a
-//! byte into a Unix socket pair, and a green thread reads the other end
-//! through `coro::net::UnixStream`.
+//! Signals arrive through `coro::signal::Signals`: the green thread that
+//! waits for them is the only one that waits.
 
 use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::time::Duration;
 
-use coro::net::{is_fd_exhaustion, TcpListener, TcpStream, UnixStream};
+use coro::net::{is_fd_exhaustion, TcpListener, TcpStream};
+use coro::signal::{Signals, SIGINT, SIGTERM};
 use coro::{CancelScope, Scope, WaitError};
 
 /// Connection counters shared by the green threads of the server.
@@ -59,9 +58,7 @@ fn main() -> io::Result<()> {
         })?),
         Err(_) => Duration::from_secs(60),
     };
-    // Before any other thread starts, so that they all inherit the mask.
-    let signals = signal_socket()?;
-    coro::run(move || serve(&addr, idle, signals))
+    coro::run(move || serve(&addr, idle))
 }
 
 /// The server: the accept loop and one thread per connection in a
@@ -69,26 +66,25 @@ fn main() -> io::Result<()> {
 /// watcher beside it. The first signal closes the listener, so the accept
 /// loop ends and the scope waits for the open connections; a second one
 /// cancels the scope around them, which ends every connection at once.
-fn serve(addr: &str, idle: Duration, signals: std::os::unix::net::UnixStream) -> io::Result<()> {
+fn serve(addr: &str, idle: Duration) -> io::Result<()> {
+    let signals = Signals::new([SIGINT, SIGTERM])?;
     let listener = TcpListener::bind(addr)?;
     eprintln!(
         "echo: listening on {} (idle timeout {idle:?}); try `nc {}`",
         listener.local_addr()?,
         listener.local_addr()?.to_string().replace(':', " ")
     );
-    let signals = UnixStream::from_std(signals)?;
     let counts = Counts::default();
     let quit_now = CancelScope::new();
     coro::scope(|s| {
         s.spawn(|| -> io::Result<()> {
-            let mut sig = [0u8; 1];
-            (&signals).read_exact(&mut sig)?;
+            signals.recv()?;
             eprintln!(
                 "echo: stopping: no new connections; waiting for {} open (signal again to quit now)",
                 counts.open.get()
             );
             listener.close(); // ends the accept loop at once
-            (&signals).read_exact(&mut sig)?;
+            signals.recv()?;
             quit_now.cancel();
             Ok(())
         });
@@ -170,41 +166,4 @@ fn echo(mut stream: TcpStream, idle: Duration) -> io::Result<()> {
         }
         stream.write_all(&buf[..n])?;
     }
-}
-
-/// Blocks SIGINT and SIGTERM in this thread (and so in every thread started
-/// after), and starts an OS thread that takes them with `sigwait` and writes
-/// one byte per signal into the returned socket's peer.
-fn signal_socket() -> io::Result<std::os::unix::net::UnixStream> {
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    // SAFETY: `set` is a local sigset_t initialised by sigemptyset before
-    // use; pthread_sigmask only reads it.
-    let set = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        set
-    };
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            let mut theirs = theirs;
-            loop {
-                let mut sig = 0;
-                // SAFETY: `set` holds blocked signals; sigwait writes the
-                // signal number into the live local `sig`.
-                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                    return;
-                }
-                if theirs.write_all(&[sig as u8]).is_err() {
-                    return;
-                }
-            }
-        })?;
-    Ok(ours)
 }

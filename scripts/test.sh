@@ -13,6 +13,11 @@ cd "$(dirname "$0")/.."
 
 # command the tests run -> Debian package that provides it
 tools=(
+  "socat:socat"          # net/tests/backdoor.rs: the back door's client
+  "setpriv:util-linux"   # net/tests/backdoor.rs: a client running as another user
+  "chromium:chromium"    # tests/coro_profile.rs: renders the HTML report headless
+  "swaks:swaks"          # mail-relay's client tests
+  "python3:python3"      # mail-relay's smtplib tests (smtplib is in the standard library)
 )
 
 missing=()
@@ -25,6 +30,15 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Postfix's tools (smtp-source for the relay's benchmark, smtp-sink for its
+# delivery tests): the postfix package needs debconf answers, which the
+# peers script gives.
+if ! command -v smtp-source >/dev/null 2>&1; then
+  peers=../shared/peers
+  echo "test.sh: installing postfix (smtp-source, smtp-sink) through $peers/postfix-relay.sh"
+  bash "$peers/postfix-relay.sh" install
 fi
 
 exec cargo test --workspace --exclude coro-benches "$@"

@@ -3,7 +3,12 @@
 //! Write servers in plain blocking style (`stream.read(&mut buf)?`) and run
 //! tens of thousands of them on one core. This crate is the facade: the
 //! runtime's items at the top level, primitives in [`sync`], sockets in
-//! [`net`].
+//! [`net`] (with the [back door](net::backdoor) console), Unix signals in
+//! [`signal`].
+//!
+//! The package also builds `coro-profile`, which turns a [`profile`] file
+//! into an HTML report (`coro-profile report PROFILE -o report.html`) or
+//! compares two (`coro-profile diff A B`).
 //!
 //! # Examples
 //!
@@ -33,7 +38,4 @@ pub mod net {
     pub use coro_net::*;
 }
 
-/// README's Rust examples, compiled and run as doctests so the tour stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-struct ReadmeExamples;
+pub use coro_net::signal;

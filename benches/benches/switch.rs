@@ -1,6 +1,11 @@
 //! Context switches: yield ping-pong between two green threads, beside tokio's
 //! current-thread runtime, may with one worker, and a bare corosensei
 //! resume/suspend pair (the physical floor). One iteration = one yield.
+//!
+//! `yield_pingpong/coro+profiler` is the same loop with `coro::profile`
+//! recording: the cost of its two samples (clock + getrusage) per switch.
+//! The profiler's cost when off is the difference of `yield_pingpong/coro`
+//! with and without its flag test in `Scheduler::resume` (BENCHMARKS.md).
 
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
 
@@ -8,23 +13,38 @@ use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
+/// Two green threads yielding to each other `iters` times in all.
+fn pingpong(iters: u64) -> Duration {
+    let half = iters.div_ceil(2);
+    let t = Instant::now();
+    let a = coro::spawn(move || {
+        for _ in 0..half {
+            coro::yield_now();
+        }
+    });
+    for _ in 0..half {
+        coro::yield_now();
+    }
+    a.join().unwrap();
+    t.elapsed()
+}
+
 fn coro_yield(c: &mut Criterion) {
     let mut rt = coro_benches::coro_rt();
     c.bench_function("switch::yield_pingpong/coro", |b| {
+        b.iter_custom(|iters| rt.block_on(move || pingpong(iters)))
+    });
+}
+
+fn coro_yield_profiled(c: &mut Criterion) {
+    let mut rt = coro_benches::coro_rt();
+    c.bench_function("switch::yield_pingpong/coro+profiler", |b| {
         b.iter_custom(|iters| {
             rt.block_on(move || {
-                let half = iters.div_ceil(2);
-                let t = Instant::now();
-                let a = coro::spawn(move || {
-                    for _ in 0..half {
-                        coro::yield_now();
-                    }
-                });
-                for _ in 0..half {
-                    coro::yield_now();
-                }
-                a.join().unwrap();
-                t.elapsed()
+                coro::profile::start().unwrap();
+                let elapsed = pingpong(iters);
+                black_box(coro::profile::stop());
+                elapsed
             })
         })
     });
@@ -91,6 +111,6 @@ fn corosensei_pair(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = corosensei_pair, coro_yield, tokio_yield, may_yield
+    targets = corosensei_pair, coro_yield, coro_yield_profiled, tokio_yield, may_yield
 }
 criterion_main!(benches);

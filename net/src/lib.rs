@@ -22,7 +22,8 @@
 //! and `Coro::interrupt` (→ `ErrorKind::Other` wrapping
 //! [`WaitError`](coro_runtime::WaitError), never `ErrorKind::Interrupted`).
 //! Host names are resolved on the runtime's blocking-offload pool
-//! ([`lookup_host`]).
+//! ([`lookup_host`]). Unix signals arrive through a self-pipe registered the
+//! same way ([`signal::Signals`]).
 //!
 //! Sockets are `!Send`: they belong to the runtime (OS thread) that made
 //! them. `try_clone` returns another handle to the same socket for another
@@ -65,15 +66,20 @@
 //!
 //! For an accept loop that survives running out of file descriptors, see
 //! [`TcpListener`] and `examples/echo.rs`.
+//!
+//! [`backdoor`] serves a console into the running process on a Unix socket,
+//! for its owner only.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
+pub mod backdoor;
 mod error;
 mod fd;
 mod handle;
 mod lookup;
+pub mod signal;
 mod source;
 mod tcp;
 mod udp;

@@ -688,6 +688,18 @@ pub(crate) fn owns_live_threads(t: &Task) -> bool {
         })
 }
 
+/// How many nurseries `t` is nested in (0 for a thread not spawned in a
+/// [`scope`](crate::scope)).
+pub(crate) fn scope_depth(t: &Task) -> usize {
+    let mut depth = 0;
+    let mut p = t.cancel.parent.get();
+    while let Some(parent) = p {
+        depth += 1;
+        p = parent.owner.cancel.parent.get();
+    }
+    depth
+}
+
 /// The earliest deadline that applies to the running code: the deadlines
 /// of the scopes around it (and around the nurseries it was spawned in),
 /// up to the innermost shielded one. `None` if there is none.

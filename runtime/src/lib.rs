@@ -29,6 +29,8 @@
 //!   runs.
 //! * A pool of OS threads (`blocking`), started on demand up to 512 and
 //!   shrunk when idle, runs [`blocking`] jobs.
+//! * The [`profile`]r, off by default, charges the OS thread's time and
+//!   `getrusage` counters to threads, regions and the loop while it records.
 //!
 //! Three invariants make the unsafe code sound, and are enforced by guards,
 //! not convention (see the `context` module for where): tasks are resumed
@@ -62,6 +64,9 @@ mod cancel_scope;
 pub mod clock;
 mod context;
 mod error;
+mod inspect;
+mod latency;
+pub mod profile;
 mod reactor;
 mod runtime;
 mod sched;
@@ -79,6 +84,8 @@ pub use blocking::blocking;
 pub use cancel::current_effective_deadline;
 pub use cancel_scope::CancelScope;
 pub use error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
+pub use inspect::{thread_by_id, timers, TimerInfo};
+pub use latency::{latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS};
 pub use reactor::{Direction, Registration};
 pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,

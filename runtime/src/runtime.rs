@@ -9,9 +9,9 @@
 //! [`WaitError::Interrupted`](crate::WaitError). The loop runs (without
 //! blocking) until no thread is ready or 64 passes went by, so threads that
 //! react to the error leave normally. Threads still alive after that are
-//! unwound in place: each is resumed once more and unwinds from its suspend
-//! point as if from a panic, on its own stack with the runtime current, so
-//! destructors run and no stack or thread leaks. `JoinHandle::join` on such
+//! unwound in place: each is resumed once more and unwinds from the call it
+//! was blocked in as if from a panic, on its own stack with the runtime
+//! current, so destructors run and no stack or thread leaks. `JoinHandle::join` on such
 //! a thread reports [`JoinError::Cancelled`](crate::JoinError). Threads
 //! spawned meanwhile (by a destructor) are unwound too, without running,
 //! until no thread is left.
@@ -25,14 +25,26 @@
 //! # A thread that will not die
 //!
 //! A thread that catches its unwind (`catch_unwind` in a loop) and blocks
-//! again is unwound again at that call, up to 8 times; after that it is
-//! logged by name at ERROR and leaked: its stack and what lives on it stay
-//! allocated and it never runs again. A thread that catches the unwind and
-//! then loops without ever blocking or yielding cannot be stopped by a
-//! cooperative scheduler; the latency watchdog names it.
+//! or yields again is unwound again from that call (its destructors run
+//! again), up to 8 times; after that it is logged by name at ERROR and
+//! leaked: its stack and what lives on it stay allocated and it never runs
+//! again. A thread that catches the unwind and then loops without ever
+//! blocking or yielding cannot be stopped by a cooperative scheduler; the
+//! latency watchdog names it. Threads that destructors keep spawning during
+//! the unwind are unwound for 64 passes, then leaked.
+//!
+//! A leaked thread keeps whatever it held: a lock it owned stays locked, a
+//! socket it owned stays registered (so the runtime's deadlock report stays
+//! off in its later runs).
+//!
+//! # `panic = "abort"`
+//!
+//! Unwinding needs unwinding panics. In a program built with
+//! `panic = "abort"`, threads still alive after the interrupt passes are
+//! leaked (logged by name) instead of unwound: their destructors do not run.
 
 use std::io;
-use std::panic;
+use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -266,8 +278,17 @@ impl Runtime {
             .spawn_in(s, f)
             .unwrap_or_else(|e| panic!("coro: cannot start the main green thread: {e}"));
         let main = handle.thread().0.clone();
-        s.run_until(&main);
+        // A panic of the loop itself (the deadlock report) is held while the
+        // other threads are stopped, so they are stopped as in an ordinary
+        // shutdown (they may still yield: the OS thread is not panicking),
+        // then it goes on.
+        let looped = panic::catch_unwind(AssertUnwindSafe(|| s.run_until(&main)));
         drop(stop);
+        if let Err(p) = looped {
+            drop(main);
+            drop(handle);
+            panic::resume_unwind(p);
+        }
         drop(main);
         match handle.join() {
             Ok(v) => v,
@@ -276,10 +297,6 @@ impl Runtime {
         }
     }
 }
-
-/// Times a thread that catches its forced unwind is unwound again before it
-/// is leaked.
-const UNWIND_ROUNDS: usize = 8;
 
 /// Stops every green thread still alive (see the module docs). Runs with
 /// this runtime current; never panics.
@@ -301,19 +318,28 @@ fn shutdown(s: &Scheduler) {
     s.run_passes(SHUTDOWN_PASSES);
     s.ready.borrow_mut().clear();
     // Unwind what is left, and whatever their destructors spawn, until the
-    // table is empty.
-    loop {
-        let rest: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
+    // table is empty; a destructor that spawns again at every unwind is cut
+    // off after UNWIND_PASSES and what it left is leaked.
+    for pass in 0.. {
+        let mut rest: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
         if rest.is_empty() {
             break;
         }
+        // Deepest `coro::scope` threads first, so that a tree of scopes is
+        // unwound in one pass.
+        rest.sort_by_key(|t| std::cmp::Reverse(crate::cancel::scope_depth(t)));
         for t in rest {
-            // The threads of a `coro::scope` may borrow from their owner's
-            // frame: they are unwound before it (see `scope`).
-            if crate::cancel::owns_live_threads(&t) {
-                continue;
+            if pass < UNWIND_PASSES && cfg!(panic = "unwind") {
+                // The threads of a `coro::scope` may borrow from their
+                // owner's frame: they are unwound before it (see `scope`).
+                // Leaking, below, is safe in any order.
+                if crate::cancel::owns_live_threads(&t) {
+                    continue;
+                }
+                unwind(s, &t);
+            } else {
+                leak(s, &t, why_leaked(pass));
             }
-            unwind(s, &t);
         }
         s.ready.borrow_mut().clear();
     }
@@ -321,9 +347,44 @@ fn shutdown(s: &Scheduler) {
     s.shutting_down.set(false);
 }
 
+/// Times a thread that catches its shutdown unwind is unwound again before
+/// it is leaked.
+const UNWIND_ROUNDS: usize = 8;
+
+/// Passes over the thread table (each unwinding the threads that the last
+/// one's destructors spawned) before what is left is leaked.
+const UNWIND_PASSES: usize = 64;
+
+fn why_leaked(pass: usize) -> &'static str {
+    if cfg!(panic = "abort") {
+        "the program is built with panic = \"abort\", so it cannot be unwound"
+    } else if pass >= UNWIND_PASSES {
+        "threads kept spawning threads from destructors during shutdown's unwind"
+    } else {
+        "it caught its shutdown unwind and blocked again 8 times"
+    }
+}
+
+/// Leaks a thread shutdown cannot unwind: its coroutine is forgotten (its
+/// stack and what lives on it stay allocated, and it never runs again).
+fn leak(s: &Scheduler, t: &Rc<Task>, why: &str) {
+    log::error!(
+        target: "coro",
+        "green thread #{} '{}' is leaked at shutdown: {why} (its stack and what lives on it \
+         stay allocated; it never runs again)",
+        t.id,
+        t.display_name(),
+    );
+    if let Some(co) = t.coroutine.borrow_mut().take() {
+        std::mem::forget(co);
+    }
+    s.finish(t);
+}
+
 /// Unwinds one thread on its own stack by resuming it with its unwind
-/// requested (see `sched::suspend`); leaks it if it keeps catching the
-/// unwind and blocking again.
+/// requested (see `sched::forced_unwind_point`); a thread that never ran
+/// starts and `spawn::entry` drops its closure under its `catch_unwind`.
+/// Leaks a thread that keeps catching the unwind and blocking again.
 fn unwind(s: &Scheduler, t: &Rc<Task>) {
     t.unwinding.set(true);
     for _ in 0..UNWIND_ROUNDS {
@@ -332,20 +393,9 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
         }
         s.resume(t.clone());
     }
-    if t.state.get() == ThreadState::Dead {
-        return;
+    if t.state.get() != ThreadState::Dead {
+        leak(s, t, why_leaked(0));
     }
-    log::error!(
-        target: "coro",
-        "green thread #{} '{}' caught its shutdown unwind and blocked again {UNWIND_ROUNDS} times; \
-         it is leaked (its stack and what lives on it stay allocated; it never runs again)",
-        t.id,
-        t.display_name(),
-    );
-    if let Some(co) = t.coroutine.borrow_mut().take() {
-        std::mem::forget(co);
-    }
-    s.finish(t);
 }
 
 /// Builds a runtime with the default settings on this OS thread, runs `f` as

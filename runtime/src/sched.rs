@@ -24,10 +24,11 @@
 //!   duration of a resume and resets it on every path (a panic that would
 //!   escape is caught there). Shutdown (`runtime::shutdown`, run by a guard
 //!   in `block_on` also when the loop panics) finishes every task before
-//!   `block_on` returns; it unwinds a task by resuming it, so the unwind runs
-//!   on the task's stack with the runtime current ([`suspend`] raises
-//!   [`ForcedUnwind`] at the task's suspend point). `Drop for Task` leaks a
-//!   coroutine that escaped this rather than unwinding it elsewhere.
+//!   `block_on` returns; it unwinds a task by resuming it with its unwind
+//!   requested: the task raises [`ForcedUnwind`] itself at its next blocking
+//!   call (the one it was parked in, usually), so the unwind runs on its own
+//!   stack with its runtime current. `Drop for Task` leaks a coroutine that
+//!   escaped this rather than unwinding it elsewhere.
 //! * **No panic leaves a coroutine** (`spawn::entry` and `resume` catch).
 //! * **A task is woken only by the runtime that owns it** (`task::make_ready`).
 //!
@@ -96,10 +97,9 @@ pub(crate) struct Counters {
 /// Ids of runtimes: unique per process, never reused.
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The panic payload that unwinds a green thread at shutdown (raised at its
-/// suspend point by [`suspend`]; `spawn::entry` turns it into
-/// `JoinError::Cancelled`). User code that catches it and carries on is
-/// unwound again at its next suspend point, a bounded number of times.
+/// The panic payload that unwinds a green thread at shutdown (raised by
+/// the thread itself, see [`forced_unwind_point`]; `spawn::entry` turns it
+/// into `JoinError::Cancelled`).
 #[derive(Debug)]
 pub(crate) struct ForcedUnwind;
 
@@ -126,9 +126,11 @@ pub(crate) struct Scheduler {
     pub(crate) stacks: RefCell<StackPool>,
     pub(crate) blocking: BlockingPool,
     pub(crate) watchdog: Option<Watchdog>,
+    pub(crate) profiler: crate::profile::Profiler,
     pub(crate) counters: Counters,
     pub(crate) next_id: Cell<u64>,
-    /// The main closure returned: blocking calls now fail with `Interrupted`.
+    /// Shutdown is stopping the threads (the main closure returned, or the
+    /// loop panicked): blocking calls now fail with `Interrupted`.
     pub(crate) shutting_down: Cell<bool>,
     since_poll: Cell<u64>,
 }
@@ -158,6 +160,7 @@ impl Scheduler {
             precise,
             blocking,
             watchdog,
+            profiler: Default::default(),
             counters: Counters::default(),
             next_id: Cell::new(1),
             shutting_down: Cell::new(false),
@@ -222,6 +225,15 @@ impl Scheduler {
     /// and counted as that thread's panic (the thread is then finished).
     #[inline]
     pub(crate) fn resume(&self, task: Rc<Task>) {
+        if self.profiler.on.get() {
+            return crate::profile::resume(self, task);
+        }
+        self.resume_unprofiled(task)
+    }
+
+    /// [`resume`](Self::resume) without the profiler's samples around it.
+    #[inline(always)]
+    pub(crate) fn resume_unprofiled(&self, task: Rc<Task>) {
         debug_assert_eq!(task.runtime, self.id, "a task resumed by another runtime");
         task.state.set(ThreadState::Running);
         self.current.set(Rc::as_ptr(&task));
@@ -366,7 +378,7 @@ impl Scheduler {
         if polls.is_multiple_of(RECALIBRATE_POLLS) {
             clock::recalibrate(RECALIBRATE_INTERVAL);
         }
-        match self.reactor.poll(timeout) {
+        match crate::profile::around_poll(self, block, || self.reactor.poll(timeout)) {
             Ok(out) => {
                 if out.timer {
                     self.precise.fired();
@@ -382,7 +394,7 @@ impl Scheduler {
     /// Nothing is ready, no timer is pending, and nothing outside the runtime
     /// can wake a thread: every green thread is parked for good.
     fn check_deadlock(&self) {
-        if self.reactor.sources() > 0 || self.blocking.in_flight() > 0 {
+        if self.reactor.sources() > 0 || self.blocking.awaited() {
             return;
         }
         let tasks = self.tasks.borrow();
@@ -412,10 +424,6 @@ impl Scheduler {
 }
 
 /// Suspends the running task; returns when the scheduler resumes it.
-///
-/// When shutdown resumes the task to unwind it, this raises [`ForcedUnwind`]
-/// instead of returning: the task's stack unwinds from its suspend point,
-/// on its own stack, with its runtime current.
 #[inline]
 fn suspend(t: &Task) {
     let y = t.yielder.get();
@@ -423,15 +431,6 @@ fn suspend(t: &Task) {
     // SAFETY: by the invariant on `Task::yielder`, a running task's yielder
     // points at the live `Yielder` on its own stack, and we are that task.
     unsafe { (*y).suspend(()) }
-    if t.unwinding.get() {
-        forced_unwind();
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn forced_unwind() -> ! {
-    panic::resume_unwind(Box::new(ForcedUnwind))
 }
 
 /// Gives up the CPU: the running green thread goes to the back of the ready
@@ -482,6 +481,11 @@ pub fn yield_now() {
 #[cold]
 #[inline(never)]
 fn yield_refused(t: &Task) {
+    if t.unwinding.get() {
+        // Shutdown is unwinding this thread: a yield is where it unwinds.
+        let _ = forced_unwind_point(t);
+        return;
+    }
     if t.yield_refusal_logged.replace(true) {
         return;
     }
@@ -495,13 +499,12 @@ fn yield_refused(t: &Task) {
 }
 
 /// Whether the running task may switch away now: not inside a `no_suspend`
-/// region and not unwinding (from a panic, or forcibly at shutdown: both
-/// count as panicking). While a green thread unwinds no other may run: the
-/// panic state is per OS thread, and a switch in the middle of an unwind can
-/// abort the process.
+/// region, not unwinding from a panic, and not asked to unwind by shutdown.
+/// While a green thread unwinds no other may run: the panic state is per OS
+/// thread, and a switch in the middle of an unwind can abort the process.
 #[inline]
 fn may_suspend(t: &Task) -> bool {
-    t.no_suspend.get() == 0 && !std::thread::panicking()
+    t.no_suspend.get() == 0 && !t.unwinding.get() && !std::thread::panicking()
 }
 
 /// Why [`may_suspend`] said no, for messages.
@@ -551,6 +554,10 @@ fn spend_selfishness(s: &Scheduler, t: &Task) -> bool {
     let left = t.selfish_left.get().saturating_sub(1);
     if left == 0 && !may_suspend(t) {
         t.selfish_left.set(0);
+        if t.unwinding.get() {
+            // Where a forced yield would be, shutdown's unwind is.
+            let _ = forced_unwind_point(t);
+        }
         false
     } else if left == 0 {
         t.selfish_left.set(t.selfish_max.get());
@@ -623,12 +630,12 @@ fn park_suspended(t: &Task, what: &'static str) {
 /// (see `scope`). The wake-ups it gets (its last thread ending, an
 /// interrupt, a cancellation it ignores) are for it to sort out.
 ///
-/// It switches even while the OS thread panics (a shutdown run from a
-/// panicking scheduler loop): the caller runs no destructor of its own
-/// unwind (`scope` checks that on entry), so only the scheduler's frames
-/// are unwinding, on the OS thread's own stack, which the switch leaves
-/// alone. When shutdown resumes the thread to unwind it, this raises
-/// `ForcedUnwind` like any suspend point.
+/// It is no unwind point: when shutdown resumes the thread to unwind it,
+/// it returns, and the thread raises `ForcedUnwind` at its next blocking
+/// call after the scope (or, should its threads still live, parks again
+/// until shutdown leaks it: see `scope`). `scope` starts only where the
+/// thread may switch (not in `no_suspend`, not while the OS thread panics),
+/// so the switch here is always allowed.
 pub(crate) fn park_unchecked(what: &'static str) {
     context::with_current("coro::scope", |_, t| park_suspended(t, what))
 }
@@ -664,13 +671,18 @@ pub(crate) fn failed_at_once_if_green() {
 #[inline(never)]
 fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
     if t.unwinding.get() {
-        return unwinding_refusal(t);
+        return forced_unwind_point(t);
     }
     if t.interrupted.get() {
         t.interrupted.set(false);
         return Err(WaitError::Interrupted);
     }
     if s.shutting_down.get() {
+        if !may_suspend(t) {
+            // It cannot yield either (`block_on` called while the OS thread
+            // panics): an error loop here would spin forever.
+            count_refusal_while_stopping(t);
+        }
         return Err(WaitError::Interrupted);
     }
     if t.cancel.pending.get() {
@@ -691,38 +703,59 @@ fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
     Ok(())
 }
 
-/// A blocking call of a thread that shutdown is unwinding.
+/// A blocking call or yield of a thread that shutdown asked to unwind: the
+/// thread unwinds from here (raises [`ForcedUnwind`]), on its own stack.
 ///
-/// * Inside the unwind (its destructors run, the OS thread panics) it fails
-///   with `Interrupted`: nothing may switch there.
-/// * After user code caught the [`ForcedUnwind`] and went on, the thread
-///   goes back to the scheduler, which unwinds it again (a bounded number of
-///   times, then leaks it: see `runtime::shutdown`).
-/// * A thread that keeps blocking while the OS thread panics (it caught its
-///   unwind during a panic that is unwinding `block_on`) cannot be told from
-///   one inside its unwind, and cannot be switched away from safely; after
+/// * The first time, the thread is at an ordinary call (shutdown resumed it
+///   from the park it was in, or it reached its next blocking call): it
+///   raises, unless it is already unwinding from a panic of its own (a
+///   destructor that blocks), where a second panic would abort the process.
+/// * Inside that unwind (its destructors run) the call fails with
+///   `Interrupted`.
+/// * After user code caught the unwind and went on (no panic in flight any
+///   more), the thread goes back to the scheduler, which either resumes it
+///   (it raises again: its destructors run again) or, after a few rounds,
+///   leaks it (see `runtime::unwind`).
+/// * A thread that keeps blocking while the OS thread panics (`block_on`
+///   called from a destructor during a panic) cannot be told from one inside
+///   its unwind, and cannot be switched away from safely; after
 ///   [`UNWIND_REFUSAL_LIMIT`] refused calls the process is aborted with a
 ///   message naming it, rather than spinning forever.
 #[cold]
-fn unwinding_refusal(t: &Task) -> Result<(), WaitError> {
-    if may_suspend(t) {
-        t.swallowed_unwind.set(true);
-        t.state.set(ThreadState::Ready);
-        suspend(t); // raises ForcedUnwind when resumed
+#[inline(never)]
+fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
+    let panicking = std::thread::panicking();
+    if t.unwind_rounds.get() == 0 && !panicking {
+        t.unwind_rounds.set(1);
+        panic::resume_unwind(Box::new(ForcedUnwind));
+    }
+    if panicking || t.no_suspend.get() > 0 {
+        count_refusal_while_stopping(t);
         return Err(WaitError::Interrupted);
     }
+    // The unwind was caught: back to the scheduler, then unwind again.
+    t.state.set(ThreadState::Ready);
+    suspend(t);
+    t.unwind_rounds.set(t.unwind_rounds.get() + 1);
+    panic::resume_unwind(Box::new(ForcedUnwind));
+}
+
+/// Counts a blocking call refused to a thread that shutdown is stopping and
+/// that cannot switch away; aborts, naming the thread, past
+/// [`UNWIND_REFUSAL_LIMIT`] rather than spin forever.
+#[cold]
+fn count_refusal_while_stopping(t: &Task) {
     let n = t.unwind_refusals.get() + 1;
     t.unwind_refusals.set(n);
     if n >= UNWIND_REFUSAL_LIMIT {
         eprintln!(
-            "coro: green thread #{} '{}' keeps blocking while runtime shutdown unwinds it \
-             ({n} refused calls; it catches the unwind and loops); aborting",
+            "coro: green thread #{} '{}' keeps blocking while the runtime shuts down and \
+             cannot yield ({n} refused calls; it ignores the errors in a loop); aborting",
             t.id,
             t.display_name(),
         );
         std::process::abort();
     }
-    Err(WaitError::Interrupted)
 }
 
 /// Suspends the running thread until `deadline`.

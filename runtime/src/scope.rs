@@ -34,13 +34,17 @@
 //!   the owner's next blocking call; a cancellation of the owner's scopes
 //!   reaches the threads by itself. The wait goes on.
 //! * **Runtime shutdown.** The interrupt pass is the case above. In the
-//!   forced-unwind pass, `runtime::shutdown` skips a thread that
+//!   forced-unwind pass, `runtime::shutdown` unwinds the deepest scope
+//!   threads first and skips a thread that
 //!   [`owns live threads`](crate::cancel::owns_live_threads) until they are
 //!   unwound: the threads unwind first, while the frame they borrow from is
-//!   intact. Should the owner be unwound anyway, `wait_all` catches the
-//!   `ForcedUnwind` and keeps waiting; shutdown then leaks the owner after a
-//!   few rounds, and a leaked thread's stack is never freed nor unwound, so
-//!   the borrowed frame stays.
+//!   intact. The owner's wait is no unwind point (`sched::park_unchecked`):
+//!   should shutdown resume the owner to unwind it while its threads live
+//!   anyway, it parks again, and shutdown leaks it after a few rounds; a
+//!   leaked thread's stack is never freed nor unwound, so the borrowed frame
+//!   stays. A `ForcedUnwind` raised in the body is caught like any panic of
+//!   the body, and resumed after the wait. Past shutdown's unwind passes,
+//!   what is left is leaked, which is safe in any order.
 //! * **A leaked thread.** A thread that shutdown leaks (it caught its
 //!   unwind and blocked again 8 times) never runs again and its stack is
 //!   never freed or unwound, so it never touches the borrowed data; it is
@@ -189,7 +193,7 @@ where
     if body.is_err() {
         state.cancel.cancel();
     }
-    let forced = state.wait_all();
+    state.wait_all();
     // Every thread has ended: nothing can touch `'scope` data any more.
     mem::forget(waiting);
     let failures = mem::take(&mut *state.failures.borrow_mut());
@@ -200,9 +204,6 @@ where
     context::with_current("coro::scope", |s, t| {
         cancel::exit(s, t, &state.cancel.shared, state.entry)
     });
-    if let Some(p) = forced {
-        panic::resume_unwind(p);
-    }
     let value = match body {
         Ok(v) => v,
         Err(p) => panic::resume_unwind(p),
@@ -286,10 +287,7 @@ impl State {
 
     /// The owner's wait at the end of the scope: parks until no thread of
     /// the scope is live, whatever happens meanwhile (see the module docs).
-    /// Returns the `ForcedUnwind` payload if runtime shutdown tried to
-    /// unwind the owner meanwhile; the caller resumes it when done.
-    fn wait_all(&self) -> Option<Box<dyn Any + Send>> {
-        let mut forced = None;
+    fn wait_all(&self) {
         let mut interrupted = false;
         loop {
             // An interrupt that came before the wait, or woke it.
@@ -301,23 +299,13 @@ impl State {
                 break;
             }
             *self.waiter.borrow_mut() = Some(Waiter::current("coro::scope"));
-            let parked = panic::catch_unwind(|| sched::park_unchecked("scope"));
+            sched::park_unchecked("scope");
             self.waiter.borrow_mut().take();
-            match parked {
-                Ok(()) => {}
-                Err(p) if p.is::<ForcedUnwind>() => {
-                    forced = Some(p);
-                    self.cancel.cancel();
-                }
-                // `park_unchecked` raises nothing else; `Waiting` aborts.
-                Err(p) => panic::resume_unwind(p),
-            }
         }
         if interrupted {
             // For the owner's next blocking call, as `Coro::interrupt` says.
             context::with_current("coro::scope", |_, t| t.interrupted.set(true));
         }
-        forced
     }
 }
 

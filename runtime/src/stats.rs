@@ -73,6 +73,8 @@ pub struct ThreadInfo {
     /// Time it has spent running, sampled by the latency watchdog every few
     /// milliseconds; `None` when latency warnings are disabled.
     pub run_time: Option<Duration>,
+    /// Time since it was spawned.
+    pub age: Duration,
     /// Usable bytes of its stack.
     pub stack_size: usize,
     /// For a thread spawned in a [`scope`](crate::scope): the id of the
@@ -141,6 +143,7 @@ pub fn threads() -> Vec<ThreadInfo> {
                     .map(|r| Duration::from_nanos(r.get(&t.id).copied().unwrap_or(0))),
                 stack_size: t.stack_size,
                 parent: t.cancel.parent.get().map(|p| p.owner.id),
+                age: crate::clock::Instant::from_ticks(t.spawned_at).elapsed(),
             })
             .collect();
         v.sort_by_key(|t| t.id);

@@ -99,12 +99,11 @@ pub(crate) struct Task {
     /// usable size; read by the stack-overflow handler.
     pub(crate) stack_limit: usize,
     pub(crate) stack_size: usize,
-    /// The scheduler is unwinding this task at shutdown: every suspend point
-    /// of the task unwinds it when it is resumed (see `sched::suspend`).
+    /// Shutdown asked this task to unwind: its next blocking call or yield
+    /// raises `sched::ForcedUnwind` (see `sched::forced_unwind_point`).
     pub(crate) unwinding: Cell<bool>,
-    /// Set by a blocking call made after the task caught its forced unwind
-    /// and went on (see `sched::refusal`): the scheduler may unwind it again.
-    pub(crate) swallowed_unwind: Cell<bool>,
+    /// Times the task raised that unwind.
+    pub(crate) unwind_rounds: Cell<u32>,
     /// Blocking calls refused while the task was being unwound (bounds a
     /// loop that keeps catching its unwind while the OS thread panics).
     pub(crate) unwind_refusals: Cell<u32>,
@@ -113,6 +112,8 @@ pub(crate) struct Task {
     pub(crate) timer_fired: Cell<bool>,
     /// A refused `yield_now` was logged (it is logged once per thread).
     pub(crate) yield_refusal_logged: Cell<bool>,
+    /// Clock ticks when it was spawned (its age in `threads()`).
+    pub(crate) spawned_at: u64,
 }
 
 impl Task {
@@ -142,10 +143,11 @@ impl Task {
             stack_limit,
             stack_size,
             unwinding: Cell::new(false),
-            swallowed_unwind: Cell::new(false),
+            unwind_rounds: Cell::new(0),
             unwind_refusals: Cell::new(0),
             timer_fired: Cell::new(false),
             yield_refusal_logged: Cell::new(false),
+            spawned_at: crate::clock::now().ticks(),
         }
     }
 
@@ -181,13 +183,15 @@ impl Drop for Task {
 
 /// Wakes a parked task: it goes to the back of its runtime's ready queue.
 ///
-/// Returns `false`, and does nothing, when the task's runtime is not the one
-/// running on this OS thread (no runtime runs, or another one does): the
-/// task belongs to a table this scheduler does not own. It never panics: it
-/// is called from destructors (a lock guard handing off), also while a
-/// thread unwinds.
+/// Returns `false`, and does nothing, when the task is not parked or its
+/// runtime is not the one running on this OS thread (no runtime runs, or
+/// another one does): the task belongs to a table this scheduler does not
+/// own. It never panics: it is called from destructors (a lock guard
+/// handing off), also while a thread unwinds.
 pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
-    debug_assert_eq!(task.state.get(), ThreadState::Parked);
+    if task.state.get() != ThreadState::Parked {
+        return false;
+    }
     context::try_with_sched(|s| {
         if s.id != task.runtime {
             return false;
@@ -222,6 +226,11 @@ impl Waiter {
     /// (and belongs to the running runtime). Returns whether it did.
     pub(crate) fn wake(&self) -> bool {
         self.is_waiting() && make_ready(&self.task)
+    }
+
+    /// The task has finished (or was leaked at shutdown).
+    pub(crate) fn is_dead(&self) -> bool {
+        self.task.state.get() == ThreadState::Dead
     }
 
     /// The task is still parked in the park this waiter was made for.
@@ -341,7 +350,7 @@ impl Coro {
     ///
     /// # Errors
     ///
-    /// A [`ScheduleError`] if the thread is dead, or belongs to a runtime
+    /// A [`ScheduleError`] if the thread is dead, or is parked in a runtime
     /// other than the one running on this OS thread.
     pub fn interrupt(&self) -> Result<(), ScheduleError> {
         let t = &self.0;

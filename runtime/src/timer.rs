@@ -141,6 +141,11 @@ impl TimerHeap {
         self.live
     }
 
+    /// The entries that would still do something, in no order (`coro::timers`).
+    pub(crate) fn live_entries(&self) -> impl Iterator<Item = &Entry> {
+        self.heap.iter().filter(|e| e.is_live())
+    }
+
     /// Entries in the heap, stale ones included.
     pub(crate) fn len(&self) -> usize {
         self.heap.len()

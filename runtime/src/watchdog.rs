@@ -32,6 +32,8 @@ pub(crate) struct WatchShared {
     pub(crate) names: Mutex<HashMap<u64, Arc<str>>>,
     /// Sampled run time per thread id, in nanoseconds.
     pub(crate) run_ns: Mutex<HashMap<u64, u64>>,
+    /// The most recent warnings (`latency`).
+    pub(crate) recent: Mutex<crate::latency::Recent>,
     stop: Mutex<bool>,
     cv: Condvar,
     threshold: Duration,
@@ -51,6 +53,7 @@ impl Watchdog {
             warnings: AtomicU64::new(0),
             names: Mutex::new(HashMap::new()),
             run_ns: Mutex::new(HashMap::new()),
+            recent: Mutex::default(),
             stop: Mutex::new(false),
             cv: Condvar::new(),
             threshold,
@@ -111,12 +114,25 @@ fn watch(s: Arc<WatchShared>) {
         account(&s, now.duration_since(last_sample).as_nanos() as u64);
         last_sample = now;
         if running == 0 || slice != seen_slice {
+            if warned {
+                let ran = now.duration_since(seen_at);
+                s.recent
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .update_last(ran, false);
+            }
             seen_slice = slice;
             seen_at = now;
             warned = false;
             continue;
         }
         let ran = now.duration_since(seen_at);
+        if warned {
+            s.recent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .update_last(ran, true);
+        }
         if !warned && ran >= s.threshold {
             warned = true;
             s.warnings.fetch_add(1, Ordering::Relaxed);
@@ -126,6 +142,10 @@ fn watch(s: Arc<WatchShared>) {
                 .unwrap_or_else(|e| e.into_inner())
                 .get(&running)
                 .cloned();
+            s.recent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(running, name.clone(), ran);
             log::warn!(
                 target: "coro::latency",
                 "latency warning: green thread #{running} '{}' has run {:.3} s without yielding (threshold {:.3} s)",
