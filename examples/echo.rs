@@ -1,9 +1,11 @@
-//! An echo server on green threads: one green thread per connection, a
-//! per-connection idle timeout (`with_timeout`), the connection count on
-//! every connect and disconnect, an accept loop that backs off when the
-//! process runs out of file descriptors, and a graceful stop on SIGINT or
-//! SIGTERM (stop accepting, let open connections finish; a second signal
-//! quits at once).
+//! An echo server on green threads: one green thread per connection, all
+//! in one `coro::scope` with the accept loop (the connections borrow the
+//! listener and the counters; no `Rc`), a per-connection idle timeout
+//! (`with_timeout`), the connection count on every connect and disconnect,
+//! an accept loop that backs off when the process runs out of file
+//! descriptors, and a graceful stop on SIGINT or SIGTERM (stop accepting,
+//! let open connections finish: the scope waits for them; a second signal
+//! cancels the scope, which ends them all at once).
 //!
 //! Run it with
 //!
@@ -26,11 +28,11 @@
 
 use std::cell::Cell;
 use std::io::{self, Read, Write};
-use std::rc::Rc;
 use std::time::Duration;
 
 use coro::net::{is_fd_exhaustion, TcpListener, TcpStream};
 use coro::signal::{Signals, SIGINT, SIGTERM};
+use coro::{CancelScope, Scope, WaitError};
 
 /// Connection counters shared by the green threads of the server.
 #[derive(Default)]
@@ -39,6 +41,8 @@ struct Counts {
     open: Cell<usize>,
     /// Connections accepted since start.
     total: Cell<u64>,
+    /// Connections cut short by a second signal.
+    cut: Cell<u64>,
 }
 
 fn main() -> io::Result<()> {
@@ -57,49 +61,59 @@ fn main() -> io::Result<()> {
     coro::run(move || serve(&addr, idle))
 }
 
+/// The server: the accept loop and one thread per connection in a
+/// `coro::scope` (they borrow the listener and the counters), a signal
+/// watcher beside it. The first signal closes the listener, so the accept
+/// loop ends and the scope waits for the open connections; a second one
+/// cancels the scope around them, which ends every connection at once.
 fn serve(addr: &str, idle: Duration) -> io::Result<()> {
-    let signals = Rc::new(Signals::new([SIGINT, SIGTERM])?);
-    let listener = Rc::new(TcpListener::bind(addr)?);
+    let signals = Signals::new([SIGINT, SIGTERM])?;
+    let listener = TcpListener::bind(addr)?;
     eprintln!(
         "echo: listening on {} (idle timeout {idle:?}); try `nc {}`",
         listener.local_addr()?,
         listener.local_addr()?.to_string().replace(':', " ")
     );
-    let counts = Rc::new(Counts::default());
-    let acceptor = {
-        let (listener, counts) = (listener.clone(), counts.clone());
-        coro::Builder::new()
-            .name("acceptor".into())
-            .spawn(move || accept_loop(&listener, &counts, idle))?
-    };
-
-    signals.recv()?;
-    eprintln!(
-        "echo: stopping: no new connections; waiting for {} open (signal again to quit now)",
-        counts.open.get()
-    );
-    listener.close(); // wakes the acceptor at once
-    acceptor
-        .join()
-        .map_err(|e| io::Error::other(e.to_string()))??;
-
-    let second = coro::spawn(move || signals.recv());
-    while counts.open.get() > 0 && !second.is_finished() {
-        coro::sleep(Duration::from_millis(50)).map_err(io::Error::from)?;
-    }
-    eprintln!(
-        "echo: bye ({} connections served, {} cut short)",
-        counts.total.get(),
-        counts.open.get()
-    );
-    // Returning ends the runtime, which stops any connection still open.
-    Ok(())
+    let counts = Counts::default();
+    let quit_now = CancelScope::new();
+    coro::scope(|s| {
+        s.spawn(|| -> io::Result<()> {
+            signals.recv()?;
+            eprintln!(
+                "echo: stopping: no new connections; waiting for {} open (signal again to quit now)",
+                counts.open.get()
+            );
+            listener.close(); // ends the accept loop at once
+            signals.recv()?;
+            quit_now.cancel();
+            Ok(())
+        });
+        // Returns when every connection has ended.
+        let served =
+            quit_now.run(|| coro::scope(|conns| accept_loop(&listener, conns, &counts, idle)));
+        s.cancel(); // stop watching for signals
+        eprintln!(
+            "echo: bye ({} connections served, {} cut short)",
+            counts.total.get(),
+            counts.cut.get()
+        );
+        match served {
+            Ok(accepted) => accepted?,
+            Err(_cancelled) => Ok(()), // the second signal: the connections were cut short
+        }
+    })?
 }
 
-/// Accepts until the listener is closed. Out of fds (`EMFILE`), it backs
-/// off instead of retrying at once: the pending connection stays queued
-/// and an immediate retry would spin.
-fn accept_loop(listener: &TcpListener, counts: &Rc<Counts>, idle: Duration) -> io::Result<()> {
+/// Accepts until the listener is closed, each connection on its own thread
+/// in `conns`. Out of fds (`EMFILE`), it backs off instead of retrying at
+/// once: the pending connection stays queued and an immediate retry would
+/// spin.
+fn accept_loop<'scope>(
+    listener: &'scope TcpListener,
+    conns: &'scope Scope<'scope, '_>,
+    counts: &'scope Counts,
+    idle: Duration,
+) -> io::Result<()> {
     const MIN_BACKOFF: Duration = Duration::from_millis(5);
     let mut backoff = MIN_BACKOFF;
     loop {
@@ -113,11 +127,14 @@ fn accept_loop(listener: &TcpListener, counts: &Rc<Counts>, idle: Duration) -> i
                     counts.open.get(),
                     coro::stats().io_sources
                 );
-                let counts = counts.clone();
-                coro::spawn(move || {
+                conns.spawn(move || {
                     let why = match echo(stream, idle) {
                         Ok(()) => "closed".to_owned(),
                         Err(e) if e.kind() == io::ErrorKind::TimedOut => "idle".to_owned(),
+                        Err(e) if WaitError::from_io(&e) == Some(WaitError::Cancelled) => {
+                            counts.cut.set(counts.cut.get() + 1);
+                            "cut short".to_owned()
+                        }
                         Err(e) => e.to_string(),
                     };
                     counts.open.set(counts.open.get() - 1);
@@ -130,6 +147,7 @@ fn accept_loop(listener: &TcpListener, counts: &Rc<Counts>, idle: Duration) -> i
                 backoff = (backoff * 2).min(Duration::from_secs(1));
             }
             Err(_) if listener.is_closed() => return Ok(()),
+            Err(e) if WaitError::from_io(&e).is_some() => return Err(e),
             Err(e) => {
                 // ECONNABORTED and friends concern one connection only.
                 eprintln!("echo: accept: {e}");

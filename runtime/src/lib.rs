@@ -6,8 +6,9 @@
 //! thread; only one of its green threads runs at a time, so code inside one
 //! runtime has no data races by construction. Every call that can suspend
 //! returns a `Result` whose error says why it stopped: a timeout of an
-//! enclosing [`with_timeout`], an [interrupt](Coro::interrupt), runtime
-//! shutdown.
+//! enclosing [`with_timeout`], a cancelled [`CancelScope`], an
+//! [interrupt](Coro::interrupt), runtime shutdown. [`scope`] starts green
+//! threads that borrow from the caller and have all ended when it returns.
 //!
 //! # Implementation
 //!
@@ -19,6 +20,10 @@
 //! * Green threads are corosensei coroutines on `mmap`ed stacks with guard
 //!   pages, from a per-runtime pool (`stack`); a guard-page hit prints the
 //!   thread's name and stack size and aborts.
+//! * Each green thread keeps a stack of the scopes it runs inside
+//!   (`with_timeout`, cancel scopes, nurseries); a thread spawned in a
+//!   [`scope`] continues into its owner's stack, so cancellations reach it
+//!   (`cancel`, `scope`). Deadlines get a timer only when a thread parks.
 //! * A watchdog OS thread per runtime (`watchdog`) reports a green thread
 //!   that runs past the latency threshold without yielding, while it still
 //!   runs.
@@ -54,6 +59,8 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod blocking;
+mod cancel;
+mod cancel_scope;
 pub mod clock;
 mod context;
 mod error;
@@ -63,6 +70,7 @@ pub mod profile;
 mod reactor;
 mod runtime;
 mod sched;
+mod scope;
 mod shutdown_hooks;
 mod spawn;
 mod stack;
@@ -74,7 +82,9 @@ mod timer;
 mod watchdog;
 
 pub use blocking::blocking;
-pub use error::{JoinError, ScheduleError, Timeout, WaitError};
+pub use cancel::current_effective_deadline;
+pub use cancel_scope::CancelScope;
+pub use error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
 pub use inspect::{thread_by_id, timers, TimerInfo};
 pub use latency::{latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS};
 pub use reactor::{Direction, Registration};
@@ -82,6 +92,7 @@ pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
 pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
+pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};
 pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
 pub use spawn::{
     current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
@@ -89,7 +100,7 @@ pub use spawn::{
 pub use stack::MIN_STACK_SIZE;
 pub use stats::{stats, threads, Stats, ThreadInfo};
 pub use task::{Coro, ThreadState};
-pub use timeout::{no_suspend, with_timeout};
+pub use timeout::{no_suspend, with_deadline, with_timeout};
 
 /// Re-exported so `coro::net` and users can name mio's interest flags.
 pub use mio::Interest;

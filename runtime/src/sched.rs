@@ -49,6 +49,7 @@ use corosensei::CoroutineResult;
 use slab::Slab;
 
 use crate::blocking::BlockingPool;
+use crate::cancel;
 use crate::clock::{self, Instant};
 use crate::context;
 use crate::error::WaitError;
@@ -335,14 +336,9 @@ impl Scheduler {
                     make_ready(&e.task);
                 }
                 TimerKind::Scope { id } => {
-                    let mut scopes = e.task.scopes.borrow_mut();
-                    if let Some(s) = scopes.iter_mut().find(|s| s.id == id) {
-                        s.expired = true;
-                        e.task.expired_scopes.set(e.task.expired_scopes.get() + 1);
-                    }
-                    drop(scopes);
-                    if e.task.state.get() == ThreadState::Parked {
-                        make_ready(&e.task);
+                    // A deadline moved later re-arms (see `cancel`).
+                    if let Some(d) = cancel::timer_fired(&e.task, id) {
+                        timers.insert(d, e.task, TimerKind::Scope { id });
                     }
                 }
             }
@@ -603,21 +599,45 @@ pub fn park() -> Result<(), WaitError> {
 /// [`park`], recording `what` the thread waits on for [`threads`](crate::threads).
 pub fn park_as(what: &'static str) -> Result<(), WaitError> {
     context::with_current("coro::park", |s, t| {
-        if let Err(e) = check(s, t).and_then(|()| arm_scope_timer(s, t)) {
+        if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
             // This park is over before it began: a waiter or a timer made
             // for it must not match the thread's next park.
             t.park_gen.set(t.park_gen.get() + 1);
             failed_at_once(s, t);
             return Err(e);
         }
-        t.waiting_on.set(what);
-        t.state.set(ThreadState::Parked);
-        suspend(t);
-        t.park_gen.set(t.park_gen.get() + 1);
-        t.waiting_on.set("");
-        t.selfish_left.set(t.selfish_max.get());
+        park_suspended(t, what);
         check(s, t)
     })
+}
+
+/// Suspends the running task `t` as parked on `what` until it is woken,
+/// and ends the park (its generation, its selfishness budget).
+#[inline]
+fn park_suspended(t: &Task, what: &'static str) {
+    t.waiting_on.set(what);
+    t.state.set(ThreadState::Parked);
+    suspend(t);
+    t.park_gen.set(t.park_gen.get() + 1);
+    t.waiting_on.set("");
+    t.selfish_left.set(t.selfish_max.get());
+}
+
+/// Parks the running thread until it is woken, with none of [`park_as`]'s
+/// checks: no interrupt, shutdown, cancellation or deadline refuses or ends
+/// it. Only `coro::scope`'s final wait uses it: it must not return while
+/// the scope's threads live, and handles interrupts and cancellation itself
+/// (see `scope`). The wake-ups it gets (its last thread ending, an
+/// interrupt, a cancellation it ignores) are for it to sort out.
+///
+/// It is no unwind point: when shutdown resumes the thread to unwind it,
+/// it returns, and the thread raises `ForcedUnwind` at its next blocking
+/// call after the scope (or, should its threads still live, parks again
+/// until shutdown leaks it: see `scope`). `scope` starts only where the
+/// thread may switch (not in `no_suspend`, not while the OS thread panics),
+/// so the switch here is always allowed.
+pub(crate) fn park_unchecked(what: &'static str) {
+    context::with_current("coro::scope", |_, t| park_suspended(t, what))
 }
 
 /// Whether the running task may block now; consumes a pending interrupt.
@@ -625,8 +645,7 @@ pub fn park_as(what: &'static str) -> Result<(), WaitError> {
 fn check(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
     // The common case in a few loads; the reasons (and the logging, whose
     // formatting would keep this from being inlined) are out of line.
-    if t.interrupted.get() || s.shutting_down.get() || t.expired_scopes.get() > 0 || !may_suspend(t)
-    {
+    if t.interrupted.get() || s.shutting_down.get() || t.cancel.pending.get() || !may_suspend(t) {
         return refusal(s, t);
     }
     Ok(())
@@ -666,9 +685,10 @@ fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
         }
         return Err(WaitError::Interrupted);
     }
-    if t.expired_scopes.get() > 0 {
-        deliver_timeout(t);
-        return Err(WaitError::TimedOut);
+    if t.cancel.pending.get() {
+        if let Some(e) = cancel::deliver(s, t) {
+            return Err(e);
+        }
     }
     if !may_suspend(t) {
         log::error!(
@@ -736,48 +756,6 @@ fn count_refusal_while_stopping(t: &Task) {
         );
         std::process::abort();
     }
-}
-
-/// Marks which expired scope a `TimedOut` belongs to: the one whose deadline
-/// passed first (the outermost on ties).
-fn deliver_timeout(t: &Task) {
-    let mut scopes = t.scopes.borrow_mut();
-    if let Some(owner) = scopes
-        .iter_mut()
-        .filter(|s| s.expired)
-        .min_by_key(|s| s.deadline)
-    {
-        owner.delivered = true;
-    }
-}
-
-/// Before parking: makes sure the earliest unexpired scope has a timer, or
-/// expires it now if its deadline already passed.
-fn arm_scope_timer(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
-    let mut scopes = t.scopes.borrow_mut();
-    let Some(first) = scopes
-        .iter_mut()
-        .filter(|sc| !sc.expired)
-        .min_by_key(|sc| sc.deadline)
-    else {
-        return Ok(());
-    };
-    if first.registered {
-        return Ok(());
-    }
-    if first.deadline <= clock::now().ticks() {
-        first.expired = true;
-        first.delivered = true;
-        t.expired_scopes.set(t.expired_scopes.get() + 1);
-        return Err(WaitError::TimedOut);
-    }
-    first.registered = true;
-    let (deadline, id) = (first.deadline, first.id);
-    drop(scopes);
-    s.timers
-        .borrow_mut()
-        .insert(deadline, s.task_rc(t), TimerKind::Scope { id });
-    Ok(())
 }
 
 /// Suspends the running thread until `deadline`.

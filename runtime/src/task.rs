@@ -31,6 +31,7 @@ use std::sync::Arc;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, Yielder};
 
+use crate::cancel::TaskCancel;
 use crate::context;
 use crate::error::ScheduleError;
 
@@ -63,21 +64,6 @@ impl ThreadState {
     }
 }
 
-/// One `with_timeout` scope on a task's scope stack.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Scope {
-    /// Unique per task; timer entries name their scope by it.
-    pub(crate) id: u64,
-    /// Deadline in clock ticks.
-    pub(crate) deadline: u64,
-    /// The deadline passed (set by the timer, or found at a park).
-    pub(crate) expired: bool,
-    /// A blocking call returned `TimedOut` on behalf of this scope.
-    pub(crate) delivered: bool,
-    /// A timer entry for this scope is in the heap.
-    pub(crate) registered: bool,
-}
-
 /// The control block of one green thread.
 pub(crate) struct Task {
     pub(crate) id: u64,
@@ -100,11 +86,9 @@ pub(crate) struct Task {
     pub(crate) park_gen: Cell<u64>,
     /// An interrupt is pending: the current or next blocking call fails.
     pub(crate) interrupted: Cell<bool>,
-    /// The `with_timeout` scopes in force, innermost last.
-    pub(crate) scopes: RefCell<Vec<Scope>>,
-    /// How many scopes in `scopes` are expired (to keep parks cheap).
-    pub(crate) expired_scopes: Cell<u32>,
-    pub(crate) scope_seq: Cell<u64>,
+    /// The scopes it runs inside (`with_timeout`, cancel scopes, nurseries)
+    /// and whether one of them is cancelled (see `cancel`).
+    pub(crate) cancel: TaskCancel,
     pub(crate) selfish_left: Cell<u32>,
     pub(crate) selfish_max: Cell<u32>,
     /// Depth of `no_suspend` regions.
@@ -151,9 +135,7 @@ impl Task {
             yielder: Cell::new(std::ptr::null()),
             park_gen: Cell::new(0),
             interrupted: Cell::new(false),
-            scopes: RefCell::new(Vec::new()),
-            expired_scopes: Cell::new(0),
-            scope_seq: Cell::new(0),
+            cancel: TaskCancel::default(),
             selfish_left: Cell::new(selfishness),
             selfish_max: Cell::new(selfishness),
             no_suspend: Cell::new(0),
@@ -356,6 +338,13 @@ impl Coro {
     /// * Not yet started: it starts normally and its first blocking call fails.
     ///   (Its closure always runs, so values moved into it are handled by the
     ///   thread's own code.)
+    ///
+    /// * Inside a shielded [`CancelScope`](crate::CancelScope): it gets
+    ///   there all the same. A shield keeps out the cancellations of the
+    ///   scopes around it; an interrupt targets the thread.
+    /// * Waiting at the end of a [`scope`](crate::scope): the scope is
+    ///   cancelled (its threads end sooner) and goes on waiting; the
+    ///   interrupt stays pending for the next blocking call after it.
     ///
     /// An interrupt is consumed by the one blocking call that reports it.
     ///
