@@ -15,7 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use coro::sync::{channel, Event, Mutex, Semaphore, WaitGroup};
+use coro::sync::{sync_channel, Event, Mutex, RecvError, Semaphore, WaitGroup};
 use coro::{JoinError, WaitError};
 use util::{panic_text, LIMIT, LONG};
 
@@ -97,9 +97,9 @@ fn primitive_waits_on_a_plain_os_thread_say_a_green_thread_is_needed() {
         let _held = m.lock().expect("an uncontended lock needs no runtime");
         let group = WaitGroup::new();
         let _member = group.add();
-        let (tx, _rx) = channel::<u8>(1);
+        let (tx, _rx) = sync_channel::<u8>(1);
         tx.try_send(0).unwrap(); // full
-        let (_tx, empty) = channel::<u8>(1);
+        let (_tx, empty) = sync_channel::<u8>(1);
         vec![
             ("Mutex::lock", refusal("lock", || m.lock().map(drop))),
             (
@@ -137,11 +137,11 @@ fn calls_that_need_not_wait_work_on_a_plain_os_thread() {
         let group = WaitGroup::new();
         group.add().done();
         group.wait().unwrap();
-        let (tx, rx) = channel(2);
+        let (tx, rx) = sync_channel(2);
         tx.send(5).unwrap();
-        assert_eq!(rx.recv().unwrap(), Some(5));
+        assert_eq!(rx.recv(), Ok(5));
         drop(tx);
-        assert_eq!(rx.recv().unwrap(), None);
+        assert_eq!(rx.recv(), Err(RecvError::Disconnected));
         let addrs: Vec<_> = coro::net::lookup_host("127.0.0.1:80").unwrap().collect();
         assert_eq!(addrs, ["127.0.0.1:80".parse().unwrap()]);
     });

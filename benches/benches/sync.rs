@@ -280,14 +280,14 @@ fn channel_1p1c(c: &mut Criterion) {
         c,
         "sync::channel_1p1c_128",
         |iters| {
-            let (tx, rx) = coro::sync::channel(128);
+            let (tx, rx) = coro::sync::sync_channel(128);
             let t = Instant::now();
             let producer = coro::spawn(move || {
                 for i in 0..iters {
                     tx.send(i).unwrap();
                 }
             });
-            while let Some(i) = rx.recv().unwrap() {
+            while let Ok(i) = rx.recv() {
                 black_box(i);
             }
             producer.join().unwrap();

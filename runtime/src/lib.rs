@@ -56,6 +56,7 @@ pub mod clock;
 mod context;
 mod error;
 mod reactor;
+mod remote;
 mod runtime;
 mod sched;
 mod spawn;
@@ -70,6 +71,7 @@ mod watchdog;
 pub use blocking::blocking;
 pub use error::{JoinError, ScheduleError, Timeout, WaitError};
 pub use reactor::{Direction, Registration};
+pub use remote::{handle, Handle, RemoteWaker};
 pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };

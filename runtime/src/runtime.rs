@@ -217,6 +217,12 @@ impl Runtime {
         RuntimeBuilder::default().build()
     }
 
+    /// A `Send` handle that spawns green threads into this runtime from
+    /// other OS threads (see [`Handle`](crate::Handle)).
+    pub fn handle(&self) -> crate::Handle {
+        self.sched.remote.handle()
+    }
+
     /// Runs `f` as the first green thread (named `main`) and drives the
     /// scheduler until it returns; then stops the other green threads (see
     /// the module docs) and returns `f`'s value.

@@ -124,6 +124,8 @@ pub(crate) struct Scheduler {
     pub(crate) precise: PreciseTimer,
     pub(crate) stacks: RefCell<StackPool>,
     pub(crate) blocking: BlockingPool,
+    /// The `Send` inbox: spawns and wake-ups from other OS threads.
+    pub(crate) remote: crate::remote::Remote,
     pub(crate) watchdog: Option<Watchdog>,
     pub(crate) counters: Counters,
     pub(crate) next_id: Cell<u64>,
@@ -145,8 +147,10 @@ impl Scheduler {
             Some(t) => Some(Watchdog::start(t)?),
             None => None,
         };
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         Ok(Scheduler {
-            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
+            id,
+            remote: crate::remote::Remote::new(id, reactor.waker.clone()),
             stacks: RefCell::new(StackPool::new(config.stack_size, config.stack_pool)),
             config,
             ready: RefCell::new(VecDeque::new()),
@@ -378,6 +382,7 @@ impl Scheduler {
                 if out.woken {
                     self.blocking.drain_completions();
                 }
+                self.remote.drain(self);
             }
             Err(e) => panic!("coro: polling the OS for events failed: {e}"),
         }
@@ -386,7 +391,7 @@ impl Scheduler {
     /// Nothing is ready, no timer is pending, and nothing outside the runtime
     /// can wake a thread: every green thread is parked for good.
     fn check_deadlock(&self) {
-        if self.reactor.sources() > 0 || self.blocking.in_flight() > 0 {
+        if self.reactor.sources() > 0 || self.blocking.in_flight() > 0 || self.remote.may_wake() {
             return;
         }
         let tasks = self.tasks.borrow();

@@ -67,8 +67,18 @@ mod semaphore;
 mod wait_group;
 mod waitlist;
 
-pub use channel::{channel, Fifo, Receiver, SendError, Sender, TryRecvError, TrySendError};
+pub use channel::{
+    channel, sync_channel, Fifo, IntoIter, Iter, Receiver, RecvError, SendError, Sender, TryIter,
+    TryRecvError, TrySendError,
+};
 pub use condvar::Condvar;
+
+/// The `Send` bridge into a runtime: a channel that any OS thread or
+/// runtime sends into, whose receiver waits on a green thread. See
+/// [`remote::channel`].
+pub mod remote {
+    pub use crate::channel::remote::{channel, Iter, Receiver, Sender};
+}
 pub use error::{LockError, TryAcquireError, TryLockError};
 pub use event::Event;
 pub use inverted_semaphore::InvertedSemaphore;
