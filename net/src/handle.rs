@@ -19,6 +19,7 @@
 //! | `timeouts!` | `set_read_timeout`, `set_write_timeout`, `read_timeout`, `write_timeout` | every type but the listeners (`UnixDatagram`: the setters only) |
 //! | `ttl!` | `set_ttl`, `ttl` | the TCP and UDP types |
 //! | `stream_io!` | `Read` and `Write` for `T` and `&T` | `TcpStream`, `UnixStream` |
+//! | `sendfile!` | `sendfile`, `sendfile_all` | `TcpStream`, `UnixStream` |
 //! | `datagram_io!` | `send`, `recv`, `recv_from` | `UdpSocket`, `UnixDatagram` |
 //! | `incoming!` | `incoming` and its iterator `Incoming` | `TcpListener`, `UnixListener` |
 
@@ -359,8 +360,15 @@ macro_rules! incoming {
     ($l:ident, $stream:ident) => {
         impl $l {
             /// An iterator over incoming connections: each item is
-            /// [`accept`](Self::accept)'s result without the address. It
-            /// never ends by itself; errors (including `EMFILE`) are items.
+            /// [`accept`](Self::accept)'s result without the address.
+            ///
+            /// It **ends once the listener is [closed](Self::close)** (from
+            /// any handle, also while it waits), so `for stream in
+            /// listener.incoming()` stops there, as a std user expects.
+            /// Until then it does not end by itself: other errors
+            /// (including `EMFILE`, see the type's docs) are items, and an
+            /// error that comes at once spends selfishness, so a loop that
+            /// skips errors still lets the other green threads run.
             pub fn incoming(&self) -> Incoming<'_> {
                 Incoming { listener: self }
             }
@@ -377,9 +385,91 @@ macro_rules! incoming {
             type Item = std::io::Result<$stream>;
 
             fn next(&mut self) -> Option<std::io::Result<$stream>> {
-                Some(self.listener.accept().map(|(s, _)| s))
+                if self.listener.is_closed() {
+                    return None;
+                }
+                match self.listener.accept() {
+                    Err(_) if self.listener.is_closed() => None,
+                    r => Some(r.map(|(s, _)| s)),
+                }
             }
         }
     };
 }
 pub(crate) use incoming;
+
+/// `sendfile` and `sendfile_all` for a stream socket type `$t` (see
+/// `sendfile.rs`).
+macro_rules! sendfile {
+    ($t:ident) => {
+        impl $t {
+            /// Sends up to `len` bytes of `file`, starting at `offset`, to
+            /// the socket without copying them through user space
+            /// (`sendfile(2)` on Linux); returns the count, like
+            /// [`write`](std::io::Write::write): at least one byte unless
+            /// the file ends at `offset` or `len` is 0. The file's own
+            /// position does not move, so one `File` can feed many sockets.
+            ///
+            /// Only this green thread waits while the socket buffer is full;
+            /// a transfer that needs no waiting spends selfishness, and the
+            /// write timeout and an enclosing `with_timeout` apply as to a
+            /// write. On systems other than Linux the bytes go through a
+            /// buffer (`pread`, then a write).
+            ///
+            /// # Errors
+            ///
+            /// As a write; `InvalidInput` for an offset beyond the largest
+            /// file offset, and the OS error for a file that cannot be sent
+            /// from (`EINVAL` for a directory or a socket).
+            pub fn sendfile(
+                &self,
+                file: &std::fs::File,
+                offset: u64,
+                len: usize,
+            ) -> std::io::Result<usize> {
+                $crate::sendfile::sendfile(&self.inner, file, offset, len)
+            }
+
+            /// [`sendfile`](Self::sendfile) until `len` bytes are sent or
+            /// the file ends; returns the count sent (short of `len` only at
+            /// end of file), like [`write_all`](std::io::Write::write_all)
+            /// for a file region.
+            ///
+            /// # Errors
+            ///
+            /// As [`sendfile`](Self::sendfile); after an error, an unknown
+            /// part of the region may have been sent (as with `write_all`):
+            /// call `sendfile` in a loop to keep count.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::io::Read;
+            /// use coro::net::UnixStream;
+            ///
+            /// coro::run(|| -> std::io::Result<()> {
+            ///     let path = std::env::temp_dir().join(format!("coro-sendfile-doc-{}", std::process::id()));
+            ///     std::fs::write(&path, b"header|body")?;
+            ///     let file = std::fs::File::open(&path)?;
+            ///     let (a, mut b) = UnixStream::pair()?;
+            ///     assert_eq!(a.sendfile_all(&file, 7, 100)?, 4); // "body", then EOF
+            ///     drop(a);
+            ///     let mut got = String::new();
+            ///     b.read_to_string(&mut got)?;
+            ///     assert_eq!(got, "body");
+            ///     std::fs::remove_file(&path)
+            /// })
+            /// .unwrap();
+            /// ```
+            pub fn sendfile_all(
+                &self,
+                file: &std::fs::File,
+                offset: u64,
+                len: u64,
+            ) -> std::io::Result<u64> {
+                $crate::sendfile::sendfile_all(&self.inner, file, offset, len)
+            }
+        }
+    };
+}
+pub(crate) use sendfile;

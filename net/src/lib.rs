@@ -18,7 +18,9 @@
 //! once spends one unit of the thread's *selfishness*
 //! ([`coro_runtime::try_selfish`]): when the budget runs out the thread
 //! yields to the back of the ready queue, so a sender on a fast link cannot
-//! starve the others. Waits honour `with_timeout` (→ `ErrorKind::TimedOut`)
+//! starve the others; so does a call that fails at once (a closed socket,
+//! `EMFILE`), so a loop that skips errors cannot starve them either, and
+//! `incoming()` ends once its listener is closed. Waits honour `with_timeout` (→ `ErrorKind::TimedOut`)
 //! and `Coro::interrupt` (→ `ErrorKind::Other` wrapping
 //! [`WaitError`](coro_runtime::WaitError), never `ErrorKind::Interrupted`).
 //! Host names are resolved on the runtime's blocking-offload pool
@@ -74,6 +76,7 @@ mod error;
 mod fd;
 mod handle;
 mod lookup;
+mod sendfile;
 mod source;
 mod tcp;
 mod udp;

@@ -144,6 +144,16 @@ impl<S: mio::event::Source> Source<S> {
         })
     }
 
+    /// A write-side stream operation that moves up to `len` bytes (a
+    /// `sendfile`): as [`write_buf`](Source::write_buf) without a buffer.
+    pub(crate) fn write_stream(
+        &self,
+        len: usize,
+        op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.run_stream(Direction::Write, len, op)
+    }
+
     /// `Write::write` for a stream socket.
     pub(crate) fn write_buf(&self, buf: &[u8]) -> io::Result<usize>
     where
@@ -168,6 +178,7 @@ impl<S: mio::event::Source> Source<S> {
     /// Waits until `dir` is ready (or was never found not ready).
     pub(crate) fn wait(&self, dir: Direction) -> io::Result<()> {
         if self.reg.is_closed() {
+            coro_runtime::failed_at_once();
             return Err(closed_error());
         }
         self.reg.wait(dir)

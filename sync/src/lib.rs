@@ -13,7 +13,10 @@
 //! can wait returns a `Result` and fails with the runtime's
 //! [`WaitError`](coro_runtime::WaitError) when it is interrupted, when a
 //! [`with_timeout`](coro_runtime::with_timeout) deadline passes, or at
-//! shutdown.
+//! shutdown. A call that fails without waiting (a `recv` on a disconnected
+//! channel, a `lock` the caller already holds) spends selfishness, so an
+//! error loop still yields; `try_*` calls never switch threads (see the
+//! runtime's crate docs, "Calls that fail at once").
 //!
 //! # Implementation
 //!

@@ -358,9 +358,7 @@ impl<D, F: Fn(), P: FnOnce(D)> Drop for Leave<'_, D, F, P> {
 /// Nothing outside a green thread.
 #[inline]
 pub(crate) fn failed_at_once() {
-    if coro_runtime::in_green_thread() {
-        coro_runtime::try_selfish();
-    }
+    coro_runtime::failed_at_once();
 }
 
 /// The id of the running green thread, or 0 outside one.

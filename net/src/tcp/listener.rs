@@ -61,7 +61,8 @@ pub const DEFAULT_BACKLOG: i32 = 1024;
 ///
 /// [`close`](TcpListener::close) stops listening and wakes a green thread
 /// blocked in `accept` at once with a `NotConnected` error: the way to stop
-/// an accept loop from another green thread.
+/// an accept loop from another green thread. [`incoming`](TcpListener::incoming)
+/// ends there, so `for s in listener.incoming()` stops as std users expect.
 ///
 /// # Examples
 ///

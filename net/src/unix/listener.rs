@@ -16,7 +16,7 @@ use crate::unix::UnixStream;
 /// thread, returns `EMFILE` when out of fds (back off, see
 /// [`is_fd_exhaustion`](crate::is_fd_exhaustion)), and
 /// [`close`](UnixListener::close) wakes a blocked acceptor with
-/// `NotConnected`. The socket file is not removed on drop (as std).
+/// `NotConnected` and ends [`incoming`](UnixListener::incoming). The socket file is not removed on drop (as std).
 ///
 /// # Examples
 ///

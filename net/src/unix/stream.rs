@@ -105,3 +105,4 @@ crate::handle::addrs!(UnixStream, SocketAddr);
 crate::handle::shutdown!(UnixStream);
 crate::handle::timeouts!(UnixStream);
 crate::handle::stream_io!(UnixStream);
+crate::handle::sendfile!(UnixStream);
