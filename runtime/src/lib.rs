@@ -76,6 +76,7 @@ mod blocking;
 pub mod clock;
 mod context;
 mod error;
+mod local;
 mod reactor;
 mod remote;
 mod runtime;
@@ -91,6 +92,7 @@ mod watchdog;
 
 pub use blocking::blocking;
 pub use error::{JoinError, ScheduleError, Timeout, WaitError};
+pub use local::{AccessError, LocalKey};
 pub use reactor::{Direction, Registration};
 pub use remote::{handle, Handle, RemoteWaker};
 pub use runtime::{

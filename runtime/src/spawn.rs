@@ -222,6 +222,8 @@ where
                 }
             }
         };
+        // Its green-thread locals go before its joiners wake.
+        crate::local::drop_all();
         deliver(packet, r);
     }));
     if let Err(p) = outcome {

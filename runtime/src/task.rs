@@ -129,6 +129,8 @@ pub(crate) struct Task {
     pub(crate) timer_fired: Cell<bool>,
     /// A refused `yield_now` was logged (it is logged once per thread).
     pub(crate) yield_refusal_logged: Cell<bool>,
+    /// Its `green_local!` values (see `local`).
+    pub(crate) locals: RefCell<crate::local::Locals>,
 }
 
 impl Task {
@@ -164,6 +166,7 @@ impl Task {
             unwind_refusals: Cell::new(0),
             timer_fired: Cell::new(false),
             yield_refusal_logged: Cell::new(false),
+            locals: RefCell::new(Vec::new()),
         }
     }
 
@@ -181,6 +184,8 @@ impl Drop for Task {
     /// another one) current, running code that expects its own. It is leaked
     /// instead (its stack and what lives on it stay allocated), and said so.
     fn drop(&mut self) {
+        // Locals left here belong to a leaked thread: leaked with it.
+        std::mem::forget(std::mem::take(self.locals.get_mut()));
         if let Some(co) = self.coroutine.get_mut().take() {
             if co.done() {
                 return;
