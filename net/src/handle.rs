@@ -49,6 +49,7 @@ macro_rules! handle {
             ///
             /// Outside a green thread.
             pub fn from_std(socket: $std) -> std::io::Result<$t> {
+                $crate::source::need_runtime(concat!(stringify!($t), "::from_std"));
                 socket.set_nonblocking(true)?;
                 $t::from_mio(<$mio>::from_std(socket))
             }
@@ -257,24 +258,27 @@ macro_rules! stream_io {
     ($t:ident) => {
         impl std::io::Read for &$t {
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                self.inner.read_buf(buf)
+                self.inner.read_buf(concat!(stringify!($t), "::read"), buf)
             }
 
             fn read_vectored(
                 &mut self,
                 bufs: &mut [std::io::IoSliceMut<'_>],
             ) -> std::io::Result<usize> {
-                self.inner.read_bufs(bufs)
+                self.inner
+                    .read_bufs(concat!(stringify!($t), "::read_vectored"), bufs)
             }
         }
 
         impl std::io::Write for &$t {
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.inner.write_buf(buf)
+                self.inner
+                    .write_buf(concat!(stringify!($t), "::write"), buf)
             }
 
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-                self.inner.write_bufs(bufs)
+                self.inner
+                    .write_bufs(concat!(stringify!($t), "::write_vectored"), bufs)
             }
 
             fn flush(&mut self) -> std::io::Result<()> {
@@ -326,7 +330,8 @@ macro_rules! datagram_io {
             /// `NotConnected`-like errors from the OS if not connected;
             /// otherwise as [`send_to`](Self::send_to).
             pub fn send(&self, buf: &[u8]) -> std::io::Result<usize> {
-                self.inner.write(|s| s.send(buf))
+                self.inner
+                    .write(concat!(stringify!($t), "::send"), |s| s.send(buf))
             }
 
             /// Receives one datagram from the connected peer; returns its
@@ -336,7 +341,8 @@ macro_rules! datagram_io {
             ///
             /// As [`recv_from`](Self::recv_from).
             pub fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-                self.inner.read(|s| s.recv(buf))
+                self.inner
+                    .read(concat!(stringify!($t), "::recv"), |s| s.recv(buf))
             }
 
             /// Receives one datagram; returns its length and sender. A
@@ -347,7 +353,8 @@ macro_rules! datagram_io {
             /// The `recvfrom` error; a timeout or an interruption;
             /// `NotConnected` after [`close`](Self::close).
             pub fn recv_from(&self, buf: &mut [u8]) -> std::io::Result<(usize, $addr)> {
-                self.inner.read(|s| s.recv_from(buf))
+                self.inner
+                    .read(concat!(stringify!($t), "::recv_from"), |s| s.recv_from(buf))
             }
         }
     };
@@ -427,7 +434,13 @@ macro_rules! sendfile {
                 offset: u64,
                 len: usize,
             ) -> std::io::Result<usize> {
-                $crate::sendfile::sendfile(&self.inner, file, offset, len)
+                $crate::sendfile::sendfile(
+                    &self.inner,
+                    concat!(stringify!($t), "::sendfile"),
+                    file,
+                    offset,
+                    len,
+                )
             }
 
             /// [`sendfile`](Self::sendfile) until `len` bytes are sent or
@@ -467,7 +480,13 @@ macro_rules! sendfile {
                 offset: u64,
                 len: u64,
             ) -> std::io::Result<u64> {
-                $crate::sendfile::sendfile_all(&self.inner, file, offset, len)
+                $crate::sendfile::sendfile_all(
+                    &self.inner,
+                    concat!(stringify!($t), "::sendfile_all"),
+                    file,
+                    offset,
+                    len,
+                )
             }
         }
     };

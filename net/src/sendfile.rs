@@ -27,6 +27,7 @@ const MAX_CHUNK: usize = 0x7fff_f000;
 /// (0 at end of file or for `len == 0`).
 pub(crate) fn sendfile<S>(
     src: &Source<S>,
+    what: &'static str,
     file: &File,
     offset: u64,
     len: usize,
@@ -40,13 +41,14 @@ where
     let off = check_offset(offset)?;
     let len = len.min(MAX_CHUNK);
     let fd = file.as_raw_fd();
-    src.write_stream(len, |s| sys::sendfile(s.as_raw_fd(), fd, off, len))
+    src.write_stream(what, len, |s| sys::sendfile(s.as_raw_fd(), fd, off, len))
 }
 
 /// [`sendfile`] until `len` bytes are sent or the file ends; returns the
 /// count.
 pub(crate) fn sendfile_all<S>(
     src: &Source<S>,
+    what: &'static str,
     file: &File,
     offset: u64,
     len: u64,
@@ -58,7 +60,7 @@ where
     while sent < len {
         let chunk = usize::try_from(len - sent).unwrap_or(usize::MAX);
         let at = offset.checked_add(sent).ok_or_else(too_far)?;
-        match sendfile(src, file, at, chunk)? {
+        match sendfile(src, what, file, at, chunk)? {
             0 => break,
             n => sent += n as u64,
         }

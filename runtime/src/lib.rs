@@ -73,6 +73,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod blocking;
+mod borrow;
 pub mod clock;
 mod context;
 mod error;

@@ -236,11 +236,29 @@ impl Runtime {
     /// the runtime runs, but no green thread may block or switch: the panic
     /// state is the OS thread's, and it looks to the runtime like an unwind
     /// in progress (blocking calls fail with `SuspendForbidden`).
+    ///
+    /// # Borrowing
+    ///
+    /// `f` may borrow from the caller, as with `std::thread::scope`: the
+    /// main green thread is finished (or, if it swallows its shutdown
+    /// unwind, abandoned for good) before `block_on` returns or unwinds, on
+    /// every path (see the `borrow` module of the source). Threads it
+    /// spawns still need `'static` closures.
+    ///
+    /// ```
+    /// # use coro_runtime as coro;
+    /// let names = vec!["a".to_string(), "b".to_string()];
+    /// let mut rt = coro::Runtime::new().unwrap();
+    /// let longest = rt.block_on(|| names.iter().max_by_key(|n| n.len()));
+    /// assert_eq!(longest, Some(&names[0]));
+    /// ```
     pub fn block_on<F, T>(&mut self, f: F) -> T
     where
-        F: FnOnce() -> T + 'static,
-        T: 'static,
+        F: FnOnce() -> T,
     {
+        // Declared first: outlives the shutdown guard, on whose path the main
+        // closure may still return and write it (see `borrow`).
+        let mut out: Option<T> = None;
         if !context::sched_ptr().is_null() {
             panic!("coro: Runtime::block_on / coro::run called from inside a runtime (nested runtimes on one OS thread are not supported)");
         }
@@ -267,16 +285,23 @@ impl Runtime {
         }
         let stop = Shutdown(s);
         s.shutting_down.set(false);
+        // SAFETY: `erase`'s contract holds: `stop` (declared after `out`,
+        // before the main thread exists) finishes or abandons the main
+        // thread on every path out of this frame, and `out` is read only
+        // after the main thread is dead (see the `borrow` module).
+        let main_fn = unsafe { crate::borrow::erase(f, std::ptr::addr_of_mut!(out)) };
         let handle = Builder::new()
             .name("main".into())
-            .spawn_in(s, f)
+            .spawn_in(s, main_fn)
             .unwrap_or_else(|e| panic!("coro: cannot start the main green thread: {e}"));
         let main = handle.thread().0.clone();
         s.run_until(&main);
         drop(stop);
         drop(main);
         match handle.join() {
-            Ok(v) => v,
+            Ok(()) => out
+                .take()
+                .expect("the main green thread returned without a value"),
             Err(JoinError::Panicked(p)) => panic::resume_unwind(p),
             Err(e) => panic!("coro: main green thread did not finish: {e}"),
         }
@@ -353,6 +378,9 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
 /// its first green thread, and returns `f`'s value. Green threads still alive
 /// when `f` returns are interrupted and unwound (their destructors run).
 ///
+/// `f` may borrow from the caller (`coro::run(|| serve(&addr))`): see
+/// [`Runtime::block_on`], "Borrowing".
+///
 /// # Panics
 ///
 /// If `f` panics, if the runtime cannot be built, or when called inside a
@@ -377,8 +405,7 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
 /// ```
 pub fn run<F, T>(f: F) -> T
 where
-    F: FnOnce() -> T + 'static,
-    T: 'static,
+    F: FnOnce() -> T,
 {
     Runtime::new()
         .unwrap_or_else(|e| panic!("coro::run: cannot build the runtime: {e}"))

@@ -595,12 +595,18 @@ fn spend_selfishness(s: &Scheduler, t: &Task) -> bool {
 ///
 /// Outside a green thread (in a plain OS thread, or with no runtime).
 pub fn park() -> Result<(), WaitError> {
-    park_as("park")
+    park_named("park", "coro::park")
 }
 
 /// [`park`], recording `what` the thread waits on for [`threads`](crate::threads).
 pub fn park_as(what: &'static str) -> Result<(), WaitError> {
-    context::with_current("coro::park", |s, t| {
+    park_named(what, "coro::park_as")
+}
+
+/// [`park_as`]; `call` names the public call in the panic outside a green
+/// thread.
+fn park_named(what: &'static str, call: &str) -> Result<(), WaitError> {
+    context::with_current(call, |s, t| {
         if let Err(e) = check(s, t).and_then(|()| arm_scope_timer(s, t)) {
             // This park is over before it began: a waiter or a timer made
             // for it must not match the thread's next park.
@@ -772,11 +778,17 @@ fn arm_scope_timer(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
 ///
 /// Outside a green thread.
 pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
-    let t = context::current_task_rc("coro::sleep_until");
+    sleep_until_named(deadline, "coro::sleep_until")
+}
+
+/// [`sleep_until`]; `call` names the public call in the panic outside a
+/// green thread.
+fn sleep_until_named(deadline: Instant, call: &str) -> Result<(), WaitError> {
+    let t = context::current_task_rc(call);
     loop {
         let gen = t.park_gen.get();
         t.timer_fired.set(false);
-        context::with_sched("coro::sleep_until", |s| {
+        context::with_sched(call, |s| {
             s.timers
                 .borrow_mut()
                 .insert(deadline.ticks(), t.clone(), TimerKind::Wake { gen })
@@ -786,7 +798,7 @@ pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
         if !fired {
             // Woken otherwise (or the park failed): our entry stays in the
             // heap, and can never fire (the park generation moved on).
-            context::with_sched("coro::sleep_until", |s| s.timers.borrow_mut().cancel_one());
+            context::with_sched(call, |s| s.timers.borrow_mut().cancel_one());
         }
         r?;
         if fired || clock::now() >= deadline {
@@ -818,5 +830,5 @@ pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
 /// });
 /// ```
 pub fn sleep(d: Duration) -> Result<(), WaitError> {
-    sleep_until(clock::now() + d)
+    sleep_until_named(clock::now() + d, "coro::sleep")
 }

@@ -297,11 +297,14 @@ impl<T> JoinHandle<T> {
     ///
     /// [`WaitError`] if the wait is cut short (timeout, interrupt).
     pub fn wait(&self) -> Result<(), WaitError> {
+        self.wait_named("JoinHandle::wait")
+    }
+
+    /// [`wait`](JoinHandle::wait); `call` names the public call in the panic
+    /// outside a green thread.
+    fn wait_named(&self, call: &str) -> Result<(), WaitError> {
         while !self.is_finished() {
-            self.packet
-                .joiners
-                .borrow_mut()
-                .push(Waiter::current("JoinHandle::join"));
+            self.packet.joiners.borrow_mut().push(Waiter::current(call));
             let r = sched::park_as("join");
             // Leave the list: our entry (and any other given-up one) is stale.
             self.packet.joiners.borrow_mut().retain(Waiter::is_waiting);
@@ -325,7 +328,7 @@ impl<T> JoinHandle<T> {
     /// Outside a green thread, unless the thread already finished.
     pub fn join(self) -> Result<T, JoinError> {
         if !self.is_finished() {
-            self.wait()?;
+            self.wait_named("JoinHandle::join")?;
         }
         self.packet
             .result

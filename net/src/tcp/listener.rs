@@ -156,6 +156,7 @@ impl TcpListenerBuilder {
     ///
     /// Outside a green thread.
     pub fn bind<A: ToSocketAddrs>(&self, addr: A) -> io::Result<TcpListener> {
+        crate::source::need_runtime("TcpListenerBuilder::bind");
         if self.backlog < 1 {
             return Err(invalid(format!(
                 "coro-net: listen backlog must be at least 1, not {}",
@@ -193,6 +194,7 @@ impl TcpListener {
     ///
     /// Outside a green thread.
     pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
+        crate::source::need_runtime("TcpListener::bind");
         TcpListenerBuilder::default().bind(addr)
     }
 
@@ -210,7 +212,7 @@ impl TcpListener {
     /// the type's docs: back off, do not retry at once); a timeout or an
     /// interruption; `NotConnected` after [`close`](TcpListener::close).
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (s, peer) = self.inner.read(|l| l.accept())?;
+        let (s, peer) = self.inner.read("TcpListener::accept", |l| l.accept())?;
         Ok((TcpStream::from_mio(s)?, peer))
     }
 

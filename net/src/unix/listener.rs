@@ -52,6 +52,7 @@ impl UnixListener {
     ///
     /// Outside a green thread.
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixListener> {
+        crate::source::need_runtime("UnixListener::bind");
         UnixListener::from_mio(mio::net::UnixListener::bind(path)?)
     }
 
@@ -62,7 +63,7 @@ impl UnixListener {
     /// The `accept` error (`EMFILE`...); a timeout or an interruption;
     /// `NotConnected` after `close`.
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
-        let (s, addr) = self.inner.read(|l| l.accept())?;
+        let (s, addr) = self.inner.read("UnixListener::accept", |l| l.accept())?;
         Ok((UnixStream::from_mio(s)?, addr))
     }
 

@@ -452,6 +452,12 @@ impl<T> Receiver<T> {
     ///
     /// If it has to wait and the caller is not a green thread.
     pub fn recv(&self) -> Result<T, RecvError> {
+        self.recv_named("Receiver::recv")
+    }
+
+    /// [`recv`](Receiver::recv); `call` names the public call in the panic
+    /// outside a green thread.
+    fn recv_named(&self, call: &str) -> Result<T, RecvError> {
         let c = &*self.chan;
         if let Some(v) = c.take() {
             return Ok(v);
@@ -460,7 +466,7 @@ impl<T> Receiver<T> {
             waitlist::failed_at_once();
             return Err(RecvError::Disconnected);
         }
-        let coro = waitlist::current_coro("Receiver::recv");
+        let coro = waitlist::current_coro(call);
         let key = c.recv_waiters.borrow_mut().push_back(coro, None);
         if c.cap == 0 {
             // A waiting receiver is room for a rendezvous sender.
@@ -564,7 +570,7 @@ impl<T> Iterator for Iter<'_, T> {
     type Item = T;
 
     fn next(&mut self) -> Option<T> {
-        self.rx.recv().ok()
+        self.rx.recv_named("Receiver::iter").ok()
     }
 }
 
@@ -592,7 +598,7 @@ impl<T> Iterator for IntoIter<T> {
     type Item = T;
 
     fn next(&mut self) -> Option<T> {
-        self.rx.recv().ok()
+        self.rx.recv_named("Receiver::into_iter").ok()
     }
 }
 
