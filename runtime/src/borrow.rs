@@ -23,7 +23,10 @@
 //! * **A main thread that swallows its unwind** and blocks again is unwound
 //!   again, then leaked: its coroutine is forgotten (`mem::forget`), removed
 //!   from every table, and never resumed. The borrows on its stack are never
-//!   used again, as with `mem::forget` of a value holding references.
+//!   used again, as with `mem::forget` of a value holding references. (While
+//!   the OS thread panics no green thread may switch, so there such a
+//!   thread is refused until the process aborts, or spins in its own loop:
+//!   either way `block_on` never returns past it.)
 //!
 //! Nothing else can reach the borrowed data: every other way to run code on
 //! a green thread (`spawn`, `Builder::spawn`, `Handle::spawn`, `blocking`,

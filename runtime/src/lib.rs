@@ -78,6 +78,7 @@ pub mod clock;
 mod context;
 mod error;
 mod local;
+mod panic_hook;
 mod reactor;
 mod remote;
 mod runtime;
@@ -94,6 +95,7 @@ mod watchdog;
 pub use blocking::blocking;
 pub use error::{JoinError, ScheduleError, Timeout, WaitError};
 pub use local::{AccessError, LocalKey};
+pub use panic_hook::panic_hook_line;
 pub use reactor::{Direction, Registration};
 pub use remote::{handle, Handle, RemoteWaker};
 pub use runtime::{

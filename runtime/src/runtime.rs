@@ -105,17 +105,29 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Latency-warning threshold; `None` disables the warnings (and the
-    /// watchdog thread with them).
+    /// Latency-warning threshold (200 ms by default); `None` disables the
+    /// warnings (and the watchdog thread with them).
+    ///
+    /// A green thread that runs longer than this without yielding is
+    /// reported **through the `log` crate** at WARN (target
+    /// `coro::latency`), naming it, while it still runs, and counted in
+    /// [`Stats::latency_warnings`](crate::Stats). Install a logger
+    /// (`env_logger`, ...) to see every warning; without one, the first
+    /// warning of the process also goes to stderr, once, so a hog is never
+    /// silent.
     pub fn latency_warning(mut self, threshold: Option<Duration>) -> Self {
         self.latency_warning = threshold;
         self
     }
 
     /// Most OS threads of the [`blocking`](crate::blocking) pool (at least
-    /// 1; 512 by default, as tokio's). Threads start when jobs need them and
-    /// exit after [`blocking_keep_alive`](Self::blocking_keep_alive) idle, so
-    /// a high bound costs nothing while the pool is quiet.
+    /// 1; 512 by default, as tokio's). The pool starts with no thread;
+    /// each job that finds no idle thread starts one, up to this bound (jobs
+    /// beyond it queue), and a thread exits after
+    /// [`blocking_keep_alive`](Self::blocking_keep_alive) idle. So a burst
+    /// of slow calls (a 10 ms `fsync` on each of 50 connections) gets 50
+    /// threads at once, a quiet server gives them back, and a high bound
+    /// costs nothing while the pool is quiet. `coro::run` uses the defaults.
     pub fn blocking_threads(mut self, n: usize) -> Self {
         self.blocking_threads = n;
         self
@@ -164,6 +176,7 @@ impl RuntimeBuilder {
             ));
         }
         clock::init();
+        crate::panic_hook::install();
         #[cfg(unix)]
         crate::stack::overflow::install();
         let sched = Scheduler::new(Config {
