@@ -1,7 +1,8 @@
 //! An echo server on green threads: one green thread per connection, a
 //! per-connection idle timeout (`with_timeout`), the connection count on
 //! every connect and disconnect, an accept loop that backs off when the
-//! process runs out of file descriptors, and a graceful stop on SIGINT or
+//! process runs out of file descriptors and sheds connections when it runs
+//! out of memory for green threads, and a graceful stop on SIGINT or
 //! SIGTERM (stop accepting, let open connections finish; a second signal
 //! quits at once).
 //!
@@ -31,7 +32,7 @@ use std::io::{self, Read, Write};
 use std::rc::Rc;
 use std::time::Duration;
 
-use coro::net::{is_fd_exhaustion, TcpListener, TcpStream, UnixStream};
+use coro::net::{TcpListener, TcpStream, UnixStream};
 
 /// Connection counters shared by the green threads of the server.
 #[derive(Default)]
@@ -100,45 +101,46 @@ fn serve(addr: &str, idle: Duration, signals: std::os::unix::net::UnixStream) ->
     Ok(())
 }
 
-/// Accepts until the listener is closed. Out of fds (`EMFILE`), it backs
-/// off instead of retrying at once: the pending connection stays queued
-/// and an immediate retry would spin.
+/// Accepts until the listener is closed, one green thread per connection,
+/// with `coro_examples::accept_loop`: out of fds (`EMFILE`) it backs off
+/// instead of retrying at once, and out of memory for a green thread
+/// (`Builder::spawn`'s `OutOfMemory`) it closes the new connection, logs
+/// once and keeps accepting.
 fn accept_loop(listener: &TcpListener, counts: &Rc<Counts>, idle: Duration) -> io::Result<()> {
-    const MIN_BACKOFF: Duration = Duration::from_millis(5);
-    let mut backoff = MIN_BACKOFF;
-    loop {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                backoff = MIN_BACKOFF;
-                counts.open.set(counts.open.get() + 1);
-                counts.total.set(counts.total.get() + 1);
-                eprintln!(
-                    "echo: {peer} connected; {} open, {} I/O sources registered",
-                    counts.open.get(),
-                    coro::stats().io_sources
-                );
-                let counts = counts.clone();
-                coro::spawn(move || {
-                    let why = match echo(stream, idle) {
-                        Ok(()) => "closed".to_owned(),
-                        Err(e) if e.kind() == io::ErrorKind::TimedOut => "idle".to_owned(),
-                        Err(e) => e.to_string(),
-                    };
-                    counts.open.set(counts.open.get() - 1);
-                    eprintln!("echo: {peer} gone ({why}); {} open", counts.open.get());
-                });
-            }
-            Err(e) if is_fd_exhaustion(&e) => {
-                eprintln!("echo: accept: {e}; backing off {backoff:?}");
-                coro::sleep(backoff).map_err(io::Error::from)?;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            }
-            Err(_) if listener.is_closed() => return Ok(()),
-            Err(e) => {
-                // ECONNABORTED and friends concern one connection only.
-                eprintln!("echo: accept: {e}");
-            }
+    let done = coro_examples::accept_loop(listener, "echo", |stream, peer| {
+        counts.open.set(counts.open.get() + 1);
+        counts.total.set(counts.total.get() + 1);
+        eprintln!(
+            "echo: {peer} connected; {} open, {} I/O sources registered",
+            counts.open.get(),
+            coro::stats().io_sources
+        );
+        // Counted closed when the handler ends, or when the closure is
+        // dropped unrun (the spawn failed).
+        let open = Open(counts.clone());
+        move || {
+            let why = match echo(stream, idle) {
+                Ok(()) => "closed".to_owned(),
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => "idle".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            drop(open);
+            eprintln!("echo: {peer} gone ({why})");
         }
+    })?;
+    eprintln!(
+        "echo: accept loop done: {} served, {} shed",
+        done.served, done.shed
+    );
+    Ok(())
+}
+
+/// One open connection in the counts, until dropped.
+struct Open(Rc<Counts>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.set(self.0.open.get() - 1);
     }
 }
 

@@ -44,7 +44,10 @@
 //!     coro::spawn(move || -> std::io::Result<()> {
 //!         for stream in listener.incoming() {
 //!             let mut stream = stream?;
-//!             coro::spawn(move || {
+//!             // Builder::spawn: out of memory for a stack is an error to
+//!             // handle (the connection is dropped), not a panic that would
+//!             // kill this accept loop.
+//!             let handler = coro::Builder::new().spawn(move || {
 //!                 let mut buf = [0; 1024];
 //!                 while let Ok(n @ 1..) = stream.read(&mut buf) {
 //!                     if stream.write_all(&buf[..n]).is_err() {
@@ -52,8 +55,12 @@
 //!                     }
 //!                 }
 //!             });
+//!             if let Err(e) = handler {
+//!                 eprintln!("connection shed: {e}");
+//!                 coro::sleep(std::time::Duration::from_millis(10))?;
+//!             }
 //!         }
-//!         Ok(())
+//!         Ok(()) // incoming() ends when the listener is closed
 //!     });
 //!     let mut c = TcpStream::connect(addr)?;
 //!     c.write_all(b"echo")?;
@@ -65,8 +72,9 @@
 //! .unwrap();
 //! ```
 //!
-//! For an accept loop that survives running out of file descriptors, see
-//! [`TcpListener`] and `examples/echo.rs`.
+//! For an accept loop that survives running out of file descriptors and
+//! out of memory for green threads, see [`TcpListener`] and
+//! `examples/lib.rs` (`accept_loop`, used by `examples/echo.rs`).
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![warn(clippy::undocumented_unsafe_blocks)]

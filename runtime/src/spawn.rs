@@ -353,8 +353,14 @@ impl<T> fmt::Debug for JoinHandle<T> {
 ///
 /// # Panics
 ///
-/// Outside a runtime, or if no stack can be mapped; use
-/// [`Builder::spawn`] to get that as an error.
+/// Outside a runtime, or if no stack can be mapped (out of memory, or about
+/// 32 000 live threads with the default stack size and Linux's default
+/// `vm.max_map_count`). Use [`Builder::spawn`] to get that as an
+/// `OutOfMemory` error instead, **in any loop that spawns per request**: a
+/// panic there kills only the spawning thread (an accept loop), and the
+/// server goes on running, deaf. Handle the error by shedding the request
+/// and backing off; see the accept loop of `examples/lib.rs`
+/// (`coro_examples::accept_loop`) and README's server snippet.
 ///
 /// # Examples
 ///

@@ -43,7 +43,13 @@ pub const DEFAULT_BACKLOG: i32 = 1024;
 ///         match listener.accept() {
 ///             Ok((stream, _peer)) => {
 ///                 backoff = Duration::from_millis(5);
-///                 coro::spawn(move || drop(stream));
+///                 // Builder::spawn, not coro::spawn: no memory for a stack
+///                 // is an error here (the connection is dropped), not a
+///                 // panic that kills the accept loop.
+///                 if let Err(e) = coro::Builder::new().spawn(move || drop(stream)) {
+///                     log::warn!("shedding a connection: {e}");
+///                     coro::sleep(backoff).map_err(std::io::Error::from)?;
+///                 }
 ///             }
 ///             Err(e) if is_fd_exhaustion(&e) => {
 ///                 log::warn!("accept: {e}; backing off {backoff:?}");
