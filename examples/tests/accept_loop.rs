@@ -144,7 +144,7 @@ fn issue_14_4_an_accept_loop_survives_out_of_memory() {
             .unwrap()
     };
     let (served, shed, again) = (num("served="), num("shed="), num("again="));
-    assert!(served >= 1 && served <= FIT, "{line}\n{stderr}");
+    assert!((1..=FIT).contains(&served), "{line}\n{stderr}");
     assert_eq!(served + shed, CLIENTS, "{line}");
     assert_eq!(
         again, 3,

@@ -107,7 +107,10 @@ impl Remote {
     /// queued while the runtime shuts down (they would start only to have
     /// every blocking call fail); they run when it next runs.
     pub(crate) fn drain(&self, s: &Scheduler) {
-        if !self.shared.pending.swap(false, Ordering::Acquire) {
+        // A plain load first: this runs after every poll.
+        if !self.shared.pending.load(Ordering::Relaxed)
+            || !self.shared.pending.swap(false, Ordering::Acquire)
+        {
             return;
         }
         let (wakes, jobs) = {

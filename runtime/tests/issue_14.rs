@@ -179,7 +179,7 @@ fn issue_14_9_a_panic_names_its_green_thread() {
 #[test]
 fn issue_14_8_run_takes_a_closure_that_borrows() {
     fn serve(addr: &str, hits: &Cell<u32>) -> usize {
-        let h = coro::spawn(|| coro::yield_now());
+        let h = coro::spawn(coro::yield_now);
         h.join().unwrap();
         hits.set(hits.get() + 1);
         addr.len()
@@ -188,7 +188,7 @@ fn issue_14_8_run_takes_a_closure_that_borrows() {
     let hits = Cell::new(0);
     assert_eq!(coro::run(|| serve(&addr, &hits)), addr.len());
     let mut rt = Runtime::new().unwrap();
-    let words = vec!["green".to_string(), "threads".to_string()];
+    let words = ["green".to_string(), "threads".to_string()];
     let longest: &String = rt.block_on(|| {
         coro::sleep(Duration::from_millis(1)).unwrap();
         words.iter().max_by_key(|w| w.len()).unwrap()

@@ -107,6 +107,11 @@ pub struct Sender<T> {
 /// The receiving end of a [`remote::channel`](channel). It is `Send` (make
 /// the channel anywhere, move the receiver into the runtime) but not
 /// `Sync`; green threads of one runtime may share it through an `Rc`.
+///
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<coro_sync::remote::Receiver<u32>>();
+/// ```
 pub struct Receiver<T> {
     shared: Arc<Shared<T>>,
     /// `!Sync`: waiting from several OS threads at once is not supported.
