@@ -2,9 +2,10 @@
 //! through the one wall offset (Shrapnel's `TSC_from_posix_*` and
 //! `posix_*_from_TSC`).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{duration_to_ticks, wall_at, wall_offset, Instant};
+use super::{cal, wall_at, wall_offset, Instant};
 
 /// The tick count at wall time `t`: the inverse of [`wall_at`], under the
 /// wall offset in force now ([`set_wall_offset`](super::set_wall_offset),
@@ -40,8 +41,13 @@ pub fn instant_at(t: SystemTime) -> Instant {
     if since_zero <= 0 {
         return Instant::from_ticks(0);
     }
-    let ns = u64::try_from(since_zero).unwrap_or(u64::MAX);
-    Instant::from_ticks(duration_to_ticks(Duration::from_nanos(ns)))
+    // The exact inverse of `wall_at`'s `ticks * to_ns >> 32` (rounded), not
+    // `duration_to_ticks`: its factor is rounded on its own, and the round
+    // trip would drift by a part in 10^10 of the time since tick zero.
+    let ns = since_zero.min(u64::MAX as i128) as u128;
+    let to_ns = u128::from(cal().to_ns.load(Ordering::Relaxed).max(1));
+    let ticks = ((ns << 32) + to_ns / 2) / to_ns;
+    Instant::from_ticks(ticks.min(u128::from(u64::MAX)) as u64)
 }
 
 impl Instant {
