@@ -260,10 +260,10 @@ impl Runtime {
     ///
     /// ```
     /// # use coro_runtime as coro;
-    /// let names = vec!["a".to_string(), "b".to_string()];
+    /// let names = vec!["green".to_string(), "threads".to_string()];
     /// let mut rt = coro::Runtime::new().unwrap();
     /// let longest = rt.block_on(|| names.iter().max_by_key(|n| n.len()));
-    /// assert_eq!(longest, Some(&names[0]));
+    /// assert_eq!(longest, Some(&names[1])); // a borrow of the caller's data
     /// ```
     pub fn block_on<F, T>(&mut self, f: F) -> T
     where
