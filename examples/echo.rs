@@ -3,7 +3,8 @@
 //! listener and the counters; no `Rc`), a per-connection idle timeout
 //! (`with_timeout`), the connection count on every connect and disconnect,
 //! an accept loop that backs off when the process runs out of file
-//! descriptors, and a graceful stop on SIGINT or SIGTERM (stop accepting,
+//! descriptors and sheds connections when it runs out of memory for green
+//! threads, and a graceful stop on SIGINT or SIGTERM (stop accepting,
 //! let open connections finish: the scope waits for them; a second signal
 //! cancels the scope, which ends them all at once).
 //!
@@ -30,7 +31,7 @@ use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::time::Duration;
 
-use coro::net::{is_fd_exhaustion, TcpListener, TcpStream};
+use coro::net::{TcpListener, TcpStream};
 use coro::signal::{Signals, SIGINT, SIGTERM};
 use coro::{CancelScope, Scope, WaitError};
 
@@ -105,58 +106,50 @@ fn serve(addr: &str, idle: Duration) -> io::Result<()> {
 }
 
 /// Accepts until the listener is closed, each connection on its own thread
-/// in `conns`. Out of fds (`EMFILE`), it backs off instead of retrying at
-/// once: the pending connection stays queued and an immediate retry would
-/// spin.
+/// in `conns`, with `coro_examples::accept_loop`: out of fds (`EMFILE`) it
+/// backs off instead of retrying at once, and out of memory for a green
+/// thread (`Builder::spawn_scoped`'s `OutOfMemory`) it closes the new
+/// connection, logs once and keeps accepting.
 fn accept_loop<'scope>(
     listener: &'scope TcpListener,
     conns: &'scope Scope<'scope, '_>,
     counts: &'scope Counts,
     idle: Duration,
 ) -> io::Result<()> {
-    const MIN_BACKOFF: Duration = Duration::from_millis(5);
-    let mut backoff = MIN_BACKOFF;
-    loop {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                backoff = MIN_BACKOFF;
-                counts.open.set(counts.open.get() + 1);
-                counts.total.set(counts.total.get() + 1);
-                eprintln!(
-                    "echo: {peer} connected; {} open, {} I/O sources registered",
-                    counts.open.get(),
-                    coro::stats().io_sources
-                );
-                conns.spawn(move || {
-                    let why = match echo(stream, idle) {
-                        Ok(()) => "closed".to_owned(),
-                        Err(e) if e.kind() == io::ErrorKind::TimedOut => "idle".to_owned(),
-                        Err(e) if WaitError::from_io(&e) == Some(WaitError::Cancelled) => {
-                            counts.cut.set(counts.cut.get() + 1);
-                            "cut short".to_owned()
-                        }
-                        Err(e) => e.to_string(),
-                    };
-                    counts.open.set(counts.open.get() - 1);
-                    eprintln!("echo: {peer} gone ({why}); {} open", counts.open.get());
-                });
-            }
-            Err(e) if is_fd_exhaustion(&e) => {
-                eprintln!("echo: accept: {e}; backing off {backoff:?}");
-                coro::sleep(backoff).map_err(io::Error::from)?;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            }
-            Err(_) if listener.is_closed() => return Ok(()),
-            Err(e) if WaitError::from_io(&e).is_some() => return Err(e),
-            Err(e) => {
-                // ECONNABORTED and friends concern one connection only.
-                eprintln!("echo: accept: {e}");
-            }
+    let done = coro_examples::accept_loop(listener, "echo", |stream, peer| {
+        let spawned = coro::Builder::new()
+            .name(format!("conn {peer}"))
+            .spawn_scoped(conns, move || {
+                let why = match echo(stream, idle) {
+                    Ok(()) => "closed".to_owned(),
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => "idle".to_owned(),
+                    Err(e) if WaitError::from_io(&e) == Some(WaitError::Cancelled) => {
+                        counts.cut.set(counts.cut.get() + 1);
+                        "cut short".to_owned()
+                    }
+                    Err(e) => e.to_string(),
+                };
+                counts.open.set(counts.open.get() - 1);
+                eprintln!("echo: {peer} gone ({why}); {} open", counts.open.get());
+            });
+        if spawned.is_ok() {
+            counts.open.set(counts.open.get() + 1);
+            counts.total.set(counts.total.get() + 1);
+            eprintln!(
+                "echo: {peer} connected; {} open, {} I/O sources registered",
+                counts.open.get(),
+                coro::stats().io_sources
+            );
         }
-    }
+        spawned.map(drop)
+    })?;
+    eprintln!(
+        "echo: accept loop done: {} served, {} shed",
+        done.served, done.shed
+    );
+    Ok(())
 }
 
-/// Echoes until EOF; a read that waits longer than `idle` ends it.
 fn echo(mut stream: TcpStream, idle: Duration) -> io::Result<()> {
     let mut buf = [0u8; 4096];
     loop {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use coro::net::{TcpListener, UdpSocket};
 use coro::sync::{
-    channel, Condvar, Event, Fifo, InvertedSemaphore, LockError, Mutex, RwLock, Semaphore,
+    sync_channel, Condvar, Event, Fifo, InvertedSemaphore, LockError, Mutex, RwLock, Semaphore,
     WaitGroup,
 };
 use coro::{CancelScope, Coro, ThreadState, WaitError};
@@ -125,10 +125,10 @@ fn condvars_events_wait_groups_and_queues() {
         cancelled_while_blocked(move || w.pop().err());
         assert_eq!(q.waiters(), 0);
 
-        let (tx, rx) = channel::<u32>(1);
+        let (tx, rx) = sync_channel::<u32>(1);
         let rx = Rc::new(rx);
         let w = rx.clone();
-        cancelled_while_blocked(move || w.recv().err());
+        cancelled_while_blocked(move || w.recv().err().and_then(|e| e.wait_error()));
         tx.try_send(1).unwrap();
         let tx = Rc::new(tx);
         let w = tx.clone();

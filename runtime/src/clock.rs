@@ -8,7 +8,8 @@
 //! nanoseconds. Every timer deadline is a tick count. *Wall time* is derived
 //! as `offset + ticks / rate`: a change of the system clock (NTP, a user, a
 //! test) moves only that offset ([`resync_wall`], [`set_wall_offset`]) and never
-//! when a timer fires.
+//! when a timer fires. [`instant_at`] and [`wall_at`] convert between the
+//! two scales through that offset.
 //!
 //! The tick rate is calibrated the first time the clock is used, against
 //! `CLOCK_MONOTONIC` over about 10 ms, and refined by [`recalibrate`] over
@@ -33,6 +34,10 @@
 //! assert_eq!(later.duration_since(t0).as_millis(), 5);
 //! println!("{} ticks per second from {:?}", clock::ticks_per_second(), clock::source());
 //! ```
+
+mod wall;
+
+pub use wall::instant_at;
 
 use std::fmt;
 use std::ops::{Add, Sub};

@@ -32,6 +32,27 @@
 //! * The [`profile`]r, off by default, charges the OS thread's time and
 //!   `getrusage` counters to threads, regions and the loop while it records.
 //!
+//! # Calls that fail at once
+//!
+//! The rule for every blocking call of coro (the runtime's, coro-sync's,
+//! coro-net's): **a call that returns an error without having waited
+//! spends one unit of the thread's selfishness, as a socket call that
+//! succeeds without waiting does** (see [`try_selfish`]). So a loop that
+//! ignores errors (`loop { let _ = rx.recv(); }`, an accept loop that skips
+//! errors on a closed listener or at `EMFILE`, a `sleep` in an expired
+//! `with_timeout` scope) is forced to yield every few calls instead of
+//! starving the other green threads. This covers parks, sleeps, joins and
+//! blocking jobs refused by an expired scope, an interrupt or shutdown; a
+//! socket call on a closed socket or whose syscall fails at once; a
+//! channel's `recv` or `send` on a disconnected channel; a lock the caller
+//! already holds. Iterators end where std users expect: `incoming()` ends
+//! once its listener is closed, a channel's `iter()` once it disconnects.
+//!
+//! `try_*` calls (`try_lock`, `try_recv`, ...) never switch threads, for
+//! success or failure: destructors use them. A loop that polls them must
+//! yield itself ([`yield_now`]). A primitive of your own reports an
+//! immediate failure with [`failed_at_once`].
+//!
 //! Three invariants make the unsafe code sound, and are enforced by guards,
 //! not convention (see the `context` module for where): tasks are resumed
 //! and unwound only by their own scheduler with its runtime current; no panic
@@ -59,6 +80,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod blocking;
+mod borrow;
 mod cancel;
 mod cancel_scope;
 pub mod clock;
@@ -66,8 +88,11 @@ mod context;
 mod error;
 mod inspect;
 mod latency;
+mod local;
+mod panic_hook;
 pub mod profile;
 mod reactor;
+mod remote;
 mod runtime;
 mod sched;
 mod scope;
@@ -87,7 +112,10 @@ pub use cancel_scope::CancelScope;
 pub use error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
 pub use inspect::{thread_by_id, timers, TimerInfo};
 pub use latency::{latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS};
+pub use local::{AccessError, LocalKey};
+pub use panic_hook::panic_hook_line;
 pub use reactor::{Direction, Registration};
+pub use remote::{handle, Handle, RemoteWaker};
 pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
@@ -104,6 +132,16 @@ pub use timeout::{no_suspend, with_deadline, with_timeout};
 
 /// Re-exported so `coro::net` and users can name mio's interest flags.
 pub use mio::Interest;
+
+/// Spends one unit of the running green thread's selfishness for a
+/// blocking call that is returning an error without having waited (see
+/// "Calls that fail at once" in the crate docs); does nothing outside a
+/// green thread. The runtime's own calls, coro-sync and coro-net call it;
+/// call it in a blocking primitive of your own.
+#[inline]
+pub fn failed_at_once() {
+    sched::failed_at_once_if_green();
+}
 
 /// Whether the calling code runs on a green thread of a coro runtime.
 pub fn in_green_thread() -> bool {

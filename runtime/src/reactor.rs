@@ -376,7 +376,15 @@ impl Registration {
                     waited = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if !waited {
+                        // An error at once (EMFILE, ECONNRESET, ...) yields
+                        // like a success at once: see "Calls that fail at
+                        // once" in the crate docs.
+                        sched::failed_at_once_if_green();
+                    }
+                    return Err(e);
+                }
             }
         }
     }

@@ -119,17 +119,29 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Latency-warning threshold; `None` disables the warnings (and the
-    /// watchdog thread with them).
+    /// Latency-warning threshold (200 ms by default); `None` disables the
+    /// warnings (and the watchdog thread with them).
+    ///
+    /// A green thread that runs longer than this without yielding is
+    /// reported **through the `log` crate** at WARN (target
+    /// `coro::latency`), naming it, while it still runs, and counted in
+    /// [`Stats::latency_warnings`](crate::Stats). Install a logger
+    /// (`env_logger`, ...) to see every warning; without one, the first
+    /// warning of the process also goes to stderr, once, so a hog is never
+    /// silent.
     pub fn latency_warning(mut self, threshold: Option<Duration>) -> Self {
         self.latency_warning = threshold;
         self
     }
 
     /// Most OS threads of the [`blocking`](crate::blocking) pool (at least
-    /// 1; 512 by default, as tokio's). Threads start when jobs need them and
-    /// exit after [`blocking_keep_alive`](Self::blocking_keep_alive) idle, so
-    /// a high bound costs nothing while the pool is quiet.
+    /// 1; 512 by default, as tokio's). The pool starts with no thread;
+    /// each job that finds no idle thread starts one, up to this bound (jobs
+    /// beyond it queue), and a thread exits after
+    /// [`blocking_keep_alive`](Self::blocking_keep_alive) idle. So a burst
+    /// of slow calls (a 10 ms `fsync` on each of 50 connections) gets 50
+    /// threads at once, a quiet server gives them back, and a high bound
+    /// costs nothing while the pool is quiet. `coro::run` uses the defaults.
     pub fn blocking_threads(mut self, n: usize) -> Self {
         self.blocking_threads = n;
         self
@@ -178,6 +190,7 @@ impl RuntimeBuilder {
             ));
         }
         clock::init();
+        crate::panic_hook::install();
         #[cfg(unix)]
         crate::stack::overflow::install();
         let sched = Scheduler::new(Config {
@@ -231,6 +244,12 @@ impl Runtime {
         RuntimeBuilder::default().build()
     }
 
+    /// A `Send` handle that spawns green threads into this runtime from
+    /// other OS threads (see [`Handle`](crate::Handle)).
+    pub fn handle(&self) -> crate::Handle {
+        self.sched.remote.handle()
+    }
+
     /// Runs `f` as the first green thread (named `main`) and drives the
     /// scheduler until it returns; then stops the other green threads (see
     /// the module docs) and returns `f`'s value.
@@ -244,11 +263,29 @@ impl Runtime {
     /// the runtime runs, but no green thread may block or switch: the panic
     /// state is the OS thread's, and it looks to the runtime like an unwind
     /// in progress (blocking calls fail with `SuspendForbidden`).
+    ///
+    /// # Borrowing
+    ///
+    /// `f` may borrow from the caller, as with `std::thread::scope`: the
+    /// main green thread is finished (or, if it swallows its shutdown
+    /// unwind, abandoned for good) before `block_on` returns or unwinds, on
+    /// every path (see the `borrow` module of the source). Threads it
+    /// spawns still need `'static` closures.
+    ///
+    /// ```
+    /// # use coro_runtime as coro;
+    /// let names = vec!["green".to_string(), "threads".to_string()];
+    /// let mut rt = coro::Runtime::new().unwrap();
+    /// let longest = rt.block_on(|| names.iter().max_by_key(|n| n.len()));
+    /// assert_eq!(longest, Some(&names[1])); // a borrow of the caller's data
+    /// ```
     pub fn block_on<F, T>(&mut self, f: F) -> T
     where
-        F: FnOnce() -> T + 'static,
-        T: 'static,
+        F: FnOnce() -> T,
     {
+        // Declared first: outlives the shutdown guard, on whose path the main
+        // closure may still return and write it (see `borrow`).
+        let mut out: Option<T> = None;
         if !context::sched_ptr().is_null() {
             panic!("coro: Runtime::block_on / coro::run called from inside a runtime (nested runtimes on one OS thread are not supported)");
         }
@@ -275,9 +312,14 @@ impl Runtime {
         }
         let stop = Shutdown(s);
         s.shutting_down.set(false);
+        // SAFETY: `erase`'s contract holds: `stop` (declared after `out`,
+        // before the main thread exists) finishes or abandons the main
+        // thread on every path out of this frame, and `out` is read only
+        // after the main thread is dead (see the `borrow` module).
+        let main_fn = unsafe { crate::borrow::erase(f, std::ptr::addr_of_mut!(out)) };
         let handle = Builder::new()
             .name("main".into())
-            .spawn_in(s, f)
+            .spawn_in(s, main_fn)
             .unwrap_or_else(|e| panic!("coro: cannot start the main green thread: {e}"));
         let main = handle.thread().0.clone();
         // A panic of the loop itself (the deadlock report) is held while the
@@ -293,7 +335,9 @@ impl Runtime {
         }
         drop(main);
         match handle.join() {
-            Ok(v) => v,
+            Ok(()) => out
+                .take()
+                .expect("the main green thread returned without a value"),
             Err(JoinError::Panicked(p)) => panic::resume_unwind(p),
             Err(e) => panic!("coro: main green thread did not finish: {e}"),
         }
@@ -405,6 +449,9 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
 /// its first green thread, and returns `f`'s value. Green threads still alive
 /// when `f` returns are interrupted and unwound (their destructors run).
 ///
+/// `f` may borrow from the caller (`coro::run(|| serve(&addr))`): see
+/// [`Runtime::block_on`], "Borrowing".
+///
 /// # Panics
 ///
 /// If `f` panics, if the runtime cannot be built, or when called inside a
@@ -429,8 +476,7 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
 /// ```
 pub fn run<F, T>(f: F) -> T
 where
-    F: FnOnce() -> T + 'static,
-    T: 'static,
+    F: FnOnce() -> T,
 {
     Runtime::new()
         .unwrap_or_else(|e| panic!("coro::run: cannot build the runtime: {e}"))

@@ -125,6 +125,8 @@ pub(crate) struct Scheduler {
     pub(crate) precise: PreciseTimer,
     pub(crate) stacks: RefCell<StackPool>,
     pub(crate) blocking: BlockingPool,
+    /// The `Send` inbox: spawns and wake-ups from other OS threads.
+    pub(crate) remote: crate::remote::Remote,
     pub(crate) watchdog: Option<Watchdog>,
     pub(crate) profiler: crate::profile::Profiler,
     pub(crate) counters: Counters,
@@ -148,8 +150,10 @@ impl Scheduler {
             Some(t) => Some(Watchdog::start(t)?),
             None => None,
         };
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         Ok(Scheduler {
-            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
+            id,
+            remote: crate::remote::Remote::new(id, reactor.waker.clone()),
             stacks: RefCell::new(StackPool::new(config.stack_size, config.stack_pool)),
             config,
             ready: RefCell::new(VecDeque::new()),
@@ -386,6 +390,7 @@ impl Scheduler {
                 if out.woken {
                     self.blocking.drain_completions();
                 }
+                self.remote.drain(self);
             }
             Err(e) => panic!("coro: polling the OS for events failed: {e}"),
         }
@@ -394,7 +399,7 @@ impl Scheduler {
     /// Nothing is ready, no timer is pending, and nothing outside the runtime
     /// can wake a thread: every green thread is parked for good.
     fn check_deadlock(&self) {
-        if self.reactor.sources() > 0 || self.blocking.awaited() {
+        if self.reactor.sources() > 0 || self.blocking.awaited() || self.remote.may_wake() {
             return;
         }
         let tasks = self.tasks.borrow();
@@ -593,12 +598,18 @@ fn spend_selfishness(s: &Scheduler, t: &Task) -> bool {
 ///
 /// Outside a green thread (in a plain OS thread, or with no runtime).
 pub fn park() -> Result<(), WaitError> {
-    park_as("park")
+    park_named("park", "coro::park")
 }
 
 /// [`park`], recording `what` the thread waits on for [`threads`](crate::threads).
 pub fn park_as(what: &'static str) -> Result<(), WaitError> {
-    context::with_current("coro::park", |s, t| {
+    park_named(what, "coro::park_as")
+}
+
+/// [`park_as`]; `call` names the public call in the panic outside a green
+/// thread.
+fn park_named(what: &'static str, call: &str) -> Result<(), WaitError> {
+    context::with_current(call, |s, t| {
         if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
             // This park is over before it began: a waiter or a timer made
             // for it must not match the thread's next park.
@@ -778,11 +789,17 @@ fn count_refusal_while_stopping(t: &Task) {
 ///
 /// Outside a green thread.
 pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
-    let t = context::current_task_rc("coro::sleep_until");
+    sleep_until_named(deadline, "coro::sleep_until")
+}
+
+/// [`sleep_until`]; `call` names the public call in the panic outside a
+/// green thread.
+fn sleep_until_named(deadline: Instant, call: &str) -> Result<(), WaitError> {
+    let t = context::current_task_rc(call);
     loop {
         let gen = t.park_gen.get();
         t.timer_fired.set(false);
-        context::with_sched("coro::sleep_until", |s| {
+        context::with_sched(call, |s| {
             s.timers
                 .borrow_mut()
                 .insert(deadline.ticks(), t.clone(), TimerKind::Wake { gen })
@@ -792,7 +809,7 @@ pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
         if !fired {
             // Woken otherwise (or the park failed): our entry stays in the
             // heap, and can never fire (the park generation moved on).
-            context::with_sched("coro::sleep_until", |s| s.timers.borrow_mut().cancel_one());
+            context::with_sched(call, |s| s.timers.borrow_mut().cancel_one());
         }
         r?;
         if fired || clock::now() >= deadline {
@@ -824,5 +841,5 @@ pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
 /// });
 /// ```
 pub fn sleep(d: Duration) -> Result<(), WaitError> {
-    sleep_until(clock::now() + d)
+    sleep_until_named(clock::now() + d, "coro::sleep")
 }

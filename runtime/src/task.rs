@@ -114,6 +114,8 @@ pub(crate) struct Task {
     pub(crate) yield_refusal_logged: Cell<bool>,
     /// Clock ticks when it was spawned (its age in `threads()`).
     pub(crate) spawned_at: u64,
+    /// Its `green_local!` values (see `local`).
+    pub(crate) locals: RefCell<crate::local::Locals>,
 }
 
 impl Task {
@@ -148,6 +150,7 @@ impl Task {
             timer_fired: Cell::new(false),
             yield_refusal_logged: Cell::new(false),
             spawned_at: crate::clock::now().ticks(),
+            locals: RefCell::new(Vec::new()),
         }
     }
 
@@ -165,6 +168,8 @@ impl Drop for Task {
     /// another one) current, running code that expects its own. It is leaked
     /// instead (its stack and what lives on it stay allocated), and said so.
     fn drop(&mut self) {
+        // Locals left here belong to a leaked thread: leaked with it.
+        std::mem::forget(std::mem::take(self.locals.get_mut()));
         if let Some(co) = self.coroutine.get_mut().take() {
             if co.done() {
                 return;

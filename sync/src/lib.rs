@@ -19,7 +19,10 @@
 //! can wait returns a `Result` and fails with the runtime's
 //! [`WaitError`](coro_runtime::WaitError) when it is interrupted, when a
 //! [`with_timeout`](coro_runtime::with_timeout) deadline passes, or at
-//! shutdown.
+//! shutdown. A call that fails without waiting (a `recv` on a disconnected
+//! channel, a `lock` the caller already holds) spends selfishness, so an
+//! error loop still yields; `try_*` calls never switch threads (see the
+//! runtime's crate docs, "Calls that fail at once").
 //!
 //! # Implementation
 //!
@@ -77,9 +80,19 @@ mod semaphore;
 mod wait_group;
 mod waitlist;
 
-pub use channel::{channel, Fifo, Receiver, SendError, Sender, TryRecvError, TrySendError};
+pub use channel::{
+    channel, sync_channel, Fifo, IntoIter, Iter, Receiver, RecvError, SendError, Sender, TryIter,
+    TryRecvError, TrySendError,
+};
 pub use condvar::Condvar;
 pub use deferred::{Deferred, DEFAULT_DRAIN_INTERVAL};
+
+/// The `Send` bridge into a runtime: a channel that any OS thread or
+/// runtime sends into, whose receiver waits on a green thread. See
+/// [`remote::channel`].
+pub mod remote {
+    pub use crate::channel::remote::{channel, Iter, Receiver, Sender};
+}
 pub use error::{LockError, TryAcquireError, TryLockError};
 pub use event::Event;
 pub use executor::{CloseOnDrop, ExecutorExit, PeriodicExecutor, SHUTDOWN_JOIN};
