@@ -2,10 +2,9 @@
 //! through the one wall offset (Shrapnel's `TSC_from_posix_*` and
 //! `posix_*_from_TSC`).
 
-use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{cal, wall_at, wall_offset, Instant};
+use super::{wall_at, wall_offset, Instant};
 
 /// The tick count at wall time `t`: the inverse of [`wall_at`], under the
 /// wall offset in force now ([`set_wall_offset`](super::set_wall_offset),
@@ -37,7 +36,14 @@ pub fn instant_at(t: SystemTime) -> Instant {
         Ok(d) => d.as_nanos() as i128,
         Err(e) => -(e.duration().as_nanos() as i128),
     };
-    let since_zero = since_epoch - wall_offset() as i128;
+    // The offset and the rate as one matching pair (a recalibration on
+    // another thread changes both).
+    let (mut off, mut to_ns) = super::wall_params();
+    if off == i64::MIN {
+        wall_offset();
+        (off, to_ns) = super::wall_params();
+    }
+    let since_zero = since_epoch - off as i128;
     if since_zero <= 0 {
         return Instant::from_ticks(0);
     }
@@ -45,7 +51,7 @@ pub fn instant_at(t: SystemTime) -> Instant {
     // `duration_to_ticks`: its factor is rounded on its own, and the round
     // trip would drift by a part in 10^10 of the time since tick zero.
     let ns = since_zero.min(u64::MAX as i128) as u128;
-    let to_ns = u128::from(cal().to_ns.load(Ordering::Relaxed).max(1));
+    let to_ns = u128::from(to_ns.max(1));
     let ticks = ((ns << 32) + to_ns / 2) / to_ns;
     Instant::from_ticks(ticks.min(u128::from(u64::MAX)) as u64)
 }
