@@ -611,6 +611,9 @@ pub fn park_as(what: &'static str) -> Result<(), WaitError> {
 fn park_named(what: &'static str, call: &str) -> Result<(), WaitError> {
     context::with_current(call, |s, t| {
         if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
+            if e == WaitError::SuspendForbidden {
+                log_forbidden(t, call, what);
+            }
             // This park is over before it began: a waiter or a timer made
             // for it must not match the thread's next park.
             t.park_gen.set(t.park_gen.get() + 1);
@@ -702,16 +705,25 @@ fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
         }
     }
     if !may_suspend(t) {
-        log::error!(
-            target: "coro",
-            "green thread #{} '{}' tried to block {}; refused (a destructor must not block: defer the work)",
-            t.id,
-            t.display_name(),
-            why_not_suspend(t),
-        );
+        // Logged by the park that was refused, which knows the call.
         return Err(WaitError::SuspendForbidden);
     }
     Ok(())
+}
+
+/// Logs a blocking call refused because the thread may not suspend here,
+/// naming the thread, the call and what it would have waited on.
+#[cold]
+#[inline(never)]
+fn log_forbidden(t: &Task, call: &str, what: &str) {
+    log::error!(
+        target: "coro",
+        "green thread #{} '{}' tried to block in {call} (waiting on {what}) {}; refused \
+         (a destructor must not block: defer the work, e.g. on coro::sync::Deferred)",
+        t.id,
+        t.display_name(),
+        why_not_suspend(t),
+    );
 }
 
 /// A blocking call or yield of a thread that shutdown asked to unwind: the
