@@ -17,7 +17,8 @@ use std::str::FromStr;
 use serde::Deserialize;
 
 /// An SMTP upstream: `host:port`, `[host]:port`, or `host` (port 25).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+/// Its `Debug` is its `Display` (the pool's log lines show keys so).
+#[derive(Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(try_from = "String")]
 pub struct Upstream {
     /// A host name or an IP address (without brackets).
@@ -71,6 +72,12 @@ impl TryFrom<String> for Upstream {
 
     fn try_from(s: String) -> Result<Upstream, String> {
         s.parse()
+    }
+}
+
+impl fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

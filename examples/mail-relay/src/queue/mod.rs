@@ -264,9 +264,7 @@ impl Queue {
 
     /// Asks the runner for a pass soon.
     fn wake(&self) {
-        if let Some(ex) = &*self.inner.runner.borrow() {
-            ex.wake();
-        }
+        self.inner.wake();
     }
 
     /// Makes every deferred message due now and lifts destination
@@ -371,6 +369,13 @@ impl Queue {
 }
 
 impl Inner {
+    /// Asks the runner for a pass soon.
+    fn wake(&self) {
+        if let Some(ex) = &*self.runner.borrow() {
+            ex.wake();
+        }
+    }
+
     fn spool(&self) -> &Spool {
         self.spool.get().expect("a queue is attached to its spool")
     }

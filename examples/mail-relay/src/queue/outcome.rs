@@ -149,6 +149,8 @@ fn finalize(inner: &Inner, id: &str) {
         reason,
     });
     inner.deferred.borrow_mut().insert((next, id.to_owned()));
+    // The runner sets its next wake-up from the earliest deferral.
+    inner.wake();
 }
 
 /// Queues the report returning `msg` to its sender for `failed`, or, for

@@ -481,12 +481,15 @@ impl Sink {
     /// The same on `port`.
     pub fn start_on(port: u16, dir: &Path, flags: &[&str]) -> Sink {
         require("smtp-sink", "postfix");
-        let dumps = dir.join(format!("sink-{port}"));
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dumps = dir.join(format!("sink-{port}-{n}"));
         std::fs::create_dir_all(&dumps).unwrap();
         // The sink drops privileges to nobody, who must write the dumps.
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dumps, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let out = dir.join(format!("sink-{port}.out"));
+        let out = dir.join(format!("sink-{port}-{n}.out"));
         let mut cmd = Command::new("smtp-sink");
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
@@ -546,14 +549,11 @@ impl Sink {
     pub fn wait_messages(&self, n: usize) -> Vec<String> {
         let t0 = Instant::now();
         loop {
+            // A dump is written as the data comes; the message counter
+            // moves when the final dot is in.
             let got = count(&self.dumps);
-            if got >= n {
-                // A dump is written as the data comes; give the last one
-                // its end (the sink appends an empty line after the data).
-                let msgs = self.messages();
-                if msgs.iter().all(|m| m.ends_with("\n\n")) {
-                    return msgs;
-                }
+            if got >= n && self.counters().2 >= n as u64 {
+                return self.messages();
             }
             assert!(
                 t0.elapsed() < LIMIT,
