@@ -12,7 +12,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use util::{read_rest, Relay, TempDir};
+use util::{read_rest, relay_to, Relay, Sink, TempDir};
 
 #[test]
 fn sigterm_lets_sessions_in_flight_finish() {
@@ -88,6 +88,67 @@ fn a_second_signal_cuts_the_deadline_short() {
     assert!(text.starts_with("4.3.2 "), "{text}");
     assert!(relay.wait_exit().success());
     assert!(relay.log().contains("second signal"));
+}
+
+#[test]
+fn sigterm_lets_a_delivery_in_flight_finish() {
+    let tmp = TempDir::new("stop-deliver");
+    // The upstream answers DATA after a second.
+    let sink = Sink::start(&tmp.0, &["-p", "-w", "1"]);
+    let mut relay = Relay::start_in(&tmp.0, &relay_to(&sink.addr(), "stop_deadline = \"20s\"\n"));
+    relay.client().message(
+        "s@example.test",
+        &["a@example.test"],
+        "Subject: x\r\n\r\ny\r\n",
+    );
+    relay.wait_log("debug: connected to 127.0.0.1", 1);
+    relay.terminate();
+    assert!(relay.wait_exit().success(), "{}", relay.log());
+    let log = relay.log();
+    assert!(log.contains("status=sent"), "{log}");
+    assert_eq!(util::count(&relay.spool_queue()), 0, "{log}");
+    assert_eq!(sink.counters(), (1, 1, 1), "delivered, then QUIT");
+}
+
+#[test]
+fn sigterm_cuts_a_delivery_past_the_deadline() {
+    let tmp = TempDir::new("stop-cut");
+    // The upstream answers DATA after 30 s.
+    let mut stalled = Sink::start(&tmp.0, &["-p", "-w", "30"]);
+    let mut relay = Relay::start_in(
+        &tmp.0,
+        &relay_to(&stalled.addr(), "stop_deadline = \"1s\"\n"),
+    );
+    relay.client().message(
+        "s@example.test",
+        &["a@example.test"],
+        "Subject: x\r\n\r\ny\r\n",
+    );
+    relay.wait_log("debug: connected to 127.0.0.1", 1);
+    let t0 = Instant::now();
+    relay.terminate();
+    assert!(relay.wait_exit().success(), "{}", relay.log());
+    assert!(
+        t0.elapsed() >= Duration::from_secs(1),
+        "cut before the deadline"
+    );
+    assert!(
+        relay.log().contains("cutting 1 deliveries short"),
+        "{}",
+        relay.log()
+    );
+    // Still queued, and not as a deferral: the next start sends it at once.
+    assert_eq!(util::count(&relay.spool_queue()), 1);
+    let q = relay.mailq();
+    assert!(
+        q.contains("a@example.test") && !q.contains("(attempt"),
+        "{q}"
+    );
+    stalled.stop();
+    let sink = Sink::start_on(stalled.port, &tmp.0, &[]);
+    let again = Relay::start_in(&tmp.0, &relay_to(&sink.addr(), ""));
+    sink.wait_messages(1);
+    again.wait_spool_empty();
 }
 
 #[test]
