@@ -77,28 +77,31 @@ pub fn mailq(config: &Config) -> Result<String, String> {
         }
     }
     let dir = &config.spool_dir;
-    let scan = read_queue(dir).map_err(|e| format!("spool_dir {}: {e}", dir.display()))?;
+    let scan =
+        read_queue(dir, &|_| false).map_err(|e| format!("spool_dir {}: {e}", dir.display()))?;
     let mut items: Vec<MailqItem> = scan
         .batches
         .into_iter()
         .flat_map(|b| b.messages)
-        .map(|(m, st)| MailqItem {
-            id: m.env.id.clone(),
-            size: m.data.len(),
-            arrival: m.env.arrival,
-            rcpts: m
-                .env
-                .rcpts
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !st.done_rcpts.contains(i))
-                .map(|(_, r)| r.clone())
-                .collect(),
-            from: m.env.from,
-            active: false,
-            attempts: st.attempts,
-            next_attempt: st.next_attempt,
-            reason: st.reason,
+        .map(|(q, _)| {
+            let (env, st) = (&q.msg.env, q.state);
+            MailqItem {
+                id: env.id.clone(),
+                size: q.size,
+                arrival: env.arrival,
+                rcpts: env
+                    .rcpts
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !st.done_rcpts.contains(i))
+                    .map(|(_, r)| r.clone())
+                    .collect(),
+                from: env.from.clone(),
+                active: false,
+                attempts: st.attempts,
+                next_attempt: st.next_attempt,
+                reason: st.reason,
+            }
         })
         .collect();
     items.sort_by(|a, b| (a.arrival, &a.id).cmp(&(b.arrival, &b.id)));

@@ -158,8 +158,8 @@ pub fn run(config: Config) -> io::Result<()> {
             recovered.messages.len()
         );
     }
-    for (m, state) in recovered.messages {
-        queue.restore(m, state);
+    for q in recovered.messages {
+        queue.restore(q);
     }
     let listener = Rc::new(
         TcpListener::bind(config.listen)

@@ -145,11 +145,13 @@ fn stalled_upstream_message_timeout() {
 fn upstream_down_then_up() {
     let tmp = TempDir::new("f-down");
     let port = util::free_port();
+    // One message in an attempt at a time: the other waits with its
+    // content in the spool only, and is read back for its turn.
     let relay = Relay::start_in(
         &tmp.0,
         &relay_to(
             &format!("127.0.0.1:{port}"),
-            "[queue]\nminimal_backoff_time = \"1h\"\nmaximal_backoff_time = \"1h\"\n",
+            "[queue]\nminimal_backoff_time = \"1h\"\nmaximal_backoff_time = \"1h\"\nactive_limit = 1\n",
         ),
     );
     let mut c = relay.client();
@@ -188,6 +190,14 @@ fn upstream_down_then_up() {
     assert!(ok, "{out}");
     let got = sink.wait_messages(2);
     assert_eq!(got.len(), 2);
+    assert!(
+        got.iter().any(|m| m.ends_with("Subject: 1\n\none\n\n")),
+        "{got:?}"
+    );
+    assert!(
+        got.iter().any(|m| m.ends_with("Subject: 2\n\ntwo\n\n")),
+        "{got:?}"
+    );
     relay.wait_spool_empty();
 }
 

@@ -29,6 +29,10 @@ pub struct Queue {
     /// `bounce_queue_lifetime`, 5 days).
     #[serde(with = "duration")]
     pub bounce_queue_lifetime: Duration,
+    /// Messages in delivery attempts at once, their content in memory;
+    /// the others wait with only their envelope in memory
+    /// (`qmgr_message_active_limit`, 20 000).
+    pub active_limit: usize,
 }
 
 impl Default for Queue {
@@ -39,6 +43,7 @@ impl Default for Queue {
             maximal_backoff_time: Duration::from_secs(4000),
             maximal_queue_lifetime: days(5),
             bounce_queue_lifetime: days(5),
+            active_limit: 20_000,
         }
     }
 }
@@ -64,6 +69,9 @@ impl Queue {
             if d.is_zero() {
                 return Err(ConfigError(format!("{key}: must be longer than 0")));
             }
+        }
+        if self.active_limit == 0 {
+            return Err(ConfigError("queue.active_limit: must be at least 1".into()));
         }
         if self.maximal_backoff_time < self.minimal_backoff_time {
             return Err(ConfigError(

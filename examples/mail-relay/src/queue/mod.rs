@@ -25,6 +25,16 @@
 //! it meanwhile is deferred without a connection attempt each (Postfix's
 //! dead destination).
 //!
+//! # Memory
+//!
+//! A message's content stays in memory only while it is being delivered
+//! or about to be: at most `active_limit` messages (Postfix's
+//! `qmgr_message_active_limit`) are in attempts at once; a deferred
+//! message, and a new one beyond the limit, keeps only its envelope, and
+//! its content is read back from its batch file when its turn comes (one
+//! `coro::blocking` job per pass of the runner). So a long outage of the
+//! upstream fills the disk, not the memory.
+//!
 //! # Stopping
 //!
 //! [`Queue::stop`] closes the runner (no new attempts), lets the agents
@@ -46,7 +56,7 @@ use coro::sync::{PeriodicExecutor, WaitGroup};
 use crate::config;
 use crate::delivery::route::{Dest, Router};
 use crate::delivery::{Job, Status, Transport};
-use crate::spool::{Message, MsgState, Spool};
+use crate::spool::{Message, Queued, Spool};
 
 pub use mailq::{format as format_mailq, Item as MailqItem};
 
@@ -71,7 +81,12 @@ struct Slot {
 
 /// A message in the queue.
 struct Entry {
+    /// The message; its content is empty while `parked`.
     msg: Arc<Message>,
+    /// The content is not in memory (it is in the spool).
+    parked: bool,
+    /// The content's size.
+    size: usize,
     /// Per recipient: finished (sent, bounced, or dropped).
     done: Vec<bool>,
     /// Deferred attempts so far.
@@ -101,6 +116,8 @@ struct Inner {
     ready: RefCell<VecDeque<String>>,
     /// Deferred messages by next attempt.
     deferred: RefCell<BTreeSet<(SystemTime, String)>>,
+    /// Messages in an attempt (their content in memory).
+    active: Cell<usize>,
     runner: RefCell<Option<PeriodicExecutor>>,
     /// Every agent is a member.
     agents: WaitGroup,
@@ -166,6 +183,7 @@ impl Queue {
                 entries: RefCell::new(HashMap::new()),
                 ready: RefCell::new(VecDeque::new()),
                 deferred: RefCell::new(BTreeSet::new()),
+                active: Cell::new(0),
                 runner: RefCell::new(None),
                 agents: WaitGroup::new(),
                 agent_threads: RefCell::new(HashMap::new()),
@@ -200,14 +218,20 @@ impl Queue {
 
     /// Queues a committed message for an attempt at once.
     pub fn enqueue(&self, msg: Arc<Message>) {
-        self.restore(msg, MsgState::default());
+        self.restore(Queued::new(msg));
         self.wake();
     }
 
     /// Queues a message found in the spool at start, with its journal
     /// state: due at once, or at its next attempt.
-    pub fn restore(&self, msg: Arc<Message>, state: MsgState) {
+    pub fn restore(&self, q: Queued) {
         let inner = &self.inner;
+        let Queued {
+            msg,
+            state,
+            size,
+            loaded,
+        } = q;
         let id = msg.env.id.clone();
         let mut done = vec![false; msg.env.rcpts.len()];
         for &i in &state.done_rcpts {
@@ -216,24 +240,32 @@ impl Queue {
             }
         }
         let now = SystemTime::now();
-        match state.next_attempt.filter(|&t| t > now) {
+        let waits = match state.next_attempt.filter(|&t| t > now) {
             Some(t) => {
                 inner.deferred.borrow_mut().insert((t, id.clone()));
+                true
             }
-            None => inner.ready.borrow_mut().push_back(id.clone()),
+            None => {
+                let mut ready = inner.ready.borrow_mut();
+                ready.push_back(id.clone());
+                ready.len() + inner.active.get() > inner.settings.active_limit
+            }
+        };
+        let mut e = Entry {
+            msg,
+            parked: !loaded,
+            size,
+            done,
+            attempts: state.attempts,
+            next_attempt: state.next_attempt,
+            reason: state.reason,
+            outstanding: 0,
+            results: Vec::new(),
+        };
+        if waits {
+            e.park();
         }
-        inner.entries.borrow_mut().insert(
-            id,
-            Entry {
-                msg,
-                done,
-                attempts: state.attempts,
-                next_attempt: state.next_attempt,
-                reason: state.reason,
-                outstanding: 0,
-                results: Vec::new(),
-            },
-        );
+        inner.entries.borrow_mut().insert(id, e);
     }
 
     /// Starts the queue runner.
@@ -303,7 +335,7 @@ impl Queue {
             .values()
             .map(|e| MailqItem {
                 id: e.msg.env.id.clone(),
-                size: e.msg.data.len(),
+                size: e.size,
                 arrival: e.msg.env.arrival,
                 from: e.msg.env.from.clone(),
                 rcpts: pending(&e.msg, &e.done),
@@ -378,6 +410,27 @@ impl Inner {
 
     fn spool(&self) -> &Spool {
         self.spool.get().expect("a queue is attached to its spool")
+    }
+}
+
+impl Entry {
+    /// Drops the content from memory (it stays in the spool).
+    fn park(&mut self) {
+        if !self.parked {
+            let env = self.msg.env.clone();
+            self.msg = Arc::new(Message {
+                env,
+                data: Vec::new(),
+            });
+            self.parked = true;
+        }
+    }
+
+    /// Puts the content read back from the spool in place.
+    fn unpark(&mut self, data: Vec<u8>) {
+        let env = self.msg.env.clone();
+        self.msg = Arc::new(Message { env, data });
+        self.parked = false;
     }
 }
 

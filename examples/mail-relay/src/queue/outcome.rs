@@ -60,8 +60,17 @@ pub(super) fn report(inner: &Inner, jobs: &[Job], outcomes: Vec<Outcome>) {
     }
 }
 
-/// Decides a message's fate after an attempt (see the module docs).
+/// Decides a message's fate after an attempt (see the module docs); its
+/// place among the active messages goes to the next ready one.
 fn finalize(inner: &Inner, id: &str) {
+    inner.active.set(inner.active.get() - 1);
+    settle(inner, id);
+    if !inner.ready.borrow().is_empty() {
+        inner.wake();
+    }
+}
+
+fn settle(inner: &Inner, id: &str) {
     let spool = inner.spool();
     let Some((msg, results)) = inner
         .entries
@@ -110,11 +119,13 @@ fn finalize(inner: &Inner, id: &str) {
             index: i,
         });
     }
+    drop(entries);
     if cut {
         return; // the stop cut the attempt short: it stays as it was
     }
-    let now = SystemTime::now();
-    let age = now.duration_since(msg.env.arrival).unwrap_or_default();
+    let age = SystemTime::now()
+        .duration_since(msg.env.arrival)
+        .unwrap_or_default();
     let q = &inner.settings;
     let lifetime = if msg.env.from.is_empty() {
         q.bounce_queue_lifetime
@@ -122,7 +133,6 @@ fn finalize(inner: &Inner, id: &str) {
         q.maximal_queue_lifetime
     };
     if age >= lifetime && !deferred.is_empty() {
-        drop(entries);
         log::info!(
             "{id}: from=<{}>, status=expired, returned to sender after {age:.0?} in the queue",
             msg.env.from
@@ -132,21 +142,28 @@ fn finalize(inner: &Inner, id: &str) {
             spool.record(Update::Done { id: id.to_owned() });
             return;
         }
-        entries = inner.entries.borrow_mut();
     }
+    let first = deferred
+        .first()
+        .map_or_else(|| Detail::local("4.0.0", "deferred"), |(_, d)| d.clone());
+    defer(inner, id, &first);
+}
+
+/// Defers `id` for `why`: the next attempt after the backoff, in the
+/// journal; its content leaves memory until then.
+pub(super) fn defer(inner: &Inner, id: &str, why: &Detail) {
+    let mut entries = inner.entries.borrow_mut();
     let Some(e) = entries.get_mut(id) else { return };
     e.attempts += 1;
-    let next = now + q.backoff(e.attempts);
-    let reason = deferred
-        .first()
-        .map_or_else(|| "deferred".to_owned(), |(_, d)| d.text.clone());
+    let next = SystemTime::now() + inner.settings.backoff(e.attempts);
     e.next_attempt = Some(next);
-    e.reason = Some(reason.clone());
-    spool.record(Update::Defer {
+    e.reason = Some(why.text.clone());
+    e.park();
+    inner.spool().record(Update::Defer {
         id: id.to_owned(),
         attempts: e.attempts,
         next,
-        reason,
+        reason: why.text.clone(),
     });
     inner.deferred.borrow_mut().insert((next, id.to_owned()));
     // The runner sets its next wake-up from the earliest deferral.

@@ -100,13 +100,16 @@ fn micros(t: SystemTime) -> String {
     format!("{}.{:06}", t.as_secs(), t.subsec_micros())
 }
 
-/// Parses a batch file: every message in it, in order.
-pub fn decode_all(mut bytes: &[u8]) -> Result<Vec<Message>, String> {
+/// Parses a batch file: every message in it, in order, each with where
+/// its content starts in the file.
+pub fn decode_all(bytes: &[u8]) -> Result<Vec<(Message, u64)>, String> {
     let mut out = Vec::new();
-    while !bytes.is_empty() {
-        let (m, used) = decode(bytes)?;
-        out.push(m);
-        bytes = &bytes[used..];
+    let mut at = 0;
+    while at < bytes.len() {
+        let (m, used) = decode(&bytes[at..])?;
+        let content = at + used - m.data.len();
+        out.push((m, content as u64));
+        at += used;
     }
     if out.is_empty() {
         return Err("empty batch file".into());
@@ -363,7 +366,9 @@ mod tests {
             bytes.extend_from_slice(&encode(&m.env, m.data.len()));
             bytes.extend_from_slice(&m.data);
         }
-        assert_eq!(decode_all(&bytes).unwrap(), vec![a, b]);
+        let head = encode(&a.env, a.data.len()).len() as u64;
+        let second = head + a.data.len() as u64 + encode(&b.env, b.data.len()).len() as u64;
+        assert_eq!(decode_all(&bytes).unwrap(), vec![(a, head), (b, second)]);
         assert!(decode_all(&bytes[..bytes.len() - 3]).is_err());
         assert!(decode_all(b"").is_err());
     }

@@ -79,7 +79,7 @@ impl Spool {
     /// messages per batch.
     fn plan(&self, requests: Vec<Request>, flushes: &mut Vec<Rc<Event>>) -> Round {
         let mut batches = self.inner.batches.borrow_mut();
-        let mut of = self.inner.batch_of.borrow_mut();
+        let mut located = self.inner.located.borrow_mut();
         let mut round = Round::default();
         let mut slot: HashMap<String, usize> = HashMap::new();
         for req in requests {
@@ -90,11 +90,11 @@ impl Spool {
                 }
                 Request::Update(u) => u,
             };
-            let Some(name) = of.get(u.id()).cloned() else {
+            let Some(name) = located.get(u.id()).map(|l| l.batch.to_string()) else {
                 continue;
             };
             if let Update::Done { id } = &u {
-                of.remove(id);
+                located.remove(id);
                 if let Some(n) = batches.get_mut(&name) {
                     *n -= 1;
                     if *n == 0 {

@@ -63,9 +63,21 @@ use std::time::Duration;
 
 use coro::sync::{Event, Fifo};
 
-pub use format::{encode, Envelope, Message, MsgState, Update};
+pub use format::{encode, Envelope, Message, Update};
 use scan::recover;
-pub use scan::{read_queue, Recovered};
+pub use scan::{read_queue, Queued, Recovered};
+
+/// A message's place on disk: its batch file, where its content starts
+/// and how long it is.
+#[derive(Debug, Clone)]
+struct Loc {
+    batch: Arc<str>,
+    offset: u64,
+    len: usize,
+}
+
+/// A message as placed into a batch: (id, content offset, content length).
+type Placed = (String, u64, usize);
 
 /// What a session waits on: the committer's verdict for its message.
 struct Done {
@@ -97,8 +109,8 @@ struct Inner {
     commit_delay: Duration,
     /// Batch files in `queue/`: name → messages in it not yet delivered.
     batches: RefCell<HashMap<String, usize>>,
-    /// Undelivered message id → the batch file holding it.
-    batch_of: RefCell<HashMap<String, String>>,
+    /// Undelivered message id → where it is on disk.
+    located: RefCell<HashMap<String, Loc>>,
     /// Events for the journal green thread, in order.
     journal: Fifo<journal::Request>,
 }
@@ -136,7 +148,7 @@ impl Spool {
                 on_commit: Box::new(on_commit),
                 commit_delay,
                 batches: Default::default(),
-                batch_of: Default::default(),
+                located: Default::default(),
                 journal: Fifo::new(),
             }),
         };
@@ -146,16 +158,56 @@ impl Spool {
         Ok((spool, recovered))
     }
 
-    /// Counts the messages `ids` as held by the batch file `name`.
-    fn track(&self, name: &str, ids: Vec<String>) {
-        let mut of = self.inner.batch_of.borrow_mut();
+    /// Counts the messages `placed` as held by the batch file `name`.
+    fn track(&self, name: &str, placed: Vec<Placed>) {
+        let mut located = self.inner.located.borrow_mut();
         self.inner
             .batches
             .borrow_mut()
-            .insert(name.to_owned(), ids.len());
-        for id in ids {
-            of.insert(id, name.to_owned());
+            .insert(name.to_owned(), placed.len());
+        let batch: Arc<str> = name.into();
+        for (id, offset, len) in placed {
+            let loc = Loc {
+                batch: batch.clone(),
+                offset,
+                len,
+            };
+            located.insert(id, loc);
         }
+    }
+
+    /// Reads the contents of the messages `ids` back from their batch
+    /// files (one `coro::blocking` job for all): one result per id, in
+    /// order.
+    ///
+    /// # Errors
+    ///
+    /// A timeout or interruption of the wait; per message, an id the spool
+    /// does not hold or a read that failed.
+    pub fn load(&self, ids: &[String]) -> io::Result<Vec<io::Result<Vec<u8>>>> {
+        let wanted: Vec<Option<Loc>> = {
+            let located = self.inner.located.borrow();
+            ids.iter().map(|id| located.get(id).cloned()).collect()
+        };
+        let queue = self.inner.dir.join("queue");
+        coro::blocking(move || {
+            use std::os::unix::fs::FileExt;
+            let mut open: Option<(Arc<str>, File)> = None;
+            wanted
+                .into_iter()
+                .map(|loc| {
+                    let loc = loc.ok_or_else(|| io::Error::other("not in the spool"))?;
+                    if open.as_ref().is_none_or(|(b, _)| *b != loc.batch) {
+                        open = Some((loc.batch.clone(), File::open(queue.join(&*loc.batch))?));
+                    }
+                    let (_, f) = open.as_ref().expect("opened");
+                    let mut data = vec![0; loc.len];
+                    f.read_exact_at(&mut data, loc.offset)?;
+                    Ok(data)
+                })
+                .collect::<Vec<_>>()
+        })
+        .map_err(io::Error::from)
     }
 
     /// The spool directory.
@@ -209,7 +261,7 @@ impl Spool {
                 })
                 .collect();
             let result = if msgs.is_empty() {
-                Ok(())
+                Ok(Vec::new())
             } else {
                 if !inner.commit_delay.is_zero() {
                     let _ = coro::sleep(inner.commit_delay);
@@ -221,23 +273,27 @@ impl Spool {
                 }
             };
             match &result {
-                Ok(()) if !msgs.is_empty() => {
+                Ok(offsets) if !msgs.is_empty() => {
                     log::debug!(
                         "batch {}: {} messages committed",
                         msgs[0].env.id,
                         msgs.len()
                     );
-                    let ids = msgs.iter().map(|m| m.env.id.clone()).collect();
-                    self.track(&msgs[0].env.id, ids);
+                    let placed = msgs
+                        .iter()
+                        .zip(offsets)
+                        .map(|(m, &at)| (m.env.id.clone(), at, m.data.len()))
+                        .collect();
+                    self.track(&msgs[0].env.id, placed);
                 }
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(e) => log::warn!("spool commit of {} messages failed: {e}", msgs.len()),
             }
             for req in batch {
                 match req {
                     Request::Commit(msg, done) => {
                         let r = match &result {
-                            Ok(()) => {
+                            Ok(_) => {
                                 (inner.on_commit)(msg);
                                 Ok(())
                             }
@@ -262,21 +318,24 @@ impl Spool {
 
 /// Writes a batch file into `tmp/`, syncs it, renames it into `queue/`,
 /// syncs `queue/`. Runs on the blocking pool.
-fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<()> {
+fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<Vec<u64>> {
     let name = &msgs[0].env.id;
     let (tmp, queue) = (dir.join("tmp").join(name), dir.join("queue").join(name));
     let mut bytes = Vec::with_capacity(msgs.iter().map(|m| m.data.len() + 256).sum());
+    let mut offsets = Vec::with_capacity(msgs.len());
     for m in msgs {
         bytes.extend_from_slice(&encode(&m.env, m.data.len()));
+        offsets.push(bytes.len() as u64);
         bytes.extend_from_slice(&m.data);
     }
     let r = write_synced(&tmp, &bytes, &[]).and_then(|()| fs::rename(&tmp, &queue));
-    if r.is_err() {
+    if let Err(e) = r {
         let _ = fs::remove_file(&tmp);
-        return r;
+        return Err(e);
     }
     sync_dir(&dir.join("queue"))
-        .map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))
+        .map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))?;
+    Ok(offsets)
 }
 
 /// Creates `path` (it must not exist), writes `head` and `body`, and syncs

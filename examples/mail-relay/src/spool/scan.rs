@@ -6,17 +6,45 @@ use std::fs;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::format::{decode_all, replay, Message, MsgState};
-use super::sync_dir;
+use super::{sync_dir, Placed};
+
+/// A message still queued, as read back from the spool.
+#[derive(Debug)]
+pub struct Queued {
+    /// The message; its content is empty unless `loaded`.
+    pub msg: Arc<Message>,
+    /// What its batch's journal says about it.
+    pub state: MsgState,
+    /// Its content's size.
+    pub size: usize,
+    /// Whether the content was kept in memory (a message due now); the
+    /// others' is read back when their turn comes.
+    pub loaded: bool,
+}
+
+impl Queued {
+    /// A message that was just committed (its content in memory).
+    pub fn new(msg: Arc<Message>) -> Queued {
+        Queued {
+            size: msg.data.len(),
+            msg,
+            state: MsgState::default(),
+            loaded: true,
+        }
+    }
+}
 
 /// A batch file and what is still queued of it.
 #[derive(Debug)]
 pub struct ScannedBatch {
     /// Its file name in `queue/`.
     pub name: String,
-    /// Its messages that are not done, with their journal state.
-    pub messages: Vec<(Message, MsgState)>,
+    /// Its messages that are not done, with where their content starts in
+    /// the file.
+    pub messages: Vec<(Queued, u64)>,
 }
 
 /// What `queue/` holds.
@@ -35,13 +63,14 @@ pub fn journal_name(name: &str) -> String {
     format!("{name}.state")
 }
 
-/// Reads every batch file in `dir/queue` with its journal. Files that go
-/// away while it reads (delivered meanwhile) are skipped. Changes nothing.
+/// Reads every batch file in `dir/queue` with its journal, keeping the
+/// content of the messages for which `keep` says so. Files that go away
+/// while it reads (delivered meanwhile) are skipped. Changes nothing.
 ///
 /// # Errors
 ///
 /// If the directory or a file that exists cannot be read.
-pub fn read_queue(dir: &Path) -> io::Result<QueueScan> {
+pub fn read_queue(dir: &Path, keep: &dyn Fn(&MsgState) -> bool) -> io::Result<QueueScan> {
     let queue = dir.join("queue");
     let mut out = QueueScan::default();
     let mut journals = Vec::new();
@@ -50,7 +79,7 @@ pub fn read_queue(dir: &Path) -> io::Result<QueueScan> {
         match name.strip_suffix(".state") {
             Some(batch) => journals.push(batch.to_owned()),
             None if name.contains('.') => {} // not ours
-            None => match read_batch(&queue, &name) {
+            None => match read_batch(&queue, &name, keep) {
                 Ok(Some(b)) => out.batches.push(b),
                 Ok(None) => {}
                 Err(why) => out.corrupt.push((name, why)),
@@ -66,15 +95,19 @@ pub fn read_queue(dir: &Path) -> io::Result<QueueScan> {
 }
 
 /// One batch file and its journal; `Ok(None)` if it is gone.
-fn read_batch(queue: &Path, name: &str) -> Result<Option<ScannedBatch>, String> {
+fn read_batch(
+    queue: &Path,
+    name: &str,
+    keep: &dyn Fn(&MsgState) -> bool,
+) -> Result<Option<ScannedBatch>, String> {
     let bytes = match fs::read(queue.join(name)) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
     let batch = decode_all(&bytes)?;
-    if batch[0].env.id != name {
-        return Err(format!("first message is {}", batch[0].env.id));
+    if batch[0].0.env.id != name {
+        return Err(format!("first message is {}", batch[0].0.env.id));
     }
     let journal = match fs::read(queue.join(journal_name(name))) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
@@ -84,10 +117,24 @@ fn read_batch(queue: &Path, name: &str) -> Result<Option<ScannedBatch>, String> 
     let mut states = replay(&journal);
     let messages = batch
         .into_iter()
-        .filter_map(|m| match states.remove(&m.env.id) {
-            Some(None) => None, // done
-            Some(Some(state)) => Some((m, state)),
-            None => Some((m, MsgState::default())),
+        .filter_map(|(mut m, at)| {
+            let state = match states.remove(&m.env.id) {
+                Some(None) => return None, // done
+                Some(Some(state)) => state,
+                None => MsgState::default(),
+            };
+            let size = m.data.len();
+            let loaded = keep(&state);
+            if !loaded {
+                m.data = Vec::new();
+            }
+            let q = Queued {
+                msg: Arc::new(m),
+                state,
+                size,
+                loaded,
+            };
+            Some((q, at))
         })
         .collect();
     Ok(Some(ScannedBatch {
@@ -100,14 +147,14 @@ fn read_batch(queue: &Path, name: &str) -> Result<Option<ScannedBatch>, String> 
 #[derive(Debug, Default)]
 pub struct Recovered {
     /// Acknowledged messages not yet delivered, oldest first, with what the
-    /// journals say about them.
-    pub messages: Vec<(Arc<Message>, MsgState)>,
+    /// journals say about them; the content of those due now is in memory.
+    pub messages: Vec<Queued>,
     /// Half-written files removed from `tmp/`.
     pub removed_tmp: usize,
     /// Queue files moved to `corrupt/`, with why.
     pub corrupt: Vec<(String, String)>,
-    /// Batch files still holding messages: (name, their ids).
-    pub(super) batches: Vec<(String, Vec<String>)>,
+    /// Batch files still holding messages: (name, their locations).
+    pub(super) batches: Vec<(String, Vec<Placed>)>,
 }
 
 /// At start: makes the directories, empties `tmp/`, reads `queue/`, sets
@@ -123,7 +170,8 @@ pub(super) fn recover(dir: &Path) -> io::Result<Recovered> {
         fs::remove_file(e?.path())?;
         out.removed_tmp += 1;
     }
-    let scan = read_queue(dir)?;
+    let now = SystemTime::now();
+    let scan = read_queue(dir, &|s: &MsgState| s.next_attempt.is_none_or(|t| t <= now))?;
     let queue = dir.join("queue");
     for name in &scan.orphans {
         fs::remove_file(queue.join(name))?;
@@ -144,11 +192,18 @@ pub(super) fn recover(dir: &Path) -> io::Result<Recovered> {
             let _ = fs::remove_file(queue.join(journal_name(&b.name)));
             continue;
         }
-        let ids = b.messages.iter().map(|(m, _)| m.env.id.clone()).collect();
-        out.batches.push((b.name, ids));
-        msgs.extend(b.messages.into_iter().map(|(m, s)| (Arc::new(m), s)));
+        let placed = b
+            .messages
+            .iter()
+            .map(|(q, at)| (q.msg.env.id.clone(), *at, q.size))
+            .collect();
+        out.batches.push((b.name, placed));
+        msgs.extend(b.messages.into_iter().map(|(q, _)| q));
     }
-    msgs.sort_by(|(a, _), (b, _)| (a.env.arrival, &a.env.id).cmp(&(b.env.arrival, &b.env.id)));
+    msgs.sort_by(|a, b| {
+        let (a, b) = (&a.msg.env, &b.msg.env);
+        (a.arrival, &a.id).cmp(&(b.arrival, &b.id))
+    });
     out.messages = msgs;
     Ok(out)
 }
