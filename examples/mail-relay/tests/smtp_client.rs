@@ -3,8 +3,9 @@
 //! pipelined (the server answers nothing until it has read DATA, so a
 //! client waiting for MAIL's reply would hang), a reused connection gets
 //! RSET before the next message, SIZE is declared, a message over the
-//! server's SIZE is returned without being offered, and a cached
-//! connection gets QUIT at the relay's stop.
+//! server's SIZE is returned without being offered, a cached connection
+//! gets QUIT at the relay's stop, and opportunistic TLS whose handshake
+//! fails is tried again in plain text.
 
 mod util;
 
@@ -18,7 +19,11 @@ use util::{relay_to, Relay, TempDir, LIMIT};
 /// What the scripted server read, line by line (data lines as `data: ...`).
 type Transcript = Arc<Mutex<Vec<String>>>;
 
-/// A one-connection scripted upstream.
+/// A script for a connection.
+type First = Box<dyn FnOnce(TcpStream, &Transcript) + Send>;
+
+/// A scripted upstream: one transaction server, after an optional script
+/// for the first connection.
 struct Fake {
     addr: String,
     seen: Transcript,
@@ -29,14 +34,32 @@ impl Fake {
     /// Serves one connection with `ehlo` as the EHLO reply's lines (after
     /// the first), then transactions until QUIT or EOF.
     fn start(ehlo: &'static [&'static str]) -> Fake {
+        Fake::spawn(ehlo, None)
+    }
+
+    /// The same, after `first` has had the first connection.
+    fn start_after(
+        ehlo: &'static [&'static str],
+        first: impl FnOnce(TcpStream, &Transcript) + Send + 'static,
+    ) -> Fake {
+        Fake::spawn(ehlo, Some(Box::new(first)))
+    }
+
+    fn spawn(ehlo: &'static [&'static str], first: Option<First>) -> Fake {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let seen: Transcript = Arc::default();
         let log = seen.clone();
         let thread = std::thread::spawn(move || {
-            let (s, _) = l.accept().unwrap();
-            s.set_read_timeout(Some(LIMIT)).unwrap();
-            serve(s, ehlo, &log);
+            let mut first = first;
+            loop {
+                let (s, _) = l.accept().unwrap();
+                s.set_read_timeout(Some(LIMIT)).unwrap();
+                match first.take() {
+                    Some(f) => f(s, &log),
+                    None => return serve(s, ehlo, &log),
+                }
+            }
         });
         Fake {
             addr,
@@ -200,4 +223,42 @@ fn over_the_servers_size_is_returned_unsent() {
     assert!(relay.delivered()[0].contains("Status: 5.3.4\n"));
     drop(relay);
     assert_eq!(fake.transcript(), ["EHLO relay.test"], "never offered");
+}
+
+#[test]
+fn opportunistic_tls_that_fails_is_retried_in_plain_text() {
+    let tmp = TempDir::new("client-tls-fallback");
+    // The first connection offers STARTTLS, accepts it, then answers the
+    // handshake with garbage.
+    let mut fake = Fake::start_after(&["PIPELINING"], |s, log| {
+        let mut w = s.try_clone().unwrap();
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        w.write_all(b"220 fake ESMTP\r\n").unwrap();
+        r.read_line(&mut line).unwrap();
+        w.write_all(b"250-fake\r\n250 STARTTLS\r\n").unwrap();
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        log.lock().unwrap().push(line.trim_end().to_owned());
+        w.write_all(b"220 go ahead\r\nthis is not TLS\r\n").unwrap();
+    });
+    let relay = Relay::start_in(&tmp.0, &relay_to(&fake.addr, ""));
+    relay.client().message(
+        "s@example.test",
+        &["a@example.test"],
+        "Subject: x\r\n\r\ny\r\n",
+    );
+    let log = relay.wait_log("status=sent", 1);
+    assert!(
+        log.contains("TLS handshake with 127.0.0.1[127.0.0.1]"),
+        "{log}"
+    );
+    assert!(log.contains("again without TLS"), "{log}");
+    drop(relay);
+    let t = fake.transcript();
+    assert_eq!(
+        t[..3],
+        ["STARTTLS", "EHLO relay.test", "MAIL FROM:<s@example.test>"],
+        "{t:#?}"
+    );
 }

@@ -37,8 +37,9 @@
 //!
 //! # Stopping
 //!
-//! [`Queue::stop`] closes the runner (no new attempts), lets the agents
-//! finish the jobs in hand within a deadline, then interrupts them; what
+//! [`Queue::halt`] closes the runner (no new attempts, agents take no
+//! further jobs); [`Queue::finish`] lets the agents finish the jobs in
+//! hand within a deadline, then interrupts them ([`Queue::cut`]); what
 //! they had not finished stays queued as it was, for the next start.
 
 mod mailq;

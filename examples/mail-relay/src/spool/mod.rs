@@ -13,7 +13,7 @@
 //!
 //! A batch file holds the messages of one commit, one after the other:
 //! each is its envelope (line-oriented `key value` text led by a version
-//! line, see [`format`]), a blank line, and its content, whose length the
+//! line, see [`mod@format`]), a blank line, and its content, whose length the
 //! envelope gives. A batch is written under `tmp/`, fsynced, renamed into
 //! `queue/`, and `queue/` is fsynced; only then is any of its messages
 //! reported committed. A crash at any point leaves either no file in
@@ -26,7 +26,7 @@
 //! Each batch file may have a journal beside it, `queue/<name>.state`,
 //! to which delivery appends what happened to its messages: a recipient
 //! finished, a message deferred (attempts, next attempt, reason), a
-//! message done (see [`format`]). One journal green thread takes the
+//! message done (see [`mod@format`]). One journal green thread takes the
 //! events as they come and writes each round in one `coro::blocking` job;
 //! a batch whose messages are all done is removed with its journal
 //! instead. Neither the journal nor the removals are synced: a crash can
