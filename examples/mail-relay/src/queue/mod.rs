@@ -199,9 +199,12 @@ impl Queue {
         let inner = &self.inner;
         let of = |d: &Dest| inner.slots[inner.slot_of[d]].transport.describe();
         match inner.router.relayhost() {
-            None => format!("{} (no upstream configured)", of(&Dest::Local)),
+            None => format!(
+                "delivering into {} (no upstream configured)",
+                of(&Dest::Local)
+            ),
             Some(up) => format!(
-                "{} (local domains into {})",
+                "relaying to {} (local domains into {})",
                 of(&Dest::Smtp(up.clone())),
                 of(&Dest::Local)
             ),
