@@ -98,20 +98,26 @@ struct Entry {
     reason: Option<String>,
     /// Jobs of the attempt under way not yet reported; 0 when none is.
     outstanding: usize,
-    /// The attempt's results so far: (recipient, status, relay).
+    /// The attempt's results so far: (recipient, status).
     results: Vec<(usize, Status)>,
 }
 
 struct Inner {
     /// This queue, for the threads it starts.
     me: std::rc::Weak<Inner>,
+    /// Where messages are, and where their fate is written.
     spool: OnceCell<Spool>,
+    /// Where each recipient goes.
     router: Router,
+    /// The destinations.
     slots: Vec<Slot>,
+    /// A destination's index in `slots`.
     slot_of: HashMap<Dest, usize>,
+    /// Retries, lifetimes, the active limit.
     settings: config::Queue,
     /// Our host name, for bounces.
     hostname: String,
+    /// Every message in the queue, by id.
     entries: RefCell<HashMap<String, Entry>>,
     /// Ids to start an attempt for, in order.
     ready: RefCell<VecDeque<String>>,
@@ -119,6 +125,7 @@ struct Inner {
     deferred: RefCell<BTreeSet<(SystemTime, String)>>,
     /// Messages in an attempt (their content in memory).
     active: Cell<usize>,
+    /// The runner, once started (taken at a stop).
     runner: RefCell<Option<PeriodicExecutor>>,
     /// Every agent is a member.
     agents: WaitGroup,

@@ -13,6 +13,7 @@
 //! queue suspends the destination.
 
 pub mod client;
+mod error;
 pub mod pool;
 pub mod reply;
 
