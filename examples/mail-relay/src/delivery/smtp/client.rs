@@ -521,16 +521,11 @@ impl Client {
             .read_reply(Stage::Data, t.data_init_timeout)
             .map_err(Broke::Lost)?;
         if mail.class() != 2 {
-            let st = self.status(Stage::Mail, &mail);
-            txn.statuses.iter_mut().for_each(|s| *s = Some(st.clone()));
-            txn.accepted.clear();
+            self.mail_refused(&mail, txn);
         }
         if data.code == 354 && txn.accepted.is_empty() {
             // A server that says 354 with no recipient: end the empty data.
-            self.send(b".\r\n", Stage::Dot, t.data_done_timeout)
-                .map_err(Broke::Lost)?;
-            self.read_reply(Stage::Dot, t.data_done_timeout)
-                .map_err(Broke::Lost)?;
+            self.exchange(b".\r\n", Stage::Dot, t.data_done_timeout)?;
             return Ok(false);
         }
         self.data_reply(&data, txn)
@@ -551,34 +546,34 @@ impl Client {
                 .map_err(|e| Broke::first(e, true))?;
             self.rset_reply(t.rset_timeout)?;
         }
-        self.send(mail.as_bytes(), Stage::Mail, t.mail_timeout)
-            .map_err(Broke::Lost)?;
-        let r = self
-            .read_reply(Stage::Mail, t.mail_timeout)
-            .map_err(Broke::Lost)?;
+        let r = self.exchange(mail.as_bytes(), Stage::Mail, t.mail_timeout)?;
         if r.class() != 2 {
-            let st = self.status(Stage::Mail, &r);
-            txn.statuses.iter_mut().for_each(|s| *s = Some(st.clone()));
+            self.mail_refused(&r, txn);
             return Ok(false);
         }
         for (i, rcpt) in rcpts.iter().enumerate() {
             let cmd = format!("RCPT TO:<{rcpt}>\r\n");
-            self.send(cmd.as_bytes(), Stage::Rcpt, t.rcpt_timeout)
-                .map_err(Broke::Lost)?;
-            let r = self
-                .read_reply(Stage::Rcpt, t.rcpt_timeout)
-                .map_err(Broke::Lost)?;
+            let r = self.exchange(cmd.as_bytes(), Stage::Rcpt, t.rcpt_timeout)?;
             self.rcpt_reply(i, &r, txn);
         }
         if txn.accepted.is_empty() {
             return Ok(false);
         }
-        self.send(b"DATA\r\n", Stage::Data, t.data_init_timeout)
-            .map_err(Broke::Lost)?;
-        let r = self
-            .read_reply(Stage::Data, t.data_init_timeout)
-            .map_err(Broke::Lost)?;
+        let r = self.exchange(b"DATA\r\n", Stage::Data, t.data_init_timeout)?;
         self.data_reply(&r, txn)
+    }
+
+    /// Sends a command and reads its reply; a broken connection is lost.
+    fn exchange(&mut self, cmd: &[u8], stage: Stage, timeout: Duration) -> Result<Reply, Broke> {
+        self.send(cmd, stage, timeout).map_err(Broke::Lost)?;
+        self.read_reply(stage, timeout).map_err(Broke::Lost)
+    }
+
+    /// MAIL's refusal is every recipient's status.
+    fn mail_refused(&self, r: &Reply, txn: &mut Txn) {
+        let st = self.status(Stage::Mail, r);
+        txn.statuses.iter_mut().for_each(|s| *s = Some(st.clone()));
+        txn.accepted.clear();
     }
 
     /// The reply to RSET on a reused connection: a dead connection is
