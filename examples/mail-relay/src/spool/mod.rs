@@ -29,12 +29,20 @@
 //! message done (see [`mod@format`]). One journal green thread takes the
 //! events as they come and writes each round in one `coro::blocking` job;
 //! a batch whose messages are all done is removed with its journal
-//! instead. Neither the journal nor the removals are synced: a crash can
-//! lose the last of them, and then a message (or recipient) whose
-//! upstream's 250 had come is delivered once more, as with every MTA;
-//! nothing is ever lost. At start, [`Spool::open`] replays the journals,
-//! so deferred messages keep their attempt count, next attempt and reason
-//! across a restart, and finished recipients are not sent to again.
+//! instead. Neither the journal nor the removals are synced: a killed
+//! process loses only the events not yet written, a crash of the machine
+//! possibly more, and then a message (or recipient) whose upstream's 250
+//! had come is delivered once more, as with every MTA; nothing is ever
+//! lost. At start, [`Spool::open`] replays the journals, so deferred
+//! messages keep their attempt count, next attempt and reason across a
+//! restart, and finished recipients are not sent to again.
+//!
+//! The queue keeps only the envelope of a message that waits (deferred,
+//! or beyond its active limit) and reads the content back with
+//! [`Spool::load`] when its turn comes: the spool remembers where in its
+//! batch file each message's content is. A batch file stays until its
+//! last message is done, so a message deferred for days keeps its batch
+//! companions' bytes on disk with it (never in memory).
 //!
 //! # Group commit
 //!
