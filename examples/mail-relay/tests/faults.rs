@@ -20,13 +20,14 @@ const FAST_RETRY: &str =
     "[queue]\nminimal_backoff_time = \"300ms\"\nmaximal_backoff_time = \"300ms\"\n";
 
 /// The sink with `flags` makes the message wait with `reason`; then a
-/// good sink on the same port takes it at the next retry.
-fn deferred_then_delivered(tag: &str, flags: &[&str], reason: &str) {
-    deferred_then_delivered_with(tag, flags, reason, "");
+/// good sink on the same port takes it at the next retry. Returns the
+/// relay's log.
+fn deferred_then_delivered(tag: &str, flags: &[&str], reason: &str) -> String {
+    deferred_then_delivered_with(tag, flags, reason, "")
 }
 
 /// The same, with `extra` configuration.
-fn deferred_then_delivered_with(tag: &str, flags: &[&str], reason: &str, extra: &str) {
+fn deferred_then_delivered_with(tag: &str, flags: &[&str], reason: &str, extra: &str) -> String {
     let tmp = TempDir::new(tag);
     let mut bad = Sink::start(&tmp.0, flags);
     let relay = Relay::start_in(
@@ -61,15 +62,20 @@ fn deferred_then_delivered_with(tag: &str, flags: &[&str], reason: &str, extra: 
     assert!(got[0].ends_with("\nbody\n\n"), "{}", got[0]);
     relay.wait_spool_empty();
     assert_eq!(relay.mailq(), "Mail queue is empty\n");
+    relay.log()
 }
 
 #[test]
 fn rcpt_4xx() {
-    deferred_then_delivered(
+    let log = deferred_then_delivered(
         "f-rcpt",
         &["-r", "RCPT"],
         "said: 450 4.3.0 Error: command failed (in reply to RCPT TO command)",
     );
+    // The connection the retries reused died with the first sink: found
+    // dead at its RSET, replaced, and the message tried again at once.
+    assert!(log.contains("while sending RSET"), "{log}");
+    assert!(log.contains("; trying a new connection"), "{log}");
 }
 
 #[test]
