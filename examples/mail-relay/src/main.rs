@@ -8,22 +8,28 @@
 //!
 //! One green thread per SMTP session, in plain blocking style; a durable,
 //! group-committed spool (a 250 after DATA means the message is fsynced);
-//! delivery into a Maildir when no upstream is configured; graceful stop on
-//! SIGTERM or SIGINT. `mail-relay --help` lists the settings.
+//! delivery into a Maildir, or to an SMTP upstream (`--relayhost`) with
+//! retries, bounces and connections kept in a `GroupPool`; graceful stop
+//! on SIGTERM or SIGINT. `mail-relay --help` lists the settings;
+//! `mail-relay mailq` lists the queue, `mail-relay flush` retries it now.
 //!
 //! # Modules
 //!
 //! * `config`, `cidr`: defaults, the TOML file, the flags.
 //! * `server`: start, accept loop and limits, graceful stop.
-//! * `session`, `protocol`, `wire`, `tls`: the SMTP server side.
-//! * `spool`, `id`: the durable queue and its group commit.
-//! * `queue`, `delivery`: delivery attempts behind the `Transport` seam.
+//! * `session`, `protocol`, `wire`, `stream`, `tls`: the SMTP server side.
+//! * `spool`, `id`: the durable queue, its group commit and its journals.
+//! * `queue`: the queue runner, retries, bounces (Postfix's qmgr).
+//! * `delivery`: routes, the `Transport` seam, the Maildir, the SMTP
+//!   client and its connection cache, bounce reports.
+//! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line).
 //! * `logger`, `time`: maillog-style lines, dates.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
 mod cidr;
 mod config;
+mod control;
 mod delivery;
 mod id;
 mod logger;
@@ -32,6 +38,7 @@ mod queue;
 mod server;
 mod session;
 mod spool;
+mod stream;
 mod time;
 mod tls;
 mod wire;
@@ -49,6 +56,25 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    match cli.command {
+        None => {}
+        Some(cmd) => {
+            let r = match cmd {
+                config::Command::Mailq => control::mailq(&config),
+                config::Command::Flush => control::flush(&config),
+            };
+            return match r {
+                Ok(out) => {
+                    print!("{out}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("mail-relay: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+    }
     logger::init(config.log_level);
     let runtime = coro::Runtime::builder()
         .blocking_threads(config.blocking_threads)

@@ -1,24 +1,30 @@
-//! The relay as a whole: opens the spool and the Maildir, redelivers what
-//! the last run left, starts the committer and the delivery queue, accepts
-//! sessions within the limits, and stops gracefully on SIGTERM or SIGINT.
+//! The relay as a whole: opens the spool and the destinations (the Maildir,
+//! the SMTP upstreams), requeues what the last run left, starts the
+//! committer, the journal and the queue runner, accepts sessions within the
+//! limits, and stops gracefully on SIGTERM or SIGINT. SIGUSR1 is `flush`.
 //!
 //! # Green threads
 //!
 //! ```text
 //! main ── waits for a signal, then runs the stop sequence
 //! acceptor ── accept loop; one `session` green thread per connection
-//! committer ── group commits into the spool (spool.rs)
-//! delivery ── batches from the queue to the transport (queue.rs)
+//! committer ── group commits into the spool (spool/mod.rs)
+//! journal ── delivery events into the spool's journals (spool/journal.rs)
+//! queue runner ── a PeriodicExecutor starting delivery agents (queue/)
+//! smtp spawner, cleaner, shutdown ── the connection cache's (GroupPool)
+//! backdoor ── when configured: mailq, flush, the runtime's console
 //! ```
 //!
 //! # Graceful stop
 //!
 //! On the first SIGTERM or SIGINT: the listener closes (new clients are
-//! refused), sessions waiting between transactions get 421 at once, the
-//! others may finish their transaction until `stop_deadline`, then get 421.
-//! The committer is flushed (every message that got its 250 is durable),
-//! the delivery batch in flight finishes, and the process exits 0. A second
-//! signal cuts the deadline short.
+//! refused) and no new delivery attempt starts; sessions waiting between
+//! transactions get 421 at once, the others may finish their transaction
+//! until `stop_deadline`, then get 421; deliveries in flight may finish
+//! until the same deadline, then are cut short (their messages stay
+//! queued as they were). The committer and the journal are flushed (every
+//! message that got its 250 is durable), cached upstream connections get
+//! QUIT, and the process exits 0. A second signal cuts the deadline short.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -29,11 +35,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coro::net::{is_fd_exhaustion, TcpListener, TcpStream};
-use coro::signal::{Signals, SIGINT, SIGTERM};
+use coro::signal::{Signals, SIGINT, SIGTERM, SIGUSR1};
 use coro::sync::WaitGroup;
 
 use crate::config::Config;
-use crate::delivery::Maildir;
+use crate::delivery::route::{Dest, Router};
+use crate::delivery::smtp::client::Settings;
+use crate::delivery::smtp::{Destination, Smtp};
+use crate::delivery::{Maildir, Transport};
 use crate::queue::Queue;
 use crate::session::{Phase, Session};
 use crate::spool::Spool;
@@ -114,14 +123,18 @@ impl Relay {
 /// If the spool, the Maildir, the TLS files or the listener cannot be set
 /// up.
 pub fn run(config: Config) -> io::Result<()> {
-    let signals = Signals::new([SIGINT, SIGTERM])?;
+    let signals = Signals::new([SIGINT, SIGTERM, SIGUSR1])?;
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
         _ => None,
     };
-    let maildir = Maildir::open(&config.maildir, &config.hostname)
-        .map_err(|e| annotate(e, "maildir", &config.maildir))?;
-    let queue = Queue::new(Box::new(maildir), config.retry_delay);
+    let router = Router::new(
+        &config.routes,
+        &config.local_domains,
+        config.relayhost.as_ref(),
+    );
+    let (transports, smtp) = transports(&config, &router)?;
+    let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
     let (spool, recovered) = {
         let q = queue.clone();
         Spool::open(&config.spool_dir, config.testing.commit_delay, move |m| {
@@ -129,6 +142,7 @@ pub fn run(config: Config) -> io::Result<()> {
         })
         .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?
     };
+    queue.attach(spool.clone());
     if recovered.removed_tmp > 0 {
         log::info!(
             "removed {} half-written files from the spool",
@@ -144,16 +158,22 @@ pub fn run(config: Config) -> io::Result<()> {
             recovered.messages.len()
         );
     }
-    for m in recovered.messages {
-        queue.enqueue(m);
+    for q in recovered.messages {
+        queue.restore(q);
     }
     let listener = Rc::new(
         TcpListener::bind(config.listen)
             .map_err(|e| io::Error::new(e.kind(), format!("listen {}: {e}", config.listen)))?,
     );
     let addr = listener.local_addr()?;
+    let door = match &config.backdoor {
+        Some(path) => Some(crate::control::serve_backdoor(path, &queue)?),
+        None => None,
+    };
+    crate::control::write_pid(spool.dir())
+        .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
     println!(
-        "mail-relay: listening on {addr}; spool in {}; delivering into {} (no upstream configured){}",
+        "mail-relay: listening on {addr}; spool in {}; {}{}",
         spool.dir().display(),
         queue.describe(),
         if tls.is_some() { "; STARTTLS on" } else { "" }
@@ -175,12 +195,13 @@ pub fn run(config: Config) -> io::Result<()> {
             .name("committer".into())
             .spawn(move || spool.run_committer())?
     };
-    let delivery = {
-        let (queue, spool) = (queue.clone(), spool.clone());
+    let journal = {
+        let spool = spool.clone();
         coro::Builder::new()
-            .name("delivery".into())
-            .spawn(move || queue.run(&spool))?
+            .name("journal".into())
+            .spawn(move || spool.run_journal())?
     };
+    queue.start()?;
     let acceptor = {
         let (relay, listener) = (relay.clone(), listener.clone());
         coro::Builder::new()
@@ -188,13 +209,23 @@ pub fn run(config: Config) -> io::Result<()> {
             .spawn(move || accept_loop(&relay, &listener))?
     };
 
-    let sig = signals.recv()?;
+    let sig = loop {
+        match signals.recv()? {
+            SIGUSR1 => {
+                queue.flush();
+            }
+            sig => break sig,
+        }
+    };
+    let t0 = coro::clock::now();
+    let deadline = relay.config.stop_deadline;
     log::info!(
-        "signal {sig}: stopping -- no new sessions; {} in flight get {:?}",
+        "signal {sig}: stopping -- no new sessions or deliveries; {} sessions and {} deliveries in flight get {deadline:?}",
         relay.group.len(),
-        relay.config.stop_deadline
+        queue.in_flight()
     );
     relay.stopping.set(true);
+    queue.halt();
     listener.close();
     let _ = acceptor.join();
     // Sessions waiting for a command between transactions end now.
@@ -204,33 +235,83 @@ pub fn run(config: Config) -> io::Result<()> {
         }
     }
     let second = {
-        let relay = relay.clone();
+        let (relay, queue) = (relay.clone(), queue.clone());
         coro::spawn(move || {
-            if signals.recv().is_ok() {
-                log::info!("second signal: ending the sessions in flight now");
-                interrupt_all(&relay);
+            while let Ok(sig) = signals.recv() {
+                if sig != SIGUSR1 {
+                    log::info!("second signal: ending the sessions and deliveries in flight now");
+                    interrupt_all(&relay);
+                    queue.cut();
+                    return;
+                }
             }
         })
     };
-    if coro::with_timeout(relay.config.stop_deadline, || relay.group.wait()).is_err() {
+    if coro::with_timeout(deadline, || relay.group.wait()).is_err() {
         interrupt_all(&relay);
     }
     let _ = relay.group.wait();
+    queue.finish(deadline.saturating_sub(t0.elapsed()));
     let _ = second.thread().interrupt();
     // Every 250 sent is durable already; this also waits for commits of
-    // sessions cut short at the deadline.
+    // sessions cut short at the deadline, and for bounces.
     if let Err(e) = spool.flush() {
         log::warn!("flushing the spool: {e}");
     }
+    if let Err(e) = spool.sync_journal() {
+        log::warn!("flushing the spool's journal: {e}");
+    }
     let _ = committer.thread().interrupt();
-    queue.stop();
-    let _ = delivery.join();
+    let _ = journal.thread().interrupt();
+    if let Some(smtp) = smtp {
+        smtp.close_all();
+    }
+    if let Some(door) = door {
+        door.close();
+    }
+    crate::control::remove_pid(spool.dir());
     log::info!(
         "stopped; {} messages ({} batch files) left in the spool for the next start",
         queue.len(),
         spool.batches()
     );
     Ok(())
+}
+
+/// A transport for each destination the router can name: the Maildir, and
+/// one per SMTP upstream sharing one client and connection cache.
+type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>);
+
+fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
+    let maildir = Maildir::open(&config.maildir, &config.hostname)
+        .map_err(|e| annotate(e, "maildir", &config.maildir))?;
+    let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];
+    let upstreams: Vec<_> = router
+        .destinations()
+        .into_iter()
+        .filter_map(|d| match d {
+            Dest::Smtp(up) => Some(up),
+            Dest::Local => None,
+        })
+        .collect();
+    if upstreams.is_empty() {
+        return Ok((out, None));
+    }
+    let c = &config.smtp;
+    let settings = Settings {
+        cfg: c.clone(),
+        helo_name: c
+            .helo_name
+            .clone()
+            .unwrap_or_else(|| config.hostname.clone()),
+        tls: crate::tls::client_config(c.tls_security_level, c.tls_ca_file.as_deref())?,
+    };
+    let smtp = Smtp::new(settings)?;
+    for up in upstreams {
+        let dest = Destination::new(smtp.clone(), up.clone());
+        out.push((Dest::Smtp(up), Rc::new(dest)));
+    }
+    Ok((out, Some(smtp)))
 }
 
 fn interrupt_all(relay: &Relay) {

@@ -37,13 +37,19 @@ impl Utc {
 
     /// `Mon, 23 Nov 2026 07:44:59 +0000` (RFC 5322 §3.3).
     pub fn rfc5322(&self) -> String {
-        const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-        const MONTHS: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
         let ((y, m, d), (hh, mm, ss)) = (self.ymd, self.hms);
         format!(
             "{}, {d} {} {y} {hh:02}:{mm:02}:{ss:02} +0000",
+            DAYS[self.weekday as usize],
+            MONTHS[m as usize - 1]
+        )
+    }
+
+    /// `Mon Nov 23 07:44:59` (as `mailq` shows arrival times).
+    pub fn short(&self) -> String {
+        let ((_, m, d), (hh, mm, ss)) = (self.ymd, self.hms);
+        format!(
+            "{} {} {d:2} {hh:02}:{mm:02}:{ss:02}",
             DAYS[self.weekday as usize],
             MONTHS[m as usize - 1]
         )
@@ -58,6 +64,11 @@ impl Utc {
         )
     }
 }
+
+const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
 /// (Howard Hinnant's `civil_from_days`).
@@ -85,6 +96,8 @@ mod tests {
         assert_eq!(t(0).rfc5322(), "Thu, 1 Jan 1970 00:00:00 +0000");
         assert_eq!(t(951_782_400).rfc5322(), "Tue, 29 Feb 2000 00:00:00 +0000");
         assert_eq!(t(1_795_419_899).iso8601(), "2026-11-23T07:44:59.000000Z");
+        assert_eq!(t(1_795_419_899).short(), "Mon Nov 23 07:44:59");
+        assert_eq!(t(0).short(), "Thu Jan  1 00:00:00");
         assert_eq!(
             t(1_795_419_899).rfc5322(),
             "Mon, 23 Nov 2026 07:44:59 +0000"

@@ -21,36 +21,7 @@ use std::time::Duration;
 
 use coro::net::TcpStream;
 
-/// The socket, plain or wrapped in TLS.
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Plain(s) => s.read(buf),
-            Stream::Tls(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Plain(s) => s.write(buf),
-            Stream::Tls(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Plain(s) => s.flush(),
-            Stream::Tls(s) => s.flush(),
-        }
-    }
-}
+use crate::stream::{accept_tls, Stream};
 
 /// What [`Wire::read_line`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +80,7 @@ impl Wire {
 
     /// Whether the connection is under TLS.
     pub fn is_tls(&self) -> bool {
-        matches!(self.stream, Some(Stream::Tls(_)))
+        self.stream.as_ref().is_some_and(Stream::is_tls)
     }
 
     /// Queues a reply: `code` with each of `lines` (multi-line replies use
@@ -229,15 +200,15 @@ impl Wire {
                 return Err(io::Error::other("TLS already active"));
             }
         };
-        let mut conn = rustls::ServerConnection::new(config).map_err(io::Error::other)?;
-        let mut sock = tcp;
+        // The closure runs to its end also when the deadline passes (the
+        // handshake's I/O fails), so the stream is always put back.
+        let mut stream = None;
         let r = timed(self.write_timeout, || {
-            while conn.is_handshaking() {
-                conn.complete_io(&mut sock)?;
-            }
-            Ok(())
+            let (s, handshake) = accept_tls(tcp, config);
+            stream = Some(s);
+            handshake
         });
-        self.stream = Some(Stream::Tls(Box::new(rustls::StreamOwned::new(conn, sock))));
+        self.stream = stream;
         r
     }
 
@@ -245,8 +216,8 @@ impl Wire {
     /// connection.
     pub fn close(mut self) {
         let _ = self.flush();
-        if let Some(Stream::Tls(s)) = &mut self.stream {
-            s.conn.send_close_notify();
+        if let Some(s) = self.stream.as_mut().filter(|s| s.is_tls()) {
+            s.close_notify();
             let _ = timed(self.write_timeout, || s.flush());
         }
     }

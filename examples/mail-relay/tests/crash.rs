@@ -1,8 +1,12 @@
-//! The crash test: the real binary under load from concurrent clients is
-//! killed with SIGKILL at random moments, 20 times, and restarted on the
-//! same spool and Maildir. In the end every message that got its 250 is in
-//! the Maildir exactly once and intact; a message whose 250 was in flight
-//! at the kill is there at most once; nothing else is.
+//! The crash tests: the real binary under load from concurrent clients is
+//! killed with SIGKILL at random moments and restarted on the same spool.
+//!
+//! * Into the Maildir, 20 kills: every message that got its 250 is in the
+//!   Maildir exactly once and intact; a message whose 250 was in flight at
+//!   the kill is there at most once; nothing else is.
+//! * To an SMTP upstream (`smtp-sink`), during heavy outbound delivery:
+//!   every message that got its 250 arrives at least once (an upstream's
+//!   250 lost in a crash means once more, as with every MTA), intact.
 
 mod util;
 
@@ -12,7 +16,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use util::{Client, Relay, TempDir};
+use util::{relay_to, sent_content, Client, Relay, Sink, TempDir};
 
 const KILLS: usize = 20;
 const CLIENTS: usize = 8;
@@ -175,5 +179,85 @@ fn sigkill_under_load_loses_nothing_acknowledged() {
     assert!(
         acked > KILLS * 5,
         "too little load to mean anything: {acked} messages"
+    );
+}
+
+/// Kills during outbound delivery.
+const OUTBOUND_KILLS: usize = 6;
+/// Clients sending while the relay delivers.
+const OUTBOUND_CLIENTS: usize = 16;
+
+#[test]
+fn sigkill_during_outbound_delivery_loses_nothing() {
+    let tmp = TempDir::new("crash-out");
+    let dir = &tmp.0;
+    let sink = Sink::start(dir, &[]);
+    let config = relay_to(&sink.addr(), "");
+    let fates = Arc::new(Mutex::new(HashMap::new()));
+    let seed = random();
+    eprintln!("outbound crash test seed {seed:#x}");
+    let mut rng = seed;
+    for round in 0..OUTBOUND_KILLS {
+        let mut relay = Relay::start_with_args(dir, &config, &["--log-level", "warn"]);
+        let clients: Vec<_> = (0..OUTBOUND_CLIENTS)
+            .map(|i| {
+                let (addr, fates) = (relay.addr, fates.clone());
+                std::thread::spawn(move || load(addr, format!("o{round}c{i}"), fates))
+            })
+            .collect();
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(150 + rng % 250));
+        relay.kill();
+        for c in clients {
+            c.join().unwrap();
+        }
+    }
+    let mut relay = Relay::start_in(dir, &config);
+    relay.wait_spool_empty();
+    relay.terminate();
+    assert!(relay.wait_exit().success());
+    assert_eq!(util::count(&dir.join("spool/corrupt")), 0);
+
+    let fates = fates.lock().unwrap();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for dump in sink.messages() {
+        let m = sent_content(&dump);
+        let token = m
+            .lines()
+            .find_map(|l| l.strip_prefix("X-Token: "))
+            .unwrap_or_else(|| panic!("a message without a token:\n{dump}"))
+            .to_owned();
+        assert!(
+            m.ends_with(&format!("{}\n", delivered_tail(&token))),
+            "message {token} is corrupt:\n{dump}"
+        );
+        assert!(
+            fates.contains_key(&token),
+            "{token} arrived but was never sent"
+        );
+        *seen.entry(token).or_default() += 1;
+    }
+    let acked: Vec<&String> = fates
+        .iter()
+        .filter(|(_, f)| **f == Fate::Acked)
+        .map(|(t, _)| t)
+        .collect();
+    for token in &acked {
+        assert!(
+            seen.contains_key(*token),
+            "acknowledged message {token} never arrived"
+        );
+    }
+    let twice = seen.values().filter(|&&n| n > 1).count();
+    eprintln!(
+        "{OUTBOUND_KILLS} kills: {} acknowledged, all arrived; {twice} arrived more than once",
+        acked.len()
+    );
+    assert!(
+        acked.len() > OUTBOUND_KILLS * 5,
+        "too little load: {}",
+        acked.len()
     );
 }

@@ -1,9 +1,10 @@
 //! Graceful stop and restart: SIGTERM with sessions in flight (the idle one
 //! gets 421 at once, new clients are refused, the one mid-transaction
-//! finishes and its message is delivered, one that dawdles past the
-//! deadline gets 421, exit status 0); at start the spool is rescanned
-//! (acknowledged messages delivered, half-written files removed, unreadable
-//! ones set aside); bad configuration is a clear error.
+//! finishes and its message is spooled, not delivered (no delivery starts
+//! after the signal), one that dawdles past the deadline gets 421, exit
+//! status 0); at start the spool is rescanned (acknowledged messages
+//! delivered, deferred ones keep their state, half-written files removed,
+//! unreadable ones set aside); bad configuration is a clear error.
 
 mod util;
 
@@ -11,7 +12,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use util::{read_rest, Relay, TempDir};
+use util::{read_rest, relay_to, Relay, Sink, TempDir};
 
 #[test]
 fn sigterm_lets_sessions_in_flight_finish() {
@@ -58,14 +59,17 @@ fn sigterm_lets_sessions_in_flight_finish() {
 
     let status = relay.wait_exit();
     assert!(status.success(), "exit status {status:?}\n{}", relay.log());
-    let got = util::delivered_in(&relay.maildir_new());
-    assert_eq!(got.len(), 1, "{}", relay.log());
+    assert!(relay.log().contains("signal 15: stopping"));
+    // Acknowledged after the signal: spooled, left for the next start.
+    assert_eq!(util::count(&relay.maildir_new()), 0, "{}", relay.log());
+    assert_eq!(util::count(&relay.spool_queue()), 1);
+    let again = Relay::start_in(&relay.dir, "");
+    let got = again.wait_delivered(1);
     assert!(
         got[0].ends_with("\nfirst half\nsecond half\n"),
         "{}",
         got[0]
     );
-    assert!(relay.log().contains("signal 15: stopping"));
 }
 
 #[test]
@@ -87,6 +91,67 @@ fn a_second_signal_cuts_the_deadline_short() {
 }
 
 #[test]
+fn sigterm_lets_a_delivery_in_flight_finish() {
+    let tmp = TempDir::new("stop-deliver");
+    // The upstream answers DATA after a second.
+    let sink = Sink::start(&tmp.0, &["-p", "-w", "1"]);
+    let mut relay = Relay::start_in(&tmp.0, &relay_to(&sink.addr(), "stop_deadline = \"20s\"\n"));
+    relay.client().message(
+        "s@example.test",
+        &["a@example.test"],
+        "Subject: x\r\n\r\ny\r\n",
+    );
+    relay.wait_log("debug: connected to 127.0.0.1", 1);
+    relay.terminate();
+    assert!(relay.wait_exit().success(), "{}", relay.log());
+    let log = relay.log();
+    assert!(log.contains("status=sent"), "{log}");
+    assert_eq!(util::count(&relay.spool_queue()), 0, "{log}");
+    assert_eq!(sink.counters(), (1, 1, 1), "delivered, then QUIT");
+}
+
+#[test]
+fn sigterm_cuts_a_delivery_past_the_deadline() {
+    let tmp = TempDir::new("stop-cut");
+    // The upstream answers DATA after 30 s.
+    let mut stalled = Sink::start(&tmp.0, &["-p", "-w", "30"]);
+    let mut relay = Relay::start_in(
+        &tmp.0,
+        &relay_to(&stalled.addr(), "stop_deadline = \"1s\"\n"),
+    );
+    relay.client().message(
+        "s@example.test",
+        &["a@example.test"],
+        "Subject: x\r\n\r\ny\r\n",
+    );
+    relay.wait_log("debug: connected to 127.0.0.1", 1);
+    let t0 = Instant::now();
+    relay.terminate();
+    assert!(relay.wait_exit().success(), "{}", relay.log());
+    assert!(
+        t0.elapsed() >= Duration::from_secs(1),
+        "cut before the deadline"
+    );
+    assert!(
+        relay.log().contains("cutting 1 deliveries short"),
+        "{}",
+        relay.log()
+    );
+    // Still queued, and not as a deferral: the next start sends it at once.
+    assert_eq!(util::count(&relay.spool_queue()), 1);
+    let q = relay.mailq();
+    assert!(
+        q.contains("a@example.test") && !q.contains("(attempt"),
+        "{q}"
+    );
+    stalled.stop();
+    let sink = Sink::start_on(stalled.port, &tmp.0, &[]);
+    let again = Relay::start_in(&tmp.0, &relay_to(&sink.addr(), ""));
+    sink.wait_messages(1);
+    again.wait_spool_empty();
+}
+
+#[test]
 fn sigterm_when_idle_exits_at_once() {
     let mut relay = Relay::start("sigterm-idle", "");
     let t0 = Instant::now();
@@ -99,7 +164,10 @@ fn sigterm_when_idle_exits_at_once() {
 fn restart_rescans_the_spool() {
     let tmp = TempDir::new("rescan");
     let dir = &tmp.0;
-    let mut relay = Relay::start_in(dir, "retry_delay = \"1h\"\n");
+    let mut relay = Relay::start_in(
+        dir,
+        "[queue]\nminimal_backoff_time = \"1h\"\nmaximal_backoff_time = \"1h\"\n",
+    );
     // Delivery will fail: a file stands where the Maildir's new/ was.
     let new = relay.maildir_new();
     std::fs::rename(&new, dir.join("new.away")).unwrap();
@@ -130,6 +198,19 @@ fn restart_rescans_the_spool() {
     std::fs::rename(dir.join("new.away"), &new).unwrap();
 
     let relay = Relay::start_in(dir, "");
+    // Its deferral survived the restart: not due for an hour.
+    let q = relay.mailq();
+    assert!(
+        q.contains(&id) && q.contains("(attempt 1, next in 59m"),
+        "{q}"
+    );
+    assert!(
+        q.contains("maildir delivery failed: Not a directory"),
+        "{q}"
+    );
+    let (ok, out) = relay.command(&["flush"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("to retry its deferred mail now"), "{out}");
     let got = relay.wait_delivered(1);
     assert_eq!(got.len(), 1);
     assert!(got[0].ends_with("\nkept\n"), "{}", got[0]);

@@ -12,15 +12,14 @@
 //! and the delivery is a no-op.
 //!
 //! The content is stored as local mail usually is, with LF line ends, led
-//! by `Return-Path:` and one `Delivered-To:` per envelope recipient.
+//! by `Return-Path:` and one `Delivered-To:` per recipient delivered here.
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use super::{Outcome, Status, Transport};
+use super::{Detail, Job, Outcome, Status, Transport};
 use crate::spool::{sync_dir, Message};
 
 /// A Maildir on the local disk.
@@ -61,7 +60,7 @@ impl Maildir {
 }
 
 impl Transport for Maildir {
-    fn deliver(&self, batch: &[Arc<Message>]) -> Vec<Outcome> {
+    fn deliver(&self, batch: &[Job]) -> Vec<Outcome> {
         let results = match self.deliver_batch(batch) {
             Ok(r) => r,
             Err(e) => batch
@@ -72,12 +71,18 @@ impl Transport for Maildir {
         batch
             .iter()
             .zip(results)
-            .map(|(m, r)| {
+            .map(|(job, r)| {
                 let status = match r {
-                    Ok(name) => Status::Sent(format!("delivered to maildir as {name}")),
-                    Err(e) => Status::Deferred(format!("maildir delivery failed: {e}")),
+                    Ok(name) => Status::Sent(Detail::local(
+                        "2.0.0",
+                        format!("delivered to maildir as {name}"),
+                    )),
+                    Err(e) => Status::Deferred(Detail::local(
+                        "4.3.0",
+                        format!("maildir delivery failed: {e}"),
+                    )),
                 };
-                Outcome::all("maildir", m, status)
+                Outcome::all("maildir", job, status)
             })
             .collect()
     }
@@ -85,7 +90,18 @@ impl Transport for Maildir {
     fn describe(&self) -> String {
         format!("the Maildir {}", self.root.display())
     }
+
+    fn batch_limit(&self) -> usize {
+        MAX_BATCH
+    }
+
+    fn concurrency(&self) -> usize {
+        1
+    }
 }
+
+/// Messages written (and synced together) by one `deliver` at most.
+const MAX_BATCH: usize = 1000;
 
 /// fdatasyncs running at once for one batch, each a `coro::blocking` job
 /// (the runtime's pool has room for them and the committer's job).
@@ -107,10 +123,10 @@ impl Maildir {
     /// # Errors
     ///
     /// A wait cut short (shutdown); file errors are per message.
-    fn deliver_batch(&self, batch: &[Arc<Message>]) -> io::Result<Vec<io::Result<String>>> {
-        let jobs: Vec<(Arc<Message>, String)> = batch
+    fn deliver_batch(&self, batch: &[Job]) -> io::Result<Vec<io::Result<String>>> {
+        let jobs: Vec<(Job, String)> = batch
             .iter()
-            .map(|m| (m.clone(), self.file_name(m)))
+            .map(|j| (j.clone(), self.file_name(&j.msg)))
             .collect();
         let names: Vec<String> = jobs.iter().map(|(_, n)| n.clone()).collect();
         let root = self.root.clone();
@@ -152,13 +168,13 @@ impl Maildir {
 /// Writes every message that is not delivered already into `tmp/` (not
 /// synced yet). Returns one result per message (the file name) and the
 /// files written.
-fn write_all(root: &Path, jobs: &[(Arc<Message>, String)]) -> (Vec<io::Result<String>>, Written) {
+fn write_all(root: &Path, jobs: &[(Job, String)]) -> (Vec<io::Result<String>>, Written) {
     let (tmp, new, cur) = (root.join("tmp"), root.join("new"), root.join("cur"));
     let mut written = Vec::new();
     let results = jobs
         .iter()
         .enumerate()
-        .map(|(i, (m, name))| {
+        .map(|(i, (job, name))| {
             if new.join(name).exists() || cur.join(name).exists() {
                 return Ok(name.clone()); // delivered before a crash
             }
@@ -169,8 +185,8 @@ fn write_all(root: &Path, jobs: &[(Arc<Message>, String)]) -> (Vec<io::Result<St
                 .create_new(true)
                 .open(&path)
                 .and_then(|mut f| {
-                    f.write_all(&local_header(m))?;
-                    f.write_all(&to_lf(&m.data))?;
+                    f.write_all(&local_header(job))?;
+                    f.write_all(&to_lf(&job.msg.data))?;
                     Ok(f)
                 });
             match r {
@@ -216,9 +232,9 @@ fn rename_all(
 }
 
 /// `Return-Path:` and `Delivered-To:` lines (LF-terminated).
-fn local_header(m: &Message) -> Vec<u8> {
-    let mut h = format!("Return-Path: <{}>\n", m.env.from);
-    for r in &m.env.rcpts {
+fn local_header(job: &Job) -> Vec<u8> {
+    let mut h = format!("Return-Path: <{}>\n", job.msg.env.from);
+    for r in job.addresses() {
         h.push_str(&format!("Delivered-To: {r}\n"));
     }
     h.into_bytes()

@@ -377,3 +377,220 @@ pub fn read_rest(c: &mut Client) -> String {
     let _ = c.r.read_to_end(&mut rest);
     String::from_utf8_lossy(&rest).into_owned()
 }
+
+impl Relay {
+    /// The relay's configuration file.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("relay.toml")
+    }
+
+    /// Runs `mail-relay --config <ours> ARGS` (e.g. `mailq`); returns its
+    /// exit success and its stdout and stderr.
+    pub fn command(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_mail-relay"))
+            .arg("--config")
+            .arg(self.config_path())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    /// `mail-relay mailq`, which must succeed.
+    #[track_caller]
+    pub fn mailq(&self) -> String {
+        let (ok, out) = self.command(&["mailq"]);
+        assert!(ok, "mailq failed: {out}");
+        out
+    }
+
+    /// Waits until the log contains `needle` `n` times; returns the log.
+    #[track_caller]
+    pub fn wait_log(&self, needle: &str, n: usize) -> String {
+        let t0 = Instant::now();
+        loop {
+            let log = self.log();
+            if log.matches(needle).count() >= n {
+                return log;
+            }
+            assert!(
+                t0.elapsed() < LIMIT,
+                "{needle:?} not {n} times in the log after {LIMIT:?}:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits until the spool's queue holds no batch file.
+    #[track_caller]
+    pub fn wait_spool_empty(&self) {
+        let t0 = Instant::now();
+        while count(&self.spool_queue()) > 0 {
+            assert!(
+                t0.elapsed() < LIMIT,
+                "spool not empty after {LIMIT:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A free loopback TCP port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether something listens on 127.0.0.1:`port` (from /proc/net/tcp, so
+/// that looking does not open a session the sink would count).
+pub fn listening(port: u16) -> bool {
+    let want = format!("0100007F:{port:04X} 00000000:0000 0A");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| t.contains(&want))
+}
+
+/// Postfix's `smtp-sink` on a loopback port: the upstream of the delivery
+/// tests. It dumps each message into its own file (`-d`) and counts
+/// sessions, QUITs and messages (`-c`).
+pub struct Sink {
+    child: Child,
+    pub port: u16,
+    /// Where the dumps go.
+    pub dumps: PathBuf,
+    /// Its stdout (the counters).
+    out: PathBuf,
+}
+
+impl Sink {
+    /// Starts a sink with `flags` (fault injection: `-r RCPT`, ...) on a
+    /// free port, dumping under `dir`.
+    pub fn start(dir: &Path, flags: &[&str]) -> Sink {
+        Sink::start_on(free_port(), dir, flags)
+    }
+
+    /// The same on `port`.
+    pub fn start_on(port: u16, dir: &Path, flags: &[&str]) -> Sink {
+        require("smtp-sink", "postfix");
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dumps = dir.join(format!("sink-{port}-{n}"));
+        std::fs::create_dir_all(&dumps).unwrap();
+        // The sink drops privileges to nobody, who must write the dumps.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dumps, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let out = dir.join(format!("sink-{port}-{n}.out"));
+        let mut cmd = Command::new("smtp-sink");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            cmd.args(["-u", "nobody"]);
+        }
+        let child = cmd
+            .arg("-c")
+            .arg("-d")
+            .arg(format!("{}/m.", dumps.display()))
+            .args(flags)
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("100")
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start smtp-sink");
+        let t0 = Instant::now();
+        while !listening(port) {
+            assert!(t0.elapsed() < LIMIT, "smtp-sink did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Sink {
+            child,
+            port,
+            dumps,
+            out,
+        }
+    }
+
+    /// `127.0.0.1:port`, for `relayhost`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The last counters: (sessions ended, QUITs, messages).
+    pub fn counters(&self) -> (u64, u64, u64) {
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let Some(last) = text.split(['\r', '\n']).rfind(|l| l.starts_with("sess=")) else {
+            return (0, 0, 0);
+        };
+        let n = |key: &str| {
+            last.split(' ')
+                .find_map(|f| f.strip_prefix(key))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        (n("sess="), n("quit="), n("mesg="))
+    }
+
+    /// The dumped messages, each as the sink wrote it.
+    pub fn messages(&self) -> Vec<String> {
+        delivered_in(&self.dumps)
+    }
+
+    /// Waits until `n` messages are dumped; returns them.
+    #[track_caller]
+    pub fn wait_messages(&self, n: usize) -> Vec<String> {
+        let t0 = Instant::now();
+        loop {
+            // A dump is written as the data comes; the message counter
+            // moves when the final dot is in.
+            let got = count(&self.dumps);
+            if got >= n && self.counters().2 >= n as u64 {
+                return self.messages();
+            }
+            assert!(
+                t0.elapsed() < LIMIT,
+                "{got} of {n} messages at the sink after {LIMIT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Kills the sink (its port is then refused).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The text of a dump after the sink's own headers (its `X-*` lines and
+/// its three-line `Received:`): what the relay sent, LF-terminated.
+pub fn sent_content(dump: &str) -> &str {
+    let i = dump
+        .find("Received: from ")
+        .expect("the sink's Received: header");
+    let mut rest = &dump[i..];
+    for _ in 0..3 {
+        rest = &rest[rest.find('\n').unwrap() + 1..];
+    }
+    rest
+}
+
+/// A relay configuration that delivers everything to `upstream`, with
+/// short retry and SMTP timeouts for tests, then `extra`.
+pub fn relay_to(upstream: &str, extra: &str) -> String {
+    format!("relayhost = \"{upstream}\"\n{extra}\n")
+}

@@ -2,19 +2,25 @@
 //! (`--config PATH`), then command-line flags, each layer over the last.
 //!
 //! Every key of the file is a field of [`Config`] (or of its `[timeouts]`,
-//! `[tls]` and `[testing]` tables); an unknown key or a value of the wrong
-//! shape is an error at start that names the key. Durations are written
-//! `"300ms"`, `"30s"`, `"5m"`, `"1h"`.
+//! `[tls]`, `[queue]`, `[smtp]`, `[routes]` and `[testing]` tables); an
+//! unknown key or a value of the wrong shape is an error at start that
+//! names the key. Durations are written `"300ms"`, `"30s"`, `"5m"`, `"1h"`,
+//! `"5d"`.
 
+mod delivery;
+
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use serde::Deserialize;
 
 use crate::cidr::Cidr;
+use crate::delivery::route::{Dest, Upstream};
+pub use delivery::{Queue, Smtp, TlsLevel};
 
 /// Everything the relay reads at start.
 #[derive(Debug, Clone, Deserialize)]
@@ -34,6 +40,15 @@ pub struct Config {
     pub local_domains: Vec<String>,
     /// Domains we accept mail for from any client and relay onwards.
     pub relay_domains: Vec<String>,
+    /// The SMTP upstream for every domain that is not local and has no
+    /// route (`"127.0.0.1:2601"` or `"[host]:port"`); unset: the Maildir.
+    pub relayhost: Option<Upstream>,
+    /// Destinations by recipient domain: `"host:port"` or `"local"`; a
+    /// key with a leading dot (`".example.test"`) covers the subdomains.
+    pub routes: BTreeMap<String, Dest>,
+    /// The back door's Unix socket (`mailq`, `flush` and the runtime's
+    /// console, for this user only); unset: none.
+    pub backdoor: Option<PathBuf>,
     /// The largest message accepted, in octets (SIZE).
     pub max_message_size: u64,
     /// Recipients per message; the next one gets 452.
@@ -47,9 +62,6 @@ pub struct Config {
     /// At SIGTERM/SIGINT, how long sessions in flight may take to finish.
     #[serde(with = "duration")]
     pub stop_deadline: Duration,
-    /// How long a message whose delivery failed waits before the next try.
-    #[serde(with = "duration")]
-    pub retry_delay: Duration,
     /// `log` level: error, warn, info, debug, trace, off.
     pub log_level: log::LevelFilter,
     /// OS threads of the blocking pool (fsync and file work; a Maildir
@@ -59,6 +71,10 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// STARTTLS, offered when both are set.
     pub tls: Tls,
+    /// Retries and lifetimes.
+    pub queue: Queue,
+    /// The SMTP client.
+    pub smtp: Smtp,
     /// Fault injection for tests; never set in production.
     pub testing: Testing,
 }
@@ -127,17 +143,21 @@ impl Default for Config {
             ],
             local_domains: Vec::new(),
             relay_domains: Vec::new(),
+            relayhost: None,
+            routes: BTreeMap::new(),
+            backdoor: None,
             max_message_size: 10 << 20,
             max_recipients: 100,
             max_sessions: 1000,
             max_sessions_per_client: 100,
             error_limit: 10,
             stop_deadline: Duration::from_secs(10),
-            retry_delay: Duration::from_secs(60),
             log_level: log::LevelFilter::Info,
             blocking_threads: 16,
             timeouts: Timeouts::default(),
             tls: Tls::default(),
+            queue: Queue::default(),
+            smtp: Smtp::default(),
             testing: Testing::default(),
         }
     }
@@ -173,16 +193,21 @@ fn default_hostname() -> String {
 #[command(
     name = "mail-relay",
     version,
-    about = "An ESMTP relay on coro green threads: durable group-committed spool, Maildir delivery.",
+    about = "An ESMTP relay on coro green threads: durable group-committed spool, Maildir or SMTP delivery.",
     long_about = "An ESMTP relay on coro green threads. With no options it listens on \
 127.0.0.1:2525, spools into ./spool and delivers into the Maildir ./maildir; loopback \
-clients may relay. Settings come from the embedded defaults, then --config FILE (TOML), \
-then these flags."
+clients may relay. With --relayhost (or routes in the config file) it relays to an SMTP \
+upstream instead, with retries and bounces. Settings come from the embedded defaults, \
+then --config FILE (TOML), then these flags."
 )]
 pub struct Cli {
+    /// What to do (default: run the relay).
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// TOML file over the embedded defaults (its keys are the long flags' names
-    /// with `_`, plus the `[timeouts]` and `[tls]` tables).
-    #[arg(long, value_name = "PATH")]
+    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]` and `[routes]`
+    /// tables).
+    #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, value_name = "ADDR")]
@@ -191,7 +216,7 @@ pub struct Cli {
     #[arg(long)]
     pub hostname: Option<String>,
     /// Spool directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     pub spool_dir: Option<PathBuf>,
     /// Maildir to deliver into.
     #[arg(long, value_name = "DIR")]
@@ -202,6 +227,12 @@ pub struct Cli {
     /// Domains delivered locally (accepted from any client), comma-separated.
     #[arg(long, value_delimiter = ',', value_name = "DOMAIN")]
     pub local_domains: Option<Vec<String>>,
+    /// SMTP upstream for all non-local mail (e.g. 127.0.0.1:2601).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub relayhost: Option<Upstream>,
+    /// The back door's Unix socket (mailq, flush, the runtime's console).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub backdoor: Option<PathBuf>,
     /// Largest message in octets.
     #[arg(long, value_name = "OCTETS")]
     pub max_message_size: Option<u64>,
@@ -230,6 +261,18 @@ pub struct Cli {
     /// Log level (error, warn, info, debug, trace, off).
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<log::LevelFilter>,
+}
+
+/// What `mail-relay` does besides running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// List the queue (id, size, arrival, sender, recipients, and why a
+    /// deferred message waits): from the running relay's back door when one
+    /// is configured, else from the spool directory.
+    Mailq,
+    /// Retry every deferred message now (through the back door when one is
+    /// configured, else by SIGUSR1 to the relay whose pid is in the spool).
+    Flush,
 }
 
 /// A configuration error: what is wrong, naming the key.
@@ -274,6 +317,12 @@ impl Config {
             ($($field:ident),*) => {
                 $(if let Some(v) = &cli.$field { self.$field = v.clone(); })*
             };
+        }
+        if let Some(u) = &cli.relayhost {
+            self.relayhost = Some(u.clone());
+        }
+        if let Some(p) = &cli.backdoor {
+            self.backdoor = Some(p.clone());
         }
         set!(
             listen,
@@ -356,6 +405,8 @@ impl Config {
                 self.hostname
             )));
         }
+        self.queue.check()?;
+        self.smtp.check()?;
         match (&self.tls.cert, &self.tls.key) {
             (Some(_), None) => Err(ConfigError("tls.key: missing (tls.cert is set)".into())),
             (None, Some(_)) => Err(ConfigError("tls.cert: missing (tls.key is set)".into())),
@@ -364,7 +415,8 @@ impl Config {
     }
 }
 
-/// Parses `"300ms"`, `"30s"`, `"5m"`, `"1h"` (a bare number is seconds).
+/// Parses `"300ms"`, `"30s"`, `"5m"`, `"1h"`, `"5d"` (a bare number is
+/// seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -377,7 +429,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "" | "s" => Duration::from_secs(n),
         "m" | "min" => Duration::from_secs(n * 60),
         "h" => Duration::from_secs(n * 3600),
-        u => return Err(format!("{s:?}: unknown unit {u:?} (ms, s, m, h)")),
+        "d" => Duration::from_secs(n * 86_400),
+        u => return Err(format!("{s:?}: unknown unit {u:?} (ms, s, m, h, d)")),
     };
     Ok(d)
 }
@@ -438,6 +491,43 @@ mod tests {
     }
 
     #[test]
+    fn delivery_settings() {
+        let c = Config::from_toml(
+            "relayhost = \"[127.0.0.1]:2601\"\n[routes]\n\"b.test\" = \"local\"\n\".c.test\" = \"10.0.0.1:25\"\n\
+             [queue]\nminimal_backoff_time = \"1s\"\nmaximal_queue_lifetime = \"2d\"\n\
+             [smtp]\ntls_security_level = \"verify\"\nconnection_cache = false\n",
+        )
+        .unwrap();
+        c.check().unwrap();
+        assert_eq!(c.relayhost.unwrap().to_string(), "127.0.0.1:2601");
+        assert_eq!(c.routes["b.test"], Dest::Local);
+        assert_eq!(c.routes[".c.test"].to_string(), "smtp:10.0.0.1:25");
+        assert_eq!(c.queue.minimal_backoff_time, Duration::from_secs(1));
+        assert_eq!(
+            c.queue.maximal_queue_lifetime,
+            Duration::from_secs(2 * 86_400)
+        );
+        assert_eq!(c.queue.maximal_backoff_time, Duration::from_secs(4000));
+        assert_eq!(c.smtp.tls_security_level, TlsLevel::Verify);
+        assert!(!c.smtp.connection_cache);
+        assert_eq!(c.smtp.destination_concurrency_limit, 20);
+        let e = Config::from_toml("relayhost = \"host:99999\"\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("relayhost") && e.contains("bad port"), "{e}");
+        let e = Config::from_toml("[smtp]\ntls_security_level = \"maybe\"\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("tls_security_level"), "{e}");
+        let e = Config::from_toml("[queue]\nminimal_backoff_time = \"2h\"\n")
+            .unwrap()
+            .check()
+            .unwrap_err()
+            .0;
+        assert!(e.contains("queue.maximal_backoff_time"), "{e}");
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_name_the_key() {
         let e = Config::from_toml("max_sesions = 3\n").unwrap_err().0;
         assert!(e.contains("max_sesions"), "{e}");
@@ -465,6 +555,7 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("5d"), Ok(Duration::from_secs(432_000)));
         assert!(parse_duration("soon").is_err());
     }
 }
