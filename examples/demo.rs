@@ -1,5 +1,6 @@
 //! The runtime at work: green threads, sleeps, a timeout, an interrupt, a
-//! latency warning and the stats.
+//! scope whose threads borrow a local buffer, a failure cancelling its
+//! siblings, a latency warning and the stats.
 //!
 //! Run with `cargo run --example demo`.
 
@@ -45,6 +46,28 @@ fn main() {
 
         let total: u64 = workers.into_iter().map(|h| h.join().unwrap()).sum();
         println!("{:>4} ms  workers slept {total} ms in all, concurrently", ms());
+
+        // A scope: its threads borrow a local buffer (no Rc, no 'static)
+        // and have all ended when it returns.
+        let mut lens = [0usize; 3];
+        let words = ["green", "threads", "scoped"];
+        coro::scope(|s| {
+            for (len, word) in lens.iter_mut().zip(&words) {
+                s.spawn(move || {
+                    coro::sleep(Duration::from_millis(word.len() as u64)).unwrap();
+                    *len = word.len();
+                });
+            }
+        })
+        .unwrap();
+        println!("{:>4} ms  scope: threads filled a borrowed buffer {lens:?}", ms());
+
+        // A failing thread cancels its siblings; the scope reports it once.
+        let failed = coro::scope(|s| {
+            s.try_spawn(|| coro::sleep(Duration::from_secs(10))); // cancelled
+            s.try_spawn(|| -> Result<(), std::io::Error> { Err(std::io::Error::other("no route")) });
+        });
+        println!("{:>4} ms  scope with a failing thread -> {}", ms(), failed.unwrap_err());
 
         // A hog: the watchdog names it while it still runs.
         coro::Builder::new()

@@ -1,9 +1,12 @@
-//! An echo server on green threads: one green thread per connection, a
-//! per-connection idle timeout (`with_timeout`), the connection count on
-//! every connect and disconnect, an accept loop that backs off when the
-//! process runs out of file descriptors, and a graceful stop on SIGINT or
-//! SIGTERM (stop accepting, let open connections finish; a second signal
-//! quits at once).
+//! An echo server on green threads: one green thread per connection, all
+//! in one `coro::scope` with the accept loop (the connections borrow the
+//! listener and the counters; no `Rc`), a per-connection idle timeout
+//! (`with_timeout`), the connection count on every connect and disconnect,
+//! an accept loop that backs off when the process runs out of file
+//! descriptors and sheds connections when it runs out of memory for green
+//! threads, and a graceful stop on SIGINT or SIGTERM (stop accepting,
+//! let open connections finish: the scope waits for them; a second signal
+//! cancels the scope, which ends them all at once).
 //!
 //! Run it with
 //!
@@ -21,17 +24,16 @@
 //! Every line you type comes back. Press Ctrl-C in the server's terminal to
 //! stop it gracefully.
 //!
-//! Signals are received the portable way: SIGINT and SIGTERM are blocked in
-//! every thread, one plain OS thread takes them with `sigwait` and writes a
-//! byte into a Unix socket pair, and a green thread reads the other end
-//! through `coro::net::UnixStream`.
+//! Signals arrive through `coro::signal::Signals`: the green thread that
+//! waits for them is the only one that waits.
 
 use std::cell::Cell;
 use std::io::{self, Read, Write};
-use std::rc::Rc;
 use std::time::Duration;
 
-use coro::net::{is_fd_exhaustion, TcpListener, TcpStream, UnixStream};
+use coro::net::{TcpListener, TcpStream};
+use coro::signal::{Signals, SIGINT, SIGTERM};
+use coro::{CancelScope, Scope, WaitError};
 
 /// Connection counters shared by the green threads of the server.
 #[derive(Default)]
@@ -40,6 +42,8 @@ struct Counts {
     open: Cell<usize>,
     /// Connections accepted since start.
     total: Cell<u64>,
+    /// Connections cut short by a second signal.
+    cut: Cell<u64>,
 }
 
 fn main() -> io::Result<()> {
@@ -55,94 +59,97 @@ fn main() -> io::Result<()> {
         })?),
         Err(_) => Duration::from_secs(60),
     };
-    // Before any other thread starts, so that they all inherit the mask.
-    let signals = signal_socket()?;
-    coro::run(move || serve(&addr, idle, signals))
+    coro::run(move || serve(&addr, idle))
 }
 
-fn serve(addr: &str, idle: Duration, signals: std::os::unix::net::UnixStream) -> io::Result<()> {
-    let listener = Rc::new(TcpListener::bind(addr)?);
+/// The server: the accept loop and one thread per connection in a
+/// `coro::scope` (they borrow the listener and the counters), a signal
+/// watcher beside it. The first signal closes the listener, so the accept
+/// loop ends and the scope waits for the open connections; a second one
+/// cancels the scope around them, which ends every connection at once.
+fn serve(addr: &str, idle: Duration) -> io::Result<()> {
+    let signals = Signals::new([SIGINT, SIGTERM])?;
+    let listener = TcpListener::bind(addr)?;
     eprintln!(
         "echo: listening on {} (idle timeout {idle:?}); try `nc {}`",
         listener.local_addr()?,
         listener.local_addr()?.to_string().replace(':', " ")
     );
-    let counts = Rc::new(Counts::default());
-    let acceptor = {
-        let (listener, counts) = (listener.clone(), counts.clone());
-        coro::Builder::new()
-            .name("acceptor".into())
-            .spawn(move || accept_loop(&listener, &counts, idle))?
-    };
+    let counts = Counts::default();
+    let quit_now = CancelScope::new();
+    coro::scope(|s| {
+        s.spawn(|| -> io::Result<()> {
+            signals.recv()?;
+            eprintln!(
+                "echo: stopping: no new connections; waiting for {} open (signal again to quit now)",
+                counts.open.get()
+            );
+            listener.close(); // ends the accept loop at once
+            signals.recv()?;
+            quit_now.cancel();
+            Ok(())
+        });
+        // Returns when every connection has ended.
+        let served =
+            quit_now.run(|| coro::scope(|conns| accept_loop(&listener, conns, &counts, idle)));
+        s.cancel(); // stop watching for signals
+        eprintln!(
+            "echo: bye ({} connections served, {} cut short)",
+            counts.total.get(),
+            counts.cut.get()
+        );
+        match served {
+            Ok(accepted) => accepted?,
+            Err(_cancelled) => Ok(()), // the second signal: the connections were cut short
+        }
+    })?
+}
 
-    let signals = UnixStream::from_std(signals)?;
-    let mut sig = [0u8; 1];
-    (&signals).read_exact(&mut sig)?;
+/// Accepts until the listener is closed, each connection on its own thread
+/// in `conns`, with `coro_examples::accept_loop`: out of fds (`EMFILE`) it
+/// backs off instead of retrying at once, and out of memory for a green
+/// thread (`Builder::spawn_scoped`'s `OutOfMemory`) it closes the new
+/// connection, logs once and keeps accepting.
+fn accept_loop<'scope>(
+    listener: &'scope TcpListener,
+    conns: &'scope Scope<'scope, '_>,
+    counts: &'scope Counts,
+    idle: Duration,
+) -> io::Result<()> {
+    let done = coro_examples::accept_loop(listener, "echo", |stream, peer| {
+        let spawned = coro::Builder::new()
+            .name(format!("conn {peer}"))
+            .spawn_scoped(conns, move || {
+                let why = match echo(stream, idle) {
+                    Ok(()) => "closed".to_owned(),
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => "idle".to_owned(),
+                    Err(e) if WaitError::from_io(&e) == Some(WaitError::Cancelled) => {
+                        counts.cut.set(counts.cut.get() + 1);
+                        "cut short".to_owned()
+                    }
+                    Err(e) => e.to_string(),
+                };
+                counts.open.set(counts.open.get() - 1);
+                eprintln!("echo: {peer} gone ({why}); {} open", counts.open.get());
+            });
+        if spawned.is_ok() {
+            counts.open.set(counts.open.get() + 1);
+            counts.total.set(counts.total.get() + 1);
+            eprintln!(
+                "echo: {peer} connected; {} open, {} I/O sources registered",
+                counts.open.get(),
+                coro::stats().io_sources
+            );
+        }
+        spawned.map(drop)
+    })?;
     eprintln!(
-        "echo: stopping: no new connections; waiting for {} open (signal again to quit now)",
-        counts.open.get()
+        "echo: accept loop done: {} served, {} shed",
+        done.served, done.shed
     );
-    listener.close(); // wakes the acceptor at once
-    acceptor
-        .join()
-        .map_err(|e| io::Error::other(e.to_string()))??;
-
-    let second = coro::spawn(move || (&signals).read_exact(&mut [0u8; 1]));
-    while counts.open.get() > 0 && !second.is_finished() {
-        coro::sleep(Duration::from_millis(50)).map_err(io::Error::from)?;
-    }
-    eprintln!(
-        "echo: bye ({} connections served, {} cut short)",
-        counts.total.get(),
-        counts.open.get()
-    );
-    // Returning ends the runtime, which stops any connection still open.
     Ok(())
 }
 
-/// Accepts until the listener is closed. Out of fds (`EMFILE`), it backs
-/// off instead of retrying at once: the pending connection stays queued
-/// and an immediate retry would spin.
-fn accept_loop(listener: &TcpListener, counts: &Rc<Counts>, idle: Duration) -> io::Result<()> {
-    const MIN_BACKOFF: Duration = Duration::from_millis(5);
-    let mut backoff = MIN_BACKOFF;
-    loop {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                backoff = MIN_BACKOFF;
-                counts.open.set(counts.open.get() + 1);
-                counts.total.set(counts.total.get() + 1);
-                eprintln!(
-                    "echo: {peer} connected; {} open, {} I/O sources registered",
-                    counts.open.get(),
-                    coro::stats().io_sources
-                );
-                let counts = counts.clone();
-                coro::spawn(move || {
-                    let why = match echo(stream, idle) {
-                        Ok(()) => "closed".to_owned(),
-                        Err(e) if e.kind() == io::ErrorKind::TimedOut => "idle".to_owned(),
-                        Err(e) => e.to_string(),
-                    };
-                    counts.open.set(counts.open.get() - 1);
-                    eprintln!("echo: {peer} gone ({why}); {} open", counts.open.get());
-                });
-            }
-            Err(e) if is_fd_exhaustion(&e) => {
-                eprintln!("echo: accept: {e}; backing off {backoff:?}");
-                coro::sleep(backoff).map_err(io::Error::from)?;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            }
-            Err(_) if listener.is_closed() => return Ok(()),
-            Err(e) => {
-                // ECONNABORTED and friends concern one connection only.
-                eprintln!("echo: accept: {e}");
-            }
-        }
-    }
-}
-
-/// Echoes until EOF; a read that waits longer than `idle` ends it.
 fn echo(mut stream: TcpStream, idle: Duration) -> io::Result<()> {
     let mut buf = [0u8; 4096];
     loop {
@@ -152,41 +159,4 @@ fn echo(mut stream: TcpStream, idle: Duration) -> io::Result<()> {
         }
         stream.write_all(&buf[..n])?;
     }
-}
-
-/// Blocks SIGINT and SIGTERM in this thread (and so in every thread started
-/// after), and starts an OS thread that takes them with `sigwait` and writes
-/// one byte per signal into the returned socket's peer.
-fn signal_socket() -> io::Result<std::os::unix::net::UnixStream> {
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    // SAFETY: `set` is a local sigset_t initialised by sigemptyset before
-    // use; pthread_sigmask only reads it.
-    let set = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        set
-    };
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            let mut theirs = theirs;
-            loop {
-                let mut sig = 0;
-                // SAFETY: `set` holds blocked signals; sigwait writes the
-                // signal number into the live local `sig`.
-                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                    return;
-                }
-                if theirs.write_all(&[sig as u8]).is_err() {
-                    return;
-                }
-            }
-        })?;
-    Ok(ours)
 }

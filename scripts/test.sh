@@ -6,8 +6,10 @@
 # tool fail with a message naming it, and this script installs every tool
 # listed below first. Extra arguments go to `cargo test`.
 #
-# The benches crate (tokio, may, criterion) is left out: it only builds the
-# side-by-side benchmarks, which CI builds and lints separately.
+# The benches' peers (tokio, may, criterion) are not built: the benches
+# crate's library has no tests, and its bench targets are built only by
+# `cargo bench` and linted by CI (`cargo clippy --workspace --all-targets`
+# in .ci/run). tests/workspace.rs checks this stays so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +18,8 @@ tools=(
   "socat:socat"          # net/tests/backdoor.rs: the back door's client
   "setpriv:util-linux"   # net/tests/backdoor.rs: a client running as another user
   "chromium:chromium"    # tests/coro_profile.rs: renders the HTML report headless
+  "swaks:swaks"          # mail-relay's client tests
+  "python3:python3"      # mail-relay's smtplib tests (smtplib is in the standard library)
 )
 
 missing=()
@@ -30,4 +34,13 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-exec cargo test --workspace --exclude coro-benches "$@"
+# Postfix's tools (smtp-source for the relay's benchmark, smtp-sink for its
+# delivery tests): the postfix package needs debconf answers, which the
+# peers script gives.
+if ! command -v smtp-source >/dev/null 2>&1; then
+  peers=../shared/peers
+  echo "test.sh: installing postfix (smtp-source, smtp-sink) through $peers/postfix-relay.sh"
+  bash "$peers/postfix-relay.sh" install
+fi
+
+exec cargo test --workspace "$@"

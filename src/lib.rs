@@ -3,7 +3,8 @@
 //! Write servers in plain blocking style (`stream.read(&mut buf)?`) and run
 //! tens of thousands of them on one core. This crate is the facade: the
 //! runtime's items at the top level, primitives in [`sync`], sockets in
-//! [`net`] (with the [back door](net::backdoor) console).
+//! [`net`] (with the [back door](net::backdoor) console), Unix signals in
+//! [`signal`].
 //!
 //! The package also builds `coro-profile`, which turns a [`profile`] file
 //! into an HTML report (`coro-profile report PROFILE -o report.html`) or
@@ -22,17 +23,219 @@
 //!     assert_eq!(h.join().unwrap(), "done");
 //! });
 //! ```
+//!
+//! # Where to look
+//!
+//! * Green threads, time and the runtime: [`run`], [`spawn`], [`Builder`],
+//!   [`with_timeout`], [`sleep`], [`Runtime::builder`], [`blocking`],
+//!   [`green_local!`], [`clock`], [`stats`].
+//! * Talking to a runtime from other OS threads: [`Handle`],
+//!   [`sync::remote`].
+//! * Locks, semaphores, channels, events: [`sync`].
+//! * TCP, UDP and Unix sockets: [`net`].
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
 pub use coro_runtime::*;
 
-/// Synchronization primitives (see the `coro-sync` crate).
 pub mod sync {
+    //! Synchronization between green threads: locks, semaphores, channels,
+    //! events and groups, with the shapes of `std::sync`.
+    //!
+    //! Only one green thread of a runtime runs at a time, so these primitives
+    //! guard *resources* across blocking calls (a file being rewritten, the
+    //! requests in flight on a link), not memory. They live in one runtime:
+    //! they are `!Send`, and green threads share them through `Rc`. To reach a
+    //! runtime from another OS thread or runtime, use the `Send` channel of
+    //! [`remote`].
+    //!
+    //! | need | use |
+    //! |---|---|
+    //! | one holder at a time, across blocking calls | [`Mutex`] (`lock`, `try_lock`, `owner`) |
+    //! | many readers or one writer | [`RwLock`] (writer-preferring) |
+    //! | at most N at once (requests in flight, connections) | [`Semaphore`] |
+    //! | wait until N outstanding jobs are done | [`InvertedSemaphore`], [`WaitGroup`], [`in_parallel`] |
+    //! | a queue between green threads | [`channel`] (unbounded), [`sync_channel`] (bounded; `0` is a rendezvous), [`Fifo`] |
+    //! | a queue from other OS threads or runtimes | [`remote::channel`] |
+    //! | wake on a condition | [`Condvar`], [`Event`] |
+    //!
+    //! # What every primitive promises
+    //!
+    //! * **FIFO, no barging.** Waiters are served in arrival order, and what is
+    //!   released (ownership, permits, an item) is handed straight to the first
+    //!   waiter: a thread that arrives later cannot take it first.
+    //! * **Every wait can fail, and says why.** A call that can wait returns a
+    //!   `Result`: [`WaitError::TimedOut`](crate::WaitError) when an enclosing
+    //!   [`with_timeout`](crate::with_timeout) deadline passes,
+    //!   [`WaitError::Interrupted`](crate::WaitError) on
+    //!   [`Coro::interrupt`](crate::Coro::interrupt) or at runtime shutdown.
+    //!   Locks wrap it in [`LockError`] (which also reports
+    //!   [`LockError::WouldDeadlock`] instead of hanging), channels in
+    //!   [`RecvError`] and [`SendError`].
+    //! * **Nothing is lost.** A waiter interrupted after it was handed
+    //!   something passes it on to the next waiter (or back), and a send that
+    //!   fails returns its value.
+    //! * **Errors that come at once still yield.** A call that fails without
+    //!   waiting (a `recv` on a disconnected channel, a `lock` the caller
+    //!   already holds) spends selfishness, so a loop that ignores errors lets
+    //!   the other threads run. `try_*` calls never switch threads.
+    //!
+    //! # Channels the std way
+    //!
+    //! `recv` fails with [`RecvError::Disconnected`] once every sender is gone
+    //! and the queue is drained, so `while let Ok(item) = rx.recv()` and
+    //! `for item in &rx` end when the producers are done:
+    //!
+    //! ```
+    //! use coro::sync::{channel, sync_channel};
+    //!
+    //! coro::run(|| {
+    //!     let (tx, rx) = channel();
+    //!     for worker in 0..3 {
+    //!         let tx = tx.clone();
+    //!         coro::spawn(move || tx.send(format!("worker {worker} done")).unwrap());
+    //!     }
+    //!     drop(tx);
+    //!     let mut lines: Vec<String> = rx.iter().collect();
+    //!     lines.sort();
+    //!     assert_eq!(lines, ["worker 0 done", "worker 1 done", "worker 2 done"]);
+    //!
+    //!     // Bounded: a fast producer waits for a slow consumer.
+    //!     let (tx, rx) = sync_channel(1);
+    //!     let producer = coro::spawn(move || (0..5).try_for_each(|i| tx.send(i)));
+    //!     assert_eq!(rx.iter().sum::<i32>(), 10);
+    //!     producer.join().unwrap().unwrap();
+    //! });
+    //! ```
+    //!
+    //! # Guarding a resource
+    //!
+    //! ```
+    //! use std::rc::Rc;
+    //! use coro::sync::{Mutex, Semaphore};
+    //!
+    //! coro::run(|| {
+    //!     let journal = Rc::new(Mutex::new(Vec::new())); // a file, say
+    //!     let slots = Rc::new(Semaphore::new(2)); // two requests in flight
+    //!     let writers: Vec<_> = (0..4)
+    //!         .map(|i| {
+    //!             let (journal, slots) = (journal.clone(), slots.clone());
+    //!             coro::spawn(move || -> Result<(), Box<dyn std::error::Error>> {
+    //!                 let _slot = slots.acquire(1)?;
+    //!                 let mut j = journal.lock()?;
+    //!                 assert!(journal.is_owned_by_current_thread());
+    //!                 j.push(i);
+    //!                 coro::yield_now(); // a blocking write: still held
+    //!                 Ok(())
+    //!             })
+    //!         })
+    //!         .collect();
+    //!     for w in writers {
+    //!         w.join().unwrap().unwrap();
+    //!     }
+    //!     assert_eq!(*journal.lock().unwrap(), [0, 1, 2, 3]);
+    //! });
+    //! ```
+    //!
+    //! The `coro-sync` crate's documentation has the details of each type.
     pub use coro_sync::*;
 }
 
-/// Sockets (see the `coro-net` crate).
 pub mod net {
+    //! Sockets for green threads: TCP, UDP and Unix-domain, with the shapes of
+    //! `std::net` and `std::os::unix::net`.
+    //!
+    //! Change the import and blocking-style socket code runs on green threads:
+    //! a call that would block suspends only the calling green thread, and the
+    //! runtime's reactor (epoll, kqueue) wakes it when the socket is ready.
+    //! [`TcpStream`] and [`UnixStream`] implement `Read` and `Write` (also for
+    //! `&TcpStream`), so `BufReader`, `read_exact`, `write_all`, TLS stacks
+    //! (rustls' `StreamOwned`) and other synchronous libraries work unchanged.
+    //!
+    //! # Serving
+    //!
+    //! One green thread per connection; the accept loop spawns with
+    //! [`Builder::spawn`](crate::Builder::spawn), so running out of memory for
+    //! stacks sheds a connection instead of killing the loop, and `incoming()`
+    //! ends when the listener is [closed](TcpListener::close):
+    //!
+    //! ```
+    //! use std::io::{BufRead, BufReader, Write};
+    //! use std::rc::Rc;
+    //! use std::time::Duration;
+    //! use coro::net::{TcpListener, TcpStream};
+    //!
+    //! coro::run(|| -> std::io::Result<()> {
+    //!     let listener = Rc::new(TcpListener::bind("127.0.0.1:0")?);
+    //!     let addr = listener.local_addr()?;
+    //!     let acceptor = {
+    //!         let listener = listener.clone();
+    //!         coro::spawn(move || {
+    //!             for stream in listener.incoming() {
+    //!                 let Ok(stream) = stream else { continue };
+    //!                 let served = coro::Builder::new().spawn(move || -> std::io::Result<()> {
+    //!                     let mut out = stream.try_clone()?;
+    //!                     for line in BufReader::new(stream).lines() {
+    //!                         // Idle connections end: every wait honours with_timeout.
+    //!                         writeln!(out, "echo: {}", line?)?;
+    //!                     }
+    //!                     Ok(())
+    //!                 });
+    //!                 if served.is_err() {
+    //!                     let _ = coro::sleep(Duration::from_millis(10)); // shed, back off
+    //!                 }
+    //!             }
+    //!         })
+    //!     };
+    //!     let mut c = TcpStream::connect(addr)?;
+    //!     writeln!(c, "hello")?;
+    //!     let mut answer = String::new();
+    //!     BufReader::new(&c).read_line(&mut answer)?;
+    //!     assert_eq!(answer, "echo: hello\n");
+    //!     listener.close(); // incoming() ends, the acceptor returns
+    //!     acceptor.join().unwrap();
+    //!     Ok(())
+    //! })
+    //! .unwrap();
+    //! ```
+    //!
+    //! A fuller accept loop (backing off on `EMFILE`, logging shed
+    //! connections once) is `accept_loop` in the repository's `examples/lib.rs`.
+    //!
+    //! # Timeouts, interrupts, closing
+    //!
+    //! * Every call honours an enclosing [`with_timeout`](crate::with_timeout)
+    //!   (`ErrorKind::TimedOut`) and std's per-socket `set_read_timeout` /
+    //!   `set_write_timeout`.
+    //! * [`Coro::interrupt`](crate::Coro::interrupt) fails the call with
+    //!   `ErrorKind::Other` wrapping [`WaitError`](crate::WaitError), never
+    //!   `ErrorKind::Interrupted` (which `read_exact` would retry forever).
+    //! * `close()` wakes every green thread waiting on the socket at once with
+    //!   `NotConnected`; `try_clone` shares one socket between green threads.
+    //!
+    //! # Fairness
+    //!
+    //! A call that succeeds without waiting, or fails at once, spends one unit
+    //! of the thread's selfishness; when it runs out the thread yields, so a
+    //! sender on a fast link or a loop that skips errors cannot starve the
+    //! others.
+    //!
+    //! # Beyond std
+    //!
+    //! [`TcpStream::sendfile`] sends a file region without copying it through
+    //! user space; [`TcpListener::builder`] sets `SO_REUSEPORT` (one runtime
+    //! per core, each with its own listener) and the backlog; [`Fd`] puts any
+    //! other descriptor (a pipe, an eventfd) on the reactor; [`lookup_host`]
+    //! resolves names on the blocking pool.
+    //!
+    //! Sockets are `!Send`: they belong to the runtime that made them. The
+    //! `coro-net` crate's documentation has the details of each type.
     pub use coro_net::*;
 }
+
+pub use coro_net::signal;
+
+/// README's snippets, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

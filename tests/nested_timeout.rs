@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use coro::net::TcpListener;
-use coro::sync::{channel, Event, LockError, Mutex, Semaphore};
+use coro::sync::{sync_channel, Event, LockError, Mutex, Semaphore};
 use coro::{with_timeout, JoinHandle, Timeout, WaitError};
 use util::{pair, run, settle, LONG};
 
@@ -135,7 +135,7 @@ fn after_the_deadline_every_blocking_call_in_the_scope_fails_at_once() -> io::Re
         let held = holder(&m, &go);
         let sem = Semaphore::new(0);
         let ev = Event::new();
-        let (tx, rx) = channel::<u8>(1);
+        let (tx, rx) = sync_channel::<u8>(1);
         let mut first = None;
         let mut later: Vec<(&str, Option<WaitError>)> = Vec::new();
         let mut switches = (0, 0);
@@ -158,7 +158,7 @@ fn after_the_deadline_every_blocking_call_in_the_scope_fails_at_once() -> io::Re
             ));
             later.push(("acquire", sem.acquire(1).err()));
             later.push(("event", ev.wait().err()));
-            later.push(("recv", rx.recv().err()));
+            later.push(("recv", rx.recv().err().and_then(|e| e.wait_error())));
             later.push(("sleep", coro::sleep(LONG).err()));
             later.push(("join", held.wait().err()));
             // A new scope opened after the deadline does not reset it: its
@@ -202,7 +202,7 @@ fn after_the_deadline_every_blocking_call_in_the_scope_fails_at_once() -> io::Re
             let tx = tx.clone();
             move || tx.send(7).is_ok()
         });
-        assert_eq!(rx.recv()?, Some(7));
+        assert_eq!(rx.recv()?, 7);
         assert!(s.join().expect("sender"));
         Ok(())
     })

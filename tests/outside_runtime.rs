@@ -15,7 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use coro::sync::{channel, Event, Mutex, Semaphore, WaitGroup};
+use coro::sync::{sync_channel, Event, Mutex, RecvError, Semaphore, WaitGroup};
 use coro::{JoinError, WaitError};
 use util::{panic_text, LIMIT, LONG};
 
@@ -46,47 +46,121 @@ fn refusal<R>(what: &str, f: impl FnOnce() -> R) -> String {
 const NEEDS_RUNTIME: &str = "needs a coro runtime, but none runs on this OS thread";
 const NEEDS_GREEN_THREAD: &str = "would block, and that needs a green thread";
 
+/// The message names the call the user made (issue #14, item 10: `sleep`
+/// used to name `coro::sleep_until`, a socket constructor "registering a
+/// socket").
+#[track_caller]
+fn assert_names(msg: &str, call: &str, needs: &str) {
+    assert!(msg.contains(needs), "{msg}");
+    assert!(
+        msg.starts_with(&format!("coro: {call} ")),
+        "the message names {call}: {msg}"
+    );
+}
+
+coro::green_local! {
+    static LOCAL: std::cell::Cell<u8> = std::cell::Cell::new(0);
+}
+
 #[test]
 fn runtime_and_socket_calls_on_a_plain_os_thread_say_a_runtime_is_needed() {
     let refusals = on_os_thread(|| {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = std_listener.local_addr().unwrap();
         let ms = Duration::from_millis(1);
+        let dir = std::env::temp_dir();
         vec![
             ("coro::sleep", refusal("sleep", || coro::sleep(ms))),
+            (
+                "coro::sleep_until",
+                refusal("sleep_until", || coro::sleep_until(coro::clock::now())),
+            ),
             ("coro::park", refusal("park", coro::park)),
+            ("coro::park_as", refusal("park_as", || coro::park_as("x"))),
             ("coro::yield_now", refusal("yield_now", coro::yield_now)),
+            (
+                "coro::try_selfish",
+                refusal("try_selfish", coro::try_selfish),
+            ),
             (
                 "coro::with_timeout",
                 refusal("with_timeout", || coro::with_timeout(ms, || ())),
             ),
+            (
+                "coro::no_suspend",
+                refusal("no_suspend", || coro::no_suspend(|| ())),
+            ),
             ("coro::current", refusal("current", coro::current)),
+            (
+                "coro::set_selfishness",
+                refusal("set_selfishness", || coro::set_selfishness(2)),
+            ),
             ("coro::spawn", refusal("spawn", || coro::spawn(|| ()))),
+            (
+                "Builder::spawn",
+                refusal("Builder::spawn", || coro::Builder::new().spawn(|| ())),
+            ),
             (
                 "coro::blocking",
                 refusal("blocking", || coro::blocking(|| ())),
             ),
+            ("coro::stats", refusal("stats", coro::stats)),
+            ("coro::threads", refusal("threads", coro::threads)),
+            ("coro::handle", refusal("handle", coro::handle)),
             (
-                "registering a socket",
+                "coro::RemoteWaker::current",
+                refusal("RemoteWaker", coro::RemoteWaker::current),
+            ),
+            (
+                "TcpListener::bind",
                 refusal("bind", || coro::net::TcpListener::bind("127.0.0.1:0")),
             ),
             (
-                "registering a socket",
+                "TcpListenerBuilder::bind",
+                refusal("builder bind", || {
+                    coro::net::TcpListener::builder().bind("127.0.0.1:0")
+                }),
+            ),
+            (
+                "TcpStream::connect",
                 refusal("connect", || coro::net::TcpStream::connect(addr)),
             ),
             (
-                "registering a socket",
+                "TcpStream::connect_timeout",
+                refusal("connect_timeout", || {
+                    coro::net::TcpStream::connect_timeout(&addr, ms)
+                }),
+            ),
+            (
+                "TcpListener::from_std",
+                refusal("from_std", || {
+                    coro::net::TcpListener::from_std(std_listener)
+                }),
+            ),
+            (
+                "UdpSocket::bind",
                 refusal("udp bind", || coro::net::UdpSocket::bind("127.0.0.1:0")),
             ),
             (
-                "coro::blocking",
+                "UnixStream::pair",
+                refusal("unix pair", coro::net::UnixStream::pair),
+            ),
+            (
+                "UnixListener::bind",
+                refusal("unix bind", || coro::net::UnixListener::bind(dir.join("x"))),
+            ),
+            (
+                "UnixDatagram::unbound",
+                refusal("unix unbound", coro::net::UnixDatagram::unbound),
+            ),
+            (
+                "coro::net::lookup_host",
                 refusal("lookup_host", || coro::net::lookup_host("localhost:80")),
             ),
         ]
     });
     for (name, msg) in refusals {
-        assert!(msg.contains(NEEDS_RUNTIME), "{msg}");
-        assert!(msg.contains(name), "the message names {name}: {msg}");
+        assert_names(&msg, name, NEEDS_RUNTIME);
     }
 }
 
@@ -97,9 +171,12 @@ fn primitive_waits_on_a_plain_os_thread_say_a_green_thread_is_needed() {
         let _held = m.lock().expect("an uncontended lock needs no runtime");
         let group = WaitGroup::new();
         let _member = group.add();
-        let (tx, _rx) = channel::<u8>(1);
+        let (tx, _rx) = sync_channel::<u8>(1);
         tx.try_send(0).unwrap(); // full
-        let (_tx, empty) = channel::<u8>(1);
+        let (_tx, empty) = sync_channel::<u8>(1);
+        let fifo = coro::sync::Fifo::<u8>::new();
+        let cv = coro::sync::Condvar::new();
+        let free = Mutex::new(true);
         vec![
             ("Mutex::lock", refusal("lock", || m.lock().map(drop))),
             (
@@ -109,16 +186,49 @@ fn primitive_waits_on_a_plain_os_thread_say_a_green_thread_is_needed() {
             ("Event::wait", refusal("event", || Event::new().wait())),
             ("WaitGroup::wait", refusal("wait group", || group.wait())),
             ("Receiver::recv", refusal("recv", || empty.recv())),
+            ("Receiver::iter", refusal("iter", || empty.iter().next())),
             (
                 "Sender::send",
                 refusal("send", || tx.send(1).map_err(|e| e.into_inner())),
             ),
+            ("Fifo::pop", refusal("pop", || fifo.pop())),
+            ("Fifo::pop_all", refusal("pop_all", || fifo.pop_all())),
+            ("Condvar::notified", refusal("notified", || cv.notified())),
+            (
+                "Condvar::wait_while",
+                refusal("wait_while", || {
+                    cv.wait_while(free.lock().unwrap(), |f| *f).map(drop)
+                }),
+            ),
         ]
     });
     for (name, msg) in refusals {
-        assert!(msg.contains(NEEDS_GREEN_THREAD), "{msg}");
-        assert!(msg.contains(name), "the message names {name}: {msg}");
+        assert_names(&msg, name, NEEDS_GREEN_THREAD);
     }
+}
+
+/// A green-thread local used where no green thread runs says so.
+#[test]
+fn a_green_local_on_a_plain_os_thread_says_a_green_thread_is_needed() {
+    let msg = on_os_thread(|| refusal("green local", || LOCAL.get()));
+    assert!(msg.contains("LocalKey::with"), "{msg}");
+    assert!(msg.contains("needs a green thread"), "{msg}");
+}
+
+/// A socket that outlived its runtime: a call that need not wait works, one
+/// that would wait names itself.
+#[test]
+fn a_socket_after_its_runtime_names_the_call_that_would_wait() {
+    let msg = on_os_thread(|| {
+        let (a, b) = coro::run(|| coro::net::UnixStream::pair().unwrap());
+        use std::io::{Read, Write};
+        (&b).write_all(b"x")
+            .expect("a write that need not wait works");
+        let mut buf = [0; 1];
+        assert_eq!((&a).read(&mut buf).unwrap(), 1);
+        refusal("read", || (&a).read(&mut buf))
+    });
+    assert_names(&msg, "UnixStream::read", "would block");
 }
 
 /// What needs no waiting works outside a runtime, as with std.
@@ -137,11 +247,11 @@ fn calls_that_need_not_wait_work_on_a_plain_os_thread() {
         let group = WaitGroup::new();
         group.add().done();
         group.wait().unwrap();
-        let (tx, rx) = channel(2);
+        let (tx, rx) = sync_channel(2);
         tx.send(5).unwrap();
-        assert_eq!(rx.recv().unwrap(), Some(5));
+        assert_eq!(rx.recv(), Ok(5));
         drop(tx);
-        assert_eq!(rx.recv().unwrap(), None);
+        assert_eq!(rx.recv(), Err(RecvError::Disconnected));
         let addrs: Vec<_> = coro::net::lookup_host("127.0.0.1:80").unwrap().collect();
         assert_eq!(addrs, ["127.0.0.1:80".parse().unwrap()]);
     });

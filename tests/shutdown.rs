@@ -15,7 +15,9 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 use coro::net::{TcpListener, UdpSocket};
-use coro::sync::{channel, Condvar, Event, Fifo, LockError, Mutex, RwLock, Semaphore, WaitGroup};
+use coro::sync::{
+    sync_channel, Condvar, Event, Fifo, LockError, Mutex, RwLock, Semaphore, WaitGroup,
+};
 use coro::{JoinError, ThreadState, WaitError};
 use util::{pair, settle, yield_until, LIMIT, LONG};
 
@@ -145,12 +147,12 @@ impl Scene {
             let g = m2.lock().expect("free");
             lock_err(cv.wait(g).map(drop))
         });
-        let (tx, rx) = channel::<u8>(1);
+        let (tx, rx) = sync_channel::<u8>(1);
         self.reacting("recv", move || {
             let _tx = &tx;
-            rx.recv().err()
+            rx.recv().err().and_then(|e| e.wait_error())
         });
-        let (tx, rx) = channel::<u8>(1);
+        let (tx, rx) = sync_channel::<u8>(1);
         tx.try_send(0).expect("room for one");
         self.reacting("send", move || {
             let _rx = &rx;

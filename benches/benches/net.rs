@@ -74,11 +74,8 @@ impl Server {
     /// CPU time the server thread has used (`schedstat`'s run time, in
     /// nanoseconds: the thread's CPU clock).
     fn cpu(&self) -> Duration {
-        let s = std::fs::read_to_string(format!(
-            "/proc/{}/task/{}/schedstat",
-            self.pid, self.tid
-        ))
-        .unwrap_or_default();
+        let s = std::fs::read_to_string(format!("/proc/{}/task/{}/schedstat", self.pid, self.tid))
+            .unwrap_or_default();
         let ns = s
             .split_whitespace()
             .next()
@@ -668,7 +665,11 @@ fn echo_server_child(name: &str) {
     let server = start(name, Mode::Echo);
     println!("PORT={} TID={}", server.addr.port(), server.tid);
     let mut line = String::new();
-    while io::stdin().read_line(&mut line).map(|n| n > 0).unwrap_or(false) {}
+    while io::stdin()
+        .read_line(&mut line)
+        .map(|n| n > 0)
+        .unwrap_or(false)
+    {}
 }
 
 /// Echo at `WIDE_CONNS` connections, each server in a child process; the
@@ -687,8 +688,18 @@ fn wide_report() {
             .read_line(&mut line)
             .unwrap();
         let mut f = line.split_whitespace();
-        let port: u16 = f.next().unwrap().trim_start_matches("PORT=").parse().unwrap();
-        let tid: libc::pid_t = f.next().unwrap().trim_start_matches("TID=").parse().unwrap();
+        let port: u16 = f
+            .next()
+            .unwrap()
+            .trim_start_matches("PORT=")
+            .parse()
+            .unwrap();
+        let tid: libc::pid_t = f
+            .next()
+            .unwrap()
+            .trim_start_matches("TID=")
+            .parse()
+            .unwrap();
         let server = Server {
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             pid: child.id(),

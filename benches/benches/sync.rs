@@ -11,6 +11,12 @@
 //! * `channel_1p1c_128`: one producer, one consumer, capacity 128; one
 //!   iteration = one item. may has no bounded channel: its peer is its
 //!   unbounded `mpsc` (which never blocks the producer).
+//! * `remote_pingpong`: a round trip between a green thread (a task, a may
+//!   coroutine) and a plain OS thread over `Send` channels: one iteration =
+//!   one value there and back, two cross-thread wake-ups. coro's is
+//!   `coro::sync::remote::channel` (the runtime is woken through its mio
+//!   waker); tokio's is `mpsc::unbounded_channel` with `blocking_recv` on
+//!   the OS thread; may's is its `mpsc`, which OS threads can use.
 //!
 //! Run: `cargo bench -p coro-benches --bench sync`.
 
@@ -280,14 +286,14 @@ fn channel_1p1c(c: &mut Criterion) {
         c,
         "sync::channel_1p1c_128",
         |iters| {
-            let (tx, rx) = coro::sync::channel(128);
+            let (tx, rx) = coro::sync::sync_channel(128);
             let t = Instant::now();
             let producer = coro::spawn(move || {
                 for i in 0..iters {
                     tx.send(i).unwrap();
                 }
             });
-            while let Some(i) = rx.recv().unwrap() {
+            while let Ok(i) = rx.recv() {
                 black_box(i);
             }
             producer.join().unwrap();
@@ -324,9 +330,70 @@ fn channel_1p1c(c: &mut Criterion) {
     );
 }
 
+fn remote_pingpong(c: &mut Criterion) {
+    peers(
+        c,
+        "sync::remote_pingpong",
+        |iters| {
+            let (to_os, os_rx) = coro::sync::remote::channel::<u64>();
+            let (os_tx, from_os) = coro::sync::remote::channel::<u64>();
+            let os = std::thread::spawn(move || {
+                while let Ok(i) = os_rx.recv() {
+                    os_tx.send(i).unwrap();
+                }
+            });
+            let t = Instant::now();
+            for i in 0..iters {
+                to_os.send(i).unwrap();
+                black_box(from_os.recv().unwrap());
+            }
+            let e = t.elapsed();
+            drop(to_os);
+            os.join().unwrap();
+            e
+        },
+        |iters| async move {
+            let (to_os, mut os_rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+            let (os_tx, mut from_os) = tokio::sync::mpsc::unbounded_channel::<u64>();
+            let os = std::thread::spawn(move || {
+                while let Some(i) = os_rx.blocking_recv() {
+                    os_tx.send(i).unwrap();
+                }
+            });
+            let t = Instant::now();
+            for i in 0..iters {
+                to_os.send(i).unwrap();
+                black_box(from_os.recv().await.unwrap());
+            }
+            let e = t.elapsed();
+            drop(to_os);
+            os.join().unwrap();
+            e
+        },
+        |iters| {
+            let (to_os, os_rx) = may::sync::mpsc::channel::<u64>();
+            let (os_tx, from_os) = may::sync::mpsc::channel::<u64>();
+            let os = std::thread::spawn(move || {
+                while let Ok(i) = os_rx.recv() {
+                    os_tx.send(i).unwrap();
+                }
+            });
+            let t = Instant::now();
+            for i in 0..iters {
+                to_os.send(i).unwrap();
+                black_box(from_os.recv().unwrap());
+            }
+            let e = t.elapsed();
+            drop(to_os);
+            os.join().unwrap();
+            e
+        },
+    );
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = mutex_uncontended, mutex_handoff, semaphore, condvar_pingpong, channel_1p1c
+    targets = mutex_uncontended, mutex_handoff, semaphore, condvar_pingpong, channel_1p1c, remote_pingpong
 }
 criterion_main!(benches);

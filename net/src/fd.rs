@@ -115,6 +115,7 @@ impl<T: AsFd> Fd<T> {
     ///
     /// Outside a green thread.
     pub fn new(inner: T) -> io::Result<Fd<T>> {
+        crate::source::need_runtime("Fd::new");
         set_nonblocking(inner.as_fd().as_raw_fd())?;
         Ok(Fd {
             inner: Some(Source::new(Raw(inner))?),
@@ -149,7 +150,7 @@ impl<T: AsFd> Fd<T> {
     ///
     /// A timeout, an interruption, or `NotConnected` after `close`.
     pub fn wait_readable(&self) -> io::Result<()> {
-        self.src().wait(Direction::Read)
+        self.src().wait(Direction::Read, "Fd::wait_readable")
     }
 
     /// Suspends this green thread until the descriptor is writable.
@@ -158,7 +159,7 @@ impl<T: AsFd> Fd<T> {
     ///
     /// As [`wait_readable`](Fd::wait_readable).
     pub fn wait_writable(&self) -> io::Result<()> {
-        self.src().wait(Direction::Write)
+        self.src().wait(Direction::Write, "Fd::wait_writable")
     }
 
     /// Forgets readability: call it after your own read said `WouldBlock`,
@@ -180,7 +181,7 @@ impl<T: AsFd> Fd<T> {
     ///
     /// `f`'s error; a timeout, an interruption, `NotConnected` after `close`.
     pub fn read_with<R>(&self, mut f: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
-        self.src().read(|raw| f(&raw.0))
+        self.src().read("Fd::read_with", |raw| f(&raw.0))
     }
 
     /// As [`read_with`](Fd::read_with), for write-side operations.
@@ -189,7 +190,7 @@ impl<T: AsFd> Fd<T> {
     ///
     /// As `read_with`.
     pub fn write_with<R>(&self, mut f: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
-        self.src().write(|raw| f(&raw.0))
+        self.src().write("Fd::write_with", |raw| f(&raw.0))
     }
 
     /// Wakes every green thread waiting on the descriptor with a

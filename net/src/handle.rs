@@ -19,6 +19,7 @@
 //! | `timeouts!` | `set_read_timeout`, `set_write_timeout`, `read_timeout`, `write_timeout` | every type but the listeners (`UnixDatagram`: the setters only) |
 //! | `ttl!` | `set_ttl`, `ttl` | the TCP and UDP types |
 //! | `stream_io!` | `Read` and `Write` for `T` and `&T` | `TcpStream`, `UnixStream` |
+//! | `sendfile!` | `sendfile`, `sendfile_all` | `TcpStream`, `UnixStream` |
 //! | `datagram_io!` | `send`, `recv`, `recv_from` | `UdpSocket`, `UnixDatagram` |
 //! | `incoming!` | `incoming` and its iterator `Incoming` | `TcpListener`, `UnixListener` |
 
@@ -48,6 +49,7 @@ macro_rules! handle {
             ///
             /// Outside a green thread.
             pub fn from_std(socket: $std) -> std::io::Result<$t> {
+                $crate::source::need_runtime(concat!(stringify!($t), "::from_std"));
                 socket.set_nonblocking(true)?;
                 $t::from_mio(<$mio>::from_std(socket))
             }
@@ -256,24 +258,27 @@ macro_rules! stream_io {
     ($t:ident) => {
         impl std::io::Read for &$t {
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                self.inner.read_buf(buf)
+                self.inner.read_buf(concat!(stringify!($t), "::read"), buf)
             }
 
             fn read_vectored(
                 &mut self,
                 bufs: &mut [std::io::IoSliceMut<'_>],
             ) -> std::io::Result<usize> {
-                self.inner.read_bufs(bufs)
+                self.inner
+                    .read_bufs(concat!(stringify!($t), "::read_vectored"), bufs)
             }
         }
 
         impl std::io::Write for &$t {
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.inner.write_buf(buf)
+                self.inner
+                    .write_buf(concat!(stringify!($t), "::write"), buf)
             }
 
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-                self.inner.write_bufs(bufs)
+                self.inner
+                    .write_bufs(concat!(stringify!($t), "::write_vectored"), bufs)
             }
 
             fn flush(&mut self) -> std::io::Result<()> {
@@ -325,7 +330,8 @@ macro_rules! datagram_io {
             /// `NotConnected`-like errors from the OS if not connected;
             /// otherwise as [`send_to`](Self::send_to).
             pub fn send(&self, buf: &[u8]) -> std::io::Result<usize> {
-                self.inner.write(|s| s.send(buf))
+                self.inner
+                    .write(concat!(stringify!($t), "::send"), |s| s.send(buf))
             }
 
             /// Receives one datagram from the connected peer; returns its
@@ -335,7 +341,8 @@ macro_rules! datagram_io {
             ///
             /// As [`recv_from`](Self::recv_from).
             pub fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-                self.inner.read(|s| s.recv(buf))
+                self.inner
+                    .read(concat!(stringify!($t), "::recv"), |s| s.recv(buf))
             }
 
             /// Receives one datagram; returns its length and sender. A
@@ -346,7 +353,8 @@ macro_rules! datagram_io {
             /// The `recvfrom` error; a timeout or an interruption;
             /// `NotConnected` after [`close`](Self::close).
             pub fn recv_from(&self, buf: &mut [u8]) -> std::io::Result<(usize, $addr)> {
-                self.inner.read(|s| s.recv_from(buf))
+                self.inner
+                    .read(concat!(stringify!($t), "::recv_from"), |s| s.recv_from(buf))
             }
         }
     };
@@ -359,8 +367,15 @@ macro_rules! incoming {
     ($l:ident, $stream:ident) => {
         impl $l {
             /// An iterator over incoming connections: each item is
-            /// [`accept`](Self::accept)'s result without the address. It
-            /// never ends by itself; errors (including `EMFILE`) are items.
+            /// [`accept`](Self::accept)'s result without the address.
+            ///
+            /// It **ends once the listener is [closed](Self::close)** (from
+            /// any handle, also while it waits), so `for stream in
+            /// listener.incoming()` stops there, as a std user expects.
+            /// Until then it does not end by itself: other errors
+            /// (including `EMFILE`, see the type's docs) are items, and an
+            /// error that comes at once spends selfishness, so a loop that
+            /// skips errors still lets the other green threads run.
             pub fn incoming(&self) -> Incoming<'_> {
                 Incoming { listener: self }
             }
@@ -377,9 +392,103 @@ macro_rules! incoming {
             type Item = std::io::Result<$stream>;
 
             fn next(&mut self) -> Option<std::io::Result<$stream>> {
-                Some(self.listener.accept().map(|(s, _)| s))
+                if self.listener.is_closed() {
+                    return None;
+                }
+                match self.listener.accept() {
+                    Err(_) if self.listener.is_closed() => None,
+                    r => Some(r.map(|(s, _)| s)),
+                }
             }
         }
     };
 }
 pub(crate) use incoming;
+
+/// `sendfile` and `sendfile_all` for a stream socket type `$t` (see
+/// `sendfile.rs`).
+macro_rules! sendfile {
+    ($t:ident) => {
+        impl $t {
+            /// Sends up to `len` bytes of `file`, starting at `offset`, to
+            /// the socket without copying them through user space
+            /// (`sendfile(2)` on Linux); returns the count, like
+            /// [`write`](std::io::Write::write): at least one byte unless
+            /// the file ends at `offset` or `len` is 0. The file's own
+            /// position does not move, so one `File` can feed many sockets.
+            ///
+            /// Only this green thread waits while the socket buffer is full;
+            /// a transfer that needs no waiting spends selfishness, and the
+            /// write timeout and an enclosing `with_timeout` apply as to a
+            /// write. On systems other than Linux the bytes go through a
+            /// buffer (`pread`, then a write).
+            ///
+            /// # Errors
+            ///
+            /// As a write; `InvalidInput` for an offset beyond the largest
+            /// file offset, and the OS error for a file that cannot be sent
+            /// from (`EINVAL` for a directory or a socket).
+            pub fn sendfile(
+                &self,
+                file: &std::fs::File,
+                offset: u64,
+                len: usize,
+            ) -> std::io::Result<usize> {
+                $crate::sendfile::sendfile(
+                    &self.inner,
+                    concat!(stringify!($t), "::sendfile"),
+                    file,
+                    offset,
+                    len,
+                )
+            }
+
+            /// [`sendfile`](Self::sendfile) until `len` bytes are sent or
+            /// the file ends; returns the count sent (short of `len` only at
+            /// end of file), like [`write_all`](std::io::Write::write_all)
+            /// for a file region.
+            ///
+            /// # Errors
+            ///
+            /// As [`sendfile`](Self::sendfile); after an error, an unknown
+            /// part of the region may have been sent (as with `write_all`):
+            /// call `sendfile` in a loop to keep count.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::io::Read;
+            /// use coro::net::UnixStream;
+            ///
+            /// coro::run(|| -> std::io::Result<()> {
+            ///     let path = std::env::temp_dir().join(format!("coro-sendfile-doc-{}", std::process::id()));
+            ///     std::fs::write(&path, b"header|body")?;
+            ///     let file = std::fs::File::open(&path)?;
+            ///     let (a, mut b) = UnixStream::pair()?;
+            ///     assert_eq!(a.sendfile_all(&file, 7, 100)?, 4); // "body", then EOF
+            ///     drop(a);
+            ///     let mut got = String::new();
+            ///     b.read_to_string(&mut got)?;
+            ///     assert_eq!(got, "body");
+            ///     std::fs::remove_file(&path)
+            /// })
+            /// .unwrap();
+            /// ```
+            pub fn sendfile_all(
+                &self,
+                file: &std::fs::File,
+                offset: u64,
+                len: u64,
+            ) -> std::io::Result<u64> {
+                $crate::sendfile::sendfile_all(
+                    &self.inner,
+                    concat!(stringify!($t), "::sendfile_all"),
+                    file,
+                    offset,
+                    len,
+                )
+            }
+        }
+    };
+}
+pub(crate) use sendfile;

@@ -18,11 +18,14 @@
 //! once spends one unit of the thread's *selfishness*
 //! ([`coro_runtime::try_selfish`]): when the budget runs out the thread
 //! yields to the back of the ready queue, so a sender on a fast link cannot
-//! starve the others. Waits honour `with_timeout` (→ `ErrorKind::TimedOut`)
+//! starve the others; so does a call that fails at once (a closed socket,
+//! `EMFILE`), so a loop that skips errors cannot starve them either, and
+//! `incoming()` ends once its listener is closed. Waits honour `with_timeout` (→ `ErrorKind::TimedOut`)
 //! and `Coro::interrupt` (→ `ErrorKind::Other` wrapping
 //! [`WaitError`](coro_runtime::WaitError), never `ErrorKind::Interrupted`).
 //! Host names are resolved on the runtime's blocking-offload pool
-//! ([`lookup_host`]).
+//! ([`lookup_host`]). Unix signals arrive through a self-pipe registered the
+//! same way ([`signal::Signals`]).
 //!
 //! Sockets are `!Send`: they belong to the runtime (OS thread) that made
 //! them. `try_clone` returns another handle to the same socket for another
@@ -42,7 +45,10 @@
 //!     coro::spawn(move || -> std::io::Result<()> {
 //!         for stream in listener.incoming() {
 //!             let mut stream = stream?;
-//!             coro::spawn(move || {
+//!             // Builder::spawn: out of memory for a stack is an error to
+//!             // handle (the connection is dropped), not a panic that would
+//!             // kill this accept loop.
+//!             let handler = coro::Builder::new().spawn(move || {
 //!                 let mut buf = [0; 1024];
 //!                 while let Ok(n @ 1..) = stream.read(&mut buf) {
 //!                     if stream.write_all(&buf[..n]).is_err() {
@@ -50,8 +56,12 @@
 //!                     }
 //!                 }
 //!             });
+//!             if let Err(e) = handler {
+//!                 eprintln!("connection shed: {e}");
+//!                 coro::sleep(std::time::Duration::from_millis(10))?;
+//!             }
 //!         }
-//!         Ok(())
+//!         Ok(()) // incoming() ends when the listener is closed
 //!     });
 //!     let mut c = TcpStream::connect(addr)?;
 //!     c.write_all(b"echo")?;
@@ -63,8 +73,9 @@
 //! .unwrap();
 //! ```
 //!
-//! For an accept loop that survives running out of file descriptors, see
-//! [`TcpListener`] and `examples/echo.rs`.
+//! For an accept loop that survives running out of file descriptors and
+//! out of memory for green threads, see [`TcpListener`] and
+//! `examples/lib.rs` (`accept_loop`, used by `examples/echo.rs`).
 //!
 //! [`backdoor`] serves a console into the running process on a Unix socket,
 //! for its owner only.
@@ -78,6 +89,8 @@ mod error;
 mod fd;
 mod handle;
 mod lookup;
+mod sendfile;
+pub mod signal;
 mod source;
 mod tcp;
 mod udp;

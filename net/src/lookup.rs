@@ -158,6 +158,7 @@ fn resolve(host: String, port: u16) -> io::Result<vec::IntoIter<SocketAddr>> {
             "coro-net: invalid socket address: empty host name".to_owned(),
         ));
     }
+    crate::source::need_runtime("coro::net::lookup_host");
     let name = host.clone();
     let r = coro_runtime::blocking(move || {
         std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))

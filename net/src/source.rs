@@ -61,19 +61,28 @@ impl<S: mio::event::Source> Source<S> {
         &self.io
     }
 
-    /// Runs a read-side operation (read, recv, accept, peek) to completion.
-    pub(crate) fn read<R>(&self, op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+    /// Runs a read-side operation (read, recv, accept, peek) to completion;
+    /// `what` names the public call (for the panic outside a runtime).
+    pub(crate) fn read<R>(
+        &self,
+        what: &'static str,
+        op: impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
         match self.read_timeout.get() {
-            None => self.run(Direction::Read, op),
-            t => timed(t, || self.run(Direction::Read, op)),
+            None => self.run(Direction::Read, what, op),
+            t => timed(t, || self.run(Direction::Read, what, op)),
         }
     }
 
     /// Runs a write-side operation (write, send) to completion.
-    pub(crate) fn write<R>(&self, op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+    pub(crate) fn write<R>(
+        &self,
+        what: &'static str,
+        op: impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
         match self.write_timeout.get() {
-            None => self.run(Direction::Write, op),
-            t => timed(t, || self.run(Direction::Write, op)),
+            None => self.run(Direction::Write, what, op),
+            t => timed(t, || self.run(Direction::Write, what, op)),
         }
     }
 
@@ -101,16 +110,28 @@ impl<S: mio::event::Source> Source<S> {
         self.write_timeout.get()
     }
 
-    fn run<R>(&self, dir: Direction, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+    fn run<R>(
+        &self,
+        dir: Direction,
+        what: &'static str,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
+        if !coro_runtime::in_green_thread() {
+            return self.outside(what, || op(&self.io));
+        }
         self.reg.io(dir, || op(&self.io))
     }
 
     fn run_stream(
         &self,
         dir: Direction,
+        what: &'static str,
         len: usize,
         mut op: impl FnMut(&S) -> io::Result<usize>,
     ) -> io::Result<usize> {
+        if !coro_runtime::in_green_thread() {
+            return self.outside(what, || op(&self.io));
+        }
         let timeout = match dir {
             Direction::Read => self.read_timeout.get(),
             Direction::Write => self.write_timeout.get(),
@@ -118,8 +139,29 @@ impl<S: mio::event::Source> Source<S> {
         timed(timeout, || self.reg.io_stream(dir, len, || op(&self.io)))
     }
 
+    /// An operation where no green thread runs (a socket that outlived its
+    /// runtime): it works if it need not wait, as std's would; a wait
+    /// panics, naming the call.
+    #[cold]
+    #[track_caller]
+    fn outside<R>(&self, what: &str, mut op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        if self.reg.is_closed() {
+            return Err(closed_error());
+        }
+        loop {
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => panic!(
+                    "coro: {what} would block, and that needs a green thread of the runtime \
+                     that made this socket (call it inside coro::run / Runtime::block_on)"
+                ),
+                r => return r,
+            }
+        }
+    }
+
     /// `Read::read` for a stream socket.
-    pub(crate) fn read_buf(&self, buf: &mut [u8]) -> io::Result<usize>
+    pub(crate) fn read_buf(&self, what: &'static str, buf: &mut [u8]) -> io::Result<usize>
     where
         for<'a> &'a S: io::Read,
     {
@@ -127,11 +169,17 @@ impl<S: mio::event::Source> Source<S> {
             return Ok(0);
         }
         let len = buf.len();
-        self.run_stream(Direction::Read, len, |mut s| io::Read::read(&mut s, buf))
+        self.run_stream(Direction::Read, what, len, |mut s| {
+            io::Read::read(&mut s, buf)
+        })
     }
 
     /// `Read::read_vectored` for a stream socket.
-    pub(crate) fn read_bufs(&self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize>
+    pub(crate) fn read_bufs(
+        &self,
+        what: &'static str,
+        bufs: &mut [io::IoSliceMut<'_>],
+    ) -> io::Result<usize>
     where
         for<'a> &'a S: io::Read,
     {
@@ -139,36 +187,56 @@ impl<S: mio::event::Source> Source<S> {
         if len == 0 {
             return Ok(0);
         }
-        self.run_stream(Direction::Read, len, |mut s| {
+        self.run_stream(Direction::Read, what, len, |mut s| {
             io::Read::read_vectored(&mut s, bufs)
         })
     }
 
+    /// A write-side stream operation that moves up to `len` bytes (a
+    /// `sendfile`): as [`write_buf`](Source::write_buf) without a buffer.
+    pub(crate) fn write_stream(
+        &self,
+        what: &'static str,
+        len: usize,
+        op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.run_stream(Direction::Write, what, len, op)
+    }
+
     /// `Write::write` for a stream socket.
-    pub(crate) fn write_buf(&self, buf: &[u8]) -> io::Result<usize>
+    pub(crate) fn write_buf(&self, what: &'static str, buf: &[u8]) -> io::Result<usize>
     where
         for<'a> &'a S: io::Write,
     {
-        self.run_stream(Direction::Write, buf.len(), |mut s| {
+        self.run_stream(Direction::Write, what, buf.len(), |mut s| {
             io::Write::write(&mut s, buf)
         })
     }
 
     /// `Write::write_vectored` for a stream socket.
-    pub(crate) fn write_bufs(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize>
+    pub(crate) fn write_bufs(
+        &self,
+        what: &'static str,
+        bufs: &[io::IoSlice<'_>],
+    ) -> io::Result<usize>
     where
         for<'a> &'a S: io::Write,
     {
         let len = bufs.iter().map(|b| b.len()).sum();
-        self.run_stream(Direction::Write, len, |mut s| {
+        self.run_stream(Direction::Write, what, len, |mut s| {
             io::Write::write_vectored(&mut s, bufs)
         })
     }
 
-    /// Waits until `dir` is ready (or was never found not ready).
-    pub(crate) fn wait(&self, dir: Direction) -> io::Result<()> {
+    /// Waits until `dir` is ready (or was never found not ready); `what`
+    /// names the public call.
+    pub(crate) fn wait(&self, dir: Direction, what: &str) -> io::Result<()> {
         if self.reg.is_closed() {
+            coro_runtime::failed_at_once();
             return Err(closed_error());
+        }
+        if !coro_runtime::in_green_thread() && !self.reg.is_ready(dir) {
+            need_runtime(what);
         }
         self.reg.wait(dir)
     }
@@ -215,6 +283,24 @@ impl<S: mio::event::Source + std::fmt::Debug> std::fmt::Debug for Source<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&self.io, f)
     }
+}
+
+/// Panics, naming `call`, where no green thread runs: sockets are made and
+/// waited on by green threads of a runtime.
+#[track_caller]
+pub(crate) fn need_runtime(call: &str) {
+    if !coro_runtime::in_green_thread() {
+        no_runtime(call);
+    }
+}
+
+#[cold]
+#[track_caller]
+fn no_runtime(call: &str) -> ! {
+    panic!(
+        "coro: {call} needs a coro runtime, but none runs on this OS thread \
+         (call it inside coro::run / Runtime::block_on)"
+    )
 }
 
 /// The error of any call on a socket after [`close`](Source::close).

@@ -51,6 +51,7 @@ impl UdpSocket {
     ///
     /// Outside a green thread.
     pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<UdpSocket> {
+        crate::source::need_runtime("UdpSocket::bind");
         each_addr(addr, |a| UdpSocket::from_mio(mio::net::UdpSocket::bind(a)?))
     }
 
@@ -75,7 +76,8 @@ impl UdpSocket {
         let to = target.to_socket_addrs()?.next().ok_or_else(|| {
             invalid("coro-net: send_to: the address resolved to nothing".to_owned())
         })?;
-        self.inner.write(|s| s.send_to(buf, to))
+        self.inner
+            .write("UdpSocket::send_to", |s| s.send_to(buf, to))
     }
 
     /// As [`recv_from`](UdpSocket::recv_from) but leaves the datagram queued.
@@ -84,7 +86,8 @@ impl UdpSocket {
     ///
     /// As `recv_from`.
     pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.inner.read(|s| s.peek_from(buf))
+        self.inner
+            .read("UdpSocket::peek_from", |s| s.peek_from(buf))
     }
 
     /// As [`recv`](UdpSocket::recv) but leaves the datagram queued.
@@ -93,7 +96,7 @@ impl UdpSocket {
     ///
     /// As `recv`.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(|s| s.peek(buf))
+        self.inner.read("UdpSocket::peek", |s| s.peek(buf))
     }
 
     /// Sets `SO_BROADCAST`.

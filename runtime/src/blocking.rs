@@ -119,6 +119,18 @@ impl BlockingPool {
         self.waiting.borrow().len()
     }
 
+    /// Whether a live green thread waits for a job (or for room to submit
+    /// one): a completion may still wake someone. A leaked thread's entry
+    /// does not count.
+    pub(crate) fn awaited(&self) -> bool {
+        let alive = |w: &Waiter| !w.is_dead();
+        self.waiting
+            .borrow()
+            .iter()
+            .any(|(_, w)| w.as_ref().is_some_and(alive))
+            || self.room.borrow().iter().any(alive)
+    }
+
     /// Worker threads alive and jobs waiting for one.
     pub(crate) fn threads_and_queued(&self) -> (usize, usize) {
         let st = self.shared.lock();
@@ -137,12 +149,17 @@ impl BlockingPool {
                 }
             }
         }
-        for _ in 0..done.len() {
+        self.make_room(done.len());
+    }
+
+    /// Wakes up to `n` green threads waiting for room in the queue, skipping
+    /// any that already gave up or were woken otherwise.
+    fn make_room(&self, n: usize) {
+        let mut woken = 0;
+        while woken < n {
             let next = self.room.borrow_mut().pop_front();
             match next {
-                Some(w) => {
-                    w.wake();
-                }
+                Some(w) => woken += usize::from(w.wake()),
                 None => break,
             }
         }
@@ -181,9 +198,14 @@ impl BlockingPool {
         Ok(seq)
     }
 
-    /// Takes a job out of the queue if no worker started it.
+    /// Takes a job out of the queue if no worker started it; the room it
+    /// leaves goes to the next caller waiting for some.
     fn cancel(&self, seq: u64) -> bool {
-        self.shared.lock().queue.remove(&seq).is_some()
+        let removed = self.shared.lock().queue.remove(&seq).is_some();
+        if removed {
+            self.make_room(1);
+        }
+        removed
     }
 }
 
@@ -324,7 +346,12 @@ where
                 });
                 let r = sched::park_as("blocking pool queue");
                 context::with_sched("coro::blocking", |s| {
-                    s.blocking.room.borrow_mut().retain(Waiter::is_waiting)
+                    s.blocking.room.borrow_mut().retain(Waiter::is_waiting);
+                    if r.is_err() {
+                        // A wake-up meant for us (room) may have come before
+                        // the error won: pass it on.
+                        s.blocking.make_room(1);
+                    }
                 });
                 r?;
             }

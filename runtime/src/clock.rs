@@ -8,7 +8,8 @@
 //! nanoseconds. Every timer deadline is a tick count. *Wall time* is derived
 //! as `offset + ticks / rate`: a change of the system clock (NTP, a user, a
 //! test) moves only that offset ([`resync_wall`], [`set_wall_offset`]) and never
-//! when a timer fires.
+//! when a timer fires. [`instant_at`] and [`wall_at`] convert between the
+//! two scales through that offset.
 //!
 //! The tick rate is calibrated the first time the clock is used, against
 //! `CLOCK_MONOTONIC` over about 10 ms, and refined by [`recalibrate`] over
@@ -34,9 +35,14 @@
 //! println!("{} ticks per second from {:?}", clock::ticks_per_second(), clock::source());
 //! ```
 
+mod wall;
+
+pub use wall::instant_at;
+
 use std::fmt;
 use std::ops::{Add, Sub};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -100,7 +106,53 @@ fn read_pair() -> (u64, u64) {
 static CAL: OnceLock<Calibration> = OnceLock::new();
 
 /// Nanoseconds since the Unix epoch at tick zero; see [`set_wall_offset`].
+///
+/// # Invariant
+/// Written only inside [`publish`], together with the rate when
+/// [`recalibrate`] changes it, so a reader that needs both (wall time at a
+/// tick count) reads a matching pair through [`wall_params`].
 static WALL_OFFSET_NS: AtomicI64 = AtomicI64::new(i64::MIN);
+
+/// Sequence number of the (wall offset, rate) pair: odd while a writer
+/// changes it (a seqlock; the values themselves are atomics).
+static WALL_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Serialises writers of the pair.
+static WALL_WRITE: Mutex<()> = Mutex::new(());
+
+/// Changes the wall offset and/or the rate as one unit for readers.
+fn publish<R>(f: impl FnOnce() -> R) -> R {
+    let _w = WALL_WRITE.lock().unwrap_or_else(|e| e.into_inner());
+    let s = WALL_SEQ.load(Ordering::Relaxed);
+    WALL_SEQ.store(s.wrapping_add(1), Ordering::Relaxed);
+    fence(Ordering::Release);
+    let r = f();
+    WALL_SEQ.store(s.wrapping_add(2), Ordering::Release);
+    r
+}
+
+/// The wall offset (`i64::MIN` if unset) and the tick-to-nanosecond factor,
+/// read as a matching pair (see [`publish`]).
+pub(crate) fn wall_params() -> (i64, u64) {
+    loop {
+        let s1 = WALL_SEQ.load(Ordering::Acquire);
+        if s1 & 1 == 1 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let off = WALL_OFFSET_NS.load(Ordering::Relaxed);
+        let to_ns = cal().to_ns.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if WALL_SEQ.load(Ordering::Relaxed) == s1 {
+            return (off, to_ns);
+        }
+    }
+}
+
+/// `ticks * to_ns >> 32`, rounded: nanoseconds in `ticks` at that factor.
+fn ticks_ns(ticks: u64, to_ns: u64) -> u128 {
+    (ticks as u128 * to_ns as u128 + (1 << 31)) >> 32
+}
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -188,20 +240,27 @@ pub fn recalibrate(min_interval: Duration) -> bool {
         return false;
     }
     c.last_ns.store(m, Ordering::Relaxed);
-    let wall = wall_ns_at(t);
     let hz = (t.wrapping_sub(c.tick0) as u128 * 1_000_000_000 / (m - c.mono0_ns) as u128) as u64;
     if hz == 0 {
         return false;
     }
     let (to_ns, to_ticks) = factors(hz);
-    c.hz.store(hz, Ordering::Relaxed);
-    c.to_ns.store(to_ns, Ordering::Relaxed);
-    c.to_ticks.store(to_ticks, Ordering::Relaxed);
-    if WALL_OFFSET_NS.load(Ordering::Relaxed) != i64::MIN {
-        let since_zero = ticks_to_duration(t).as_nanos() as i128;
-        let off = (wall - since_zero).clamp(i64::MIN as i128 + 1, i64::MAX as i128) as i64;
-        WALL_OFFSET_NS.store(off, Ordering::Relaxed);
-    }
+    publish(|| {
+        // Wall time stays where it was at `t`: the offset moves with the rate.
+        let (off, old_to_ns) = (
+            WALL_OFFSET_NS.load(Ordering::Relaxed),
+            c.to_ns.load(Ordering::Relaxed),
+        );
+        c.hz.store(hz, Ordering::Relaxed);
+        c.to_ns.store(to_ns, Ordering::Relaxed);
+        c.to_ticks.store(to_ticks, Ordering::Relaxed);
+        if off != i64::MIN {
+            let wall = off as i128 + ticks_ns(t, old_to_ns) as i128;
+            let off =
+                (wall - ticks_ns(t, to_ns) as i128).clamp(i64::MIN as i128 + 1, i64::MAX as i128);
+            WALL_OFFSET_NS.store(off as i64, Ordering::Relaxed);
+        }
+    });
     true
 }
 
@@ -239,8 +298,7 @@ pub fn ticks_per_second() -> u64 {
 /// Converts a tick count to a [`Duration`].
 #[inline]
 pub fn ticks_to_duration(ticks: u64) -> Duration {
-    let to_ns = cal().to_ns.load(Ordering::Relaxed) as u128;
-    let ns = (ticks as u128 * to_ns + (1 << 31)) >> 32;
+    let ns = ticks_ns(ticks, cal().to_ns.load(Ordering::Relaxed));
     Duration::from_nanos(ns.min(u64::MAX as u128) as u64)
 }
 
@@ -328,18 +386,20 @@ pub fn wall_offset() -> i64 {
 /// Sets the wall-time offset (nanoseconds since the Unix epoch at tick zero).
 /// Timers are not affected: they run on ticks.
 pub fn set_wall_offset(ns_at_tick_zero: i64) {
-    WALL_OFFSET_NS.store(ns_at_tick_zero, Ordering::Relaxed);
+    publish(|| WALL_OFFSET_NS.store(ns_at_tick_zero, Ordering::Relaxed));
 }
 
 /// Re-pins wall time to the system clock (after NTP or a user moved it) and
 /// returns the new offset. Timers are not affected.
 pub fn resync_wall() -> i64 {
-    let ticks = now();
-    let sys = system_now_ns();
-    let since_zero = ticks_to_duration(ticks.0).as_nanos() as i64;
-    let off = sys - since_zero;
-    WALL_OFFSET_NS.store(off, Ordering::Relaxed);
-    off
+    publish(|| {
+        let ticks = now();
+        let sys = system_now_ns();
+        let since_zero = ticks_to_duration(ticks.0).as_nanos() as i64;
+        let off = sys - since_zero;
+        WALL_OFFSET_NS.store(off, Ordering::Relaxed);
+        off
+    })
 }
 
 /// Wall time now, derived from the tick count and the wall offset.
@@ -349,7 +409,12 @@ pub fn wall_now() -> SystemTime {
 
 /// Nanoseconds since the Unix epoch at tick count `t`.
 fn wall_ns_at(t: u64) -> i128 {
-    wall_offset() as i128 + ticks_to_duration(t).as_nanos() as i128
+    let (mut off, mut to_ns) = wall_params();
+    if off == i64::MIN {
+        resync_wall();
+        (off, to_ns) = wall_params();
+    }
+    off as i128 + ticks_ns(t, to_ns) as i128
 }
 
 /// Wall time at tick count `t`.

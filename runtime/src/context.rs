@@ -71,8 +71,12 @@ pub(crate) fn try_with_sched<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
         return None;
     }
     // SAFETY: by the invariant on CURRENT, a non-null pointer refers to a live
-    // scheduler that stays put until block_on returns, and block_on is on this
-    // thread's stack below us. Only shared references are made.
+    // scheduler that stays put until block_on returns, and block_on has not
+    // returned: it is below us on this OS thread's own stack, or we run on a
+    // green stack (or in the signal handler) that block_on's scheduler
+    // resumed and that cannot outlive it (its threads are all finished or
+    // leaked, never resumed again, before it returns). Only shared
+    // references are made.
     Some(f(unsafe { &*p }))
 }
 
@@ -120,6 +124,11 @@ pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R
     // SAFETY: `current` is non-null only while the scheduler resumes that task
     // (set and reset around the resume in `Scheduler::resume`, which catches
     // any unwind), and the scheduler holds an `Rc` to it for the whole resume.
+    // Callers keep the `&Task` across a suspend (`park_as`): then the task
+    // table's `Rc` keeps it alive until `Scheduler::finish`, which only runs
+    // once the coroutine has returned or has been leaked, and a leaked
+    // coroutine is never resumed, so no frame holding the reference runs
+    // after that.
     f(s, unsafe { &*t })
 }
 

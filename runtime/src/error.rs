@@ -1,12 +1,14 @@
 //! Error types of the runtime: why a blocking call stopped, misuse of
-//! `unpark`, a `with_timeout` deadline, and the outcome of a join.
+//! `unpark`, a `with_timeout` deadline, a cancel scope's own cancellation,
+//! and the outcome of a join.
 //!
 //! Every operation that can suspend returns a `Result`. Its error says *why* it
 //! stopped early ([`WaitError`]); code that speaks `std::io` gets the same
 //! reasons through `From<WaitError> for io::Error`, with timeouts as
-//! [`io::ErrorKind::TimedOut`] and interruptions as a distinct
-//! [`io::ErrorKind::Other`] error (never [`io::ErrorKind::Interrupted`], which
-//! `read_exact` and `write_all` would retry forever).
+//! [`io::ErrorKind::TimedOut`] and interruptions and cancellations as
+//! distinct [`io::ErrorKind::Other`] errors (never
+//! [`io::ErrorKind::Interrupted`], which `read_exact` and `write_all` would
+//! retry forever).
 
 use std::any::Any;
 use std::fmt;
@@ -27,10 +29,17 @@ use std::io;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WaitError {
-    /// The deadline of an enclosing [`with_timeout`](crate::with_timeout) scope
-    /// has passed. The scope stays expired: every later blocking call inside it
-    /// fails the same way until the scope returns.
+    /// The deadline of an enclosing [`with_timeout`](crate::with_timeout) or
+    /// [`CancelScope`](crate::CancelScope) has passed. The scope stays
+    /// expired: every later blocking call inside it fails the same way until
+    /// the scope returns.
     TimedOut,
+    /// An enclosing [`CancelScope`](crate::CancelScope) (or the scope of a
+    /// [`coro::scope`](crate::scope) this thread runs in) was
+    /// [cancelled](crate::CancelScope::cancel). Level-triggered like
+    /// `TimedOut`. As an `io::Error` its kind is `Other`: std's retry loops
+    /// stop on it.
+    Cancelled,
     /// [`Coro::interrupt`](crate::Coro::interrupt) was called on this green
     /// thread, or the runtime is shutting down and is stopping its threads.
     Interrupted,
@@ -58,6 +67,7 @@ impl fmt::Display for WaitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             WaitError::TimedOut => "operation timed out (with_timeout deadline passed)",
+            WaitError::Cancelled => "operation cancelled (an enclosing cancel scope was cancelled)",
             WaitError::Interrupted => "green thread interrupted",
             WaitError::SuspendForbidden => {
                 "blocking call refused: suspending is not allowed here (unwinding or no_suspend region)"
@@ -72,7 +82,9 @@ impl From<WaitError> for io::Error {
     fn from(e: WaitError) -> io::Error {
         let kind = match e {
             WaitError::TimedOut => io::ErrorKind::TimedOut,
-            WaitError::Interrupted | WaitError::SuspendForbidden => io::ErrorKind::Other,
+            WaitError::Interrupted | WaitError::Cancelled | WaitError::SuspendForbidden => {
+                io::ErrorKind::Other
+            }
         };
         io::Error::new(kind, e)
     }
@@ -95,6 +107,61 @@ impl std::error::Error for Timeout {}
 impl From<Timeout> for io::Error {
     fn from(_: Timeout) -> io::Error {
         io::Error::new(io::ErrorKind::TimedOut, Timeout)
+    }
+}
+
+/// Returned by [`CancelScope::run`](crate::CancelScope::run) when a blocking
+/// call inside reported the scope's own cancellation (see
+/// [`CancelScope::cancelled_caught`](crate::CancelScope::cancelled_caught)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cancelled {
+    deadline: bool,
+}
+
+impl Cancelled {
+    pub(crate) fn new(deadline: bool) -> Cancelled {
+        Cancelled { deadline }
+    }
+
+    /// Whether it was the scope's deadline that passed (otherwise
+    /// [`cancel`](crate::CancelScope::cancel) was called).
+    pub fn deadline_passed(&self) -> bool {
+        self.deadline
+    }
+}
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.deadline {
+            "cancel scope's deadline passed"
+        } else {
+            "cancel scope was cancelled"
+        })
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+impl From<Cancelled> for WaitError {
+    /// `TimedOut` for a deadline, `Cancelled` for a cancel.
+    fn from(c: Cancelled) -> WaitError {
+        if c.deadline {
+            WaitError::TimedOut
+        } else {
+            WaitError::Cancelled
+        }
+    }
+}
+
+impl From<Cancelled> for io::Error {
+    /// `TimedOut` for a deadline, `Other` for a cancel (never `Interrupted`).
+    fn from(c: Cancelled) -> io::Error {
+        let kind = if c.deadline {
+            io::ErrorKind::TimedOut
+        } else {
+            io::ErrorKind::Other
+        };
+        io::Error::new(kind, c)
     }
 }
 

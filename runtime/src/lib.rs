@@ -6,8 +6,9 @@
 //! thread; only one of its green threads runs at a time, so code inside one
 //! runtime has no data races by construction. Every call that can suspend
 //! returns a `Result` whose error says why it stopped: a timeout of an
-//! enclosing [`with_timeout`], an [interrupt](Coro::interrupt), runtime
-//! shutdown.
+//! enclosing [`with_timeout`], a cancelled [`CancelScope`], an
+//! [interrupt](Coro::interrupt), runtime shutdown. [`scope`] starts green
+//! threads that borrow from the caller and have all ended when it returns.
 //!
 //! # Implementation
 //!
@@ -21,6 +22,10 @@
 //!   per-OS-thread pool (`stack`); a guard-page hit prints the thread's name
 //!   and stack size and aborts. A thread parked for long has its stack
 //!   copied out to the heap and its pages released (`stack::copy`).
+//! * Each green thread keeps a stack of the scopes it runs inside
+//!   (`with_timeout`, cancel scopes, nurseries); a thread spawned in a
+//!   [`scope`] continues into its owner's stack, so cancellations reach it
+//!   (`cancel`, `scope`). Deadlines get a timer only when a thread parks.
 //! * A watchdog OS thread per runtime (`watchdog`) reports a green thread
 //!   that runs past the latency threshold without yielding, while it still
 //!   runs.
@@ -28,6 +33,27 @@
 //!   shrunk when idle, runs [`blocking`] jobs.
 //! * The [`profile`]r, off by default, charges the OS thread's time and
 //!   `getrusage` counters to threads, regions and the loop while it records.
+//!
+//! # Calls that fail at once
+//!
+//! The rule for every blocking call of coro (the runtime's, coro-sync's,
+//! coro-net's): **a call that returns an error without having waited
+//! spends one unit of the thread's selfishness, as a socket call that
+//! succeeds without waiting does** (see [`try_selfish`]). So a loop that
+//! ignores errors (`loop { let _ = rx.recv(); }`, an accept loop that skips
+//! errors on a closed listener or at `EMFILE`, a `sleep` in an expired
+//! `with_timeout` scope) is forced to yield every few calls instead of
+//! starving the other green threads. This covers parks, sleeps, joins and
+//! blocking jobs refused by an expired scope, an interrupt or shutdown; a
+//! socket call on a closed socket or whose syscall fails at once; a
+//! channel's `recv` or `send` on a disconnected channel; a lock the caller
+//! already holds. Iterators end where std users expect: `incoming()` ends
+//! once its listener is closed, a channel's `iter()` once it disconnects.
+//!
+//! `try_*` calls (`try_lock`, `try_recv`, ...) never switch threads, for
+//! success or failure: destructors use them. A loop that polls them must
+//! yield itself ([`yield_now`]). A primitive of your own reports an
+//! immediate failure with [`failed_at_once`].
 //!
 //! Four invariants make the unsafe code sound, and are enforced by guards,
 //! not convention (see the `context` module for where): tasks are resumed
@@ -58,15 +84,23 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod blocking;
+mod borrow;
+mod cancel;
+mod cancel_scope;
 pub mod clock;
 mod context;
 mod error;
 mod inspect;
 mod latency;
+mod local;
+mod panic_hook;
 pub mod profile;
 mod reactor;
+mod remote;
 mod runtime;
 mod sched;
+mod scope;
+mod shutdown_hooks;
 mod spawn;
 mod stack;
 mod stats;
@@ -77,25 +111,42 @@ mod timer;
 mod watchdog;
 
 pub use blocking::blocking;
-pub use error::{JoinError, ScheduleError, Timeout, WaitError};
+pub use cancel::current_effective_deadline;
+pub use cancel_scope::CancelScope;
+pub use error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
 pub use inspect::{thread_by_id, timers, TimerInfo};
 pub use latency::{latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS};
+pub use local::{AccessError, LocalKey};
+pub use panic_hook::panic_hook_line;
 pub use reactor::{Direction, Registration};
+pub use remote::{handle, Handle, RemoteWaker};
 pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_WARNING,
     DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
 pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
+pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};
+pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
 pub use spawn::{
     current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
 };
 pub use stack::MIN_STACK_SIZE;
 pub use stats::{stats, threads, Stats, ThreadInfo};
 pub use task::{Coro, ThreadState};
-pub use timeout::{no_suspend, with_timeout};
+pub use timeout::{no_suspend, with_deadline, with_timeout};
 
 /// Re-exported so `coro::net` and users can name mio's interest flags.
 pub use mio::Interest;
+
+/// Spends one unit of the running green thread's selfishness for a
+/// blocking call that is returning an error without having waited (see
+/// "Calls that fail at once" in the crate docs); does nothing outside a
+/// green thread. The runtime's own calls, coro-sync and coro-net call it;
+/// call it in a blocking primitive of your own.
+#[inline]
+pub fn failed_at_once() {
+    sched::failed_at_once_if_green();
+}
 
 /// Whether the calling code runs on a green thread of a coro runtime.
 pub fn in_green_thread() -> bool {

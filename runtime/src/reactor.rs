@@ -70,7 +70,9 @@ impl IoState {
 pub(crate) struct Reactor {
     poll: RefCell<Poll>,
     events: RefCell<Events>,
-    sources: RefCell<Slab<Rc<IoState>>>,
+    /// Shared with every [`Registration`], so one dropped while its runtime
+    /// is not running still leaves the table it is in.
+    sources: Rc<RefCell<Slab<Rc<IoState>>>>,
     next_gen: Cell<u32>,
     pub(crate) waker: Arc<mio::Waker>,
 }
@@ -82,7 +84,7 @@ impl Reactor {
         Ok(Reactor {
             poll: RefCell::new(poll),
             events: RefCell::new(Events::with_capacity(1024)),
-            sources: RefCell::new(Slab::new()),
+            sources: Rc::new(RefCell::new(Slab::new())),
             next_gen: Cell::new(0),
             waker,
         })
@@ -170,6 +172,8 @@ pub enum Direction {
 pub struct Registration {
     state: Rc<IoState>,
     key: usize,
+    /// The table of the runtime it is registered with.
+    table: Rc<RefCell<Slab<Rc<IoState>>>>,
     /// Id of the runtime whose poller holds the source: waiting on it is
     /// only possible while that runtime runs (its events arrive nowhere else).
     runtime: u64,
@@ -206,6 +210,7 @@ impl Registration {
             Ok(Registration {
                 state,
                 key,
+                table: r.sources.clone(),
                 runtime: s.id,
             })
         })
@@ -374,7 +379,15 @@ impl Registration {
                     waited = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if !waited {
+                        // An error at once (EMFILE, ECONNRESET, ...) yields
+                        // like a success at once: see "Calls that fail at
+                        // once" in the crate docs.
+                        sched::failed_at_once_if_green();
+                    }
+                    return Err(e);
+                }
             }
         }
     }
@@ -413,15 +426,14 @@ fn closed_error() -> io::Error {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.close();
-        context::try_with_sched(|s| {
-            let mut sources = s.reactor.sources.borrow_mut();
-            if sources
-                .get(self.key)
-                .is_some_and(|st| Rc::ptr_eq(st, &self.state))
-            {
-                sources.remove(self.key);
-            }
-        });
+        // Its own runtime's table, whichever runtime (if any) runs now.
+        let mut sources = self.table.borrow_mut();
+        if sources
+            .get(self.key)
+            .is_some_and(|st| Rc::ptr_eq(st, &self.state))
+        {
+            sources.remove(self.key);
+        }
     }
 }
 

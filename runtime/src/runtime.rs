@@ -4,7 +4,9 @@
 //!
 //! # Shutdown
 //!
-//! When the main closure returns, every other green thread is interrupted:
+//! When the main closure returns, the hooks registered with
+//! [`on_shutdown`](crate::on_shutdown) run first, on a green thread of their
+//! own while the others still run. Then every other green thread is interrupted:
 //! parked ones are woken, and from then on every blocking call fails with
 //! [`WaitError::Interrupted`](crate::WaitError). The loop runs (without
 //! blocking) until no thread is ready or 64 passes went by, so threads that
@@ -30,10 +32,21 @@
 //! leaked: its stack and what lives on it stay allocated and it never runs
 //! again. A thread that catches the unwind and then loops without ever
 //! blocking or yielding cannot be stopped by a cooperative scheduler; the
-//! latency watchdog names it.
+//! latency watchdog names it. Threads that destructors keep spawning during
+//! the unwind are unwound for 64 passes, then leaked.
+//!
+//! A leaked thread keeps whatever it held: a lock it owned stays locked, a
+//! socket it owned stays registered (so the runtime's deadlock report stays
+//! off in its later runs).
+//!
+//! # `panic = "abort"`
+//!
+//! Unwinding needs unwinding panics. In a program built with
+//! `panic = "abort"`, threads still alive after the interrupt passes are
+//! leaked (logged by name) instead of unwound: their destructors do not run.
 
 use std::io;
-use std::panic;
+use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -111,17 +124,29 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Latency-warning threshold; `None` disables the warnings (and the
-    /// watchdog thread with them).
+    /// Latency-warning threshold (200 ms by default); `None` disables the
+    /// warnings (and the watchdog thread with them).
+    ///
+    /// A green thread that runs longer than this without yielding is
+    /// reported **through the `log` crate** at WARN (target
+    /// `coro::latency`), naming it, while it still runs, and counted in
+    /// [`Stats::latency_warnings`](crate::Stats). Install a logger
+    /// (`env_logger`, ...) to see every warning; without one, the first
+    /// warning of the process also goes to stderr, once, so a hog is never
+    /// silent.
     pub fn latency_warning(mut self, threshold: Option<Duration>) -> Self {
         self.latency_warning = threshold;
         self
     }
 
     /// Most OS threads of the [`blocking`](crate::blocking) pool (at least
-    /// 1; 512 by default, as tokio's). Threads start when jobs need them and
-    /// exit after [`blocking_keep_alive`](Self::blocking_keep_alive) idle, so
-    /// a high bound costs nothing while the pool is quiet.
+    /// 1; 512 by default, as tokio's). The pool starts with no thread;
+    /// each job that finds no idle thread starts one, up to this bound (jobs
+    /// beyond it queue), and a thread exits after
+    /// [`blocking_keep_alive`](Self::blocking_keep_alive) idle. So a burst
+    /// of slow calls (a 10 ms `fsync` on each of 50 connections) gets 50
+    /// threads at once, a quiet server gives them back, and a high bound
+    /// costs nothing while the pool is quiet. `coro::run` uses the defaults.
     pub fn blocking_threads(mut self, n: usize) -> Self {
         self.blocking_threads = n;
         self
@@ -209,6 +234,7 @@ impl RuntimeBuilder {
             ));
         }
         clock::init();
+        crate::panic_hook::install();
         #[cfg(unix)]
         crate::stack::overflow::install();
         let sched = Scheduler::new(Config {
@@ -263,6 +289,12 @@ impl Runtime {
         RuntimeBuilder::default().build()
     }
 
+    /// A `Send` handle that spawns green threads into this runtime from
+    /// other OS threads (see [`Handle`](crate::Handle)).
+    pub fn handle(&self) -> crate::Handle {
+        self.sched.remote.handle()
+    }
+
     /// Runs `f` as the first green thread (named `main`) and drives the
     /// scheduler until it returns; then stops the other green threads (see
     /// the module docs) and returns `f`'s value.
@@ -276,11 +308,29 @@ impl Runtime {
     /// the runtime runs, but no green thread may block or switch: the panic
     /// state is the OS thread's, and it looks to the runtime like an unwind
     /// in progress (blocking calls fail with `SuspendForbidden`).
+    ///
+    /// # Borrowing
+    ///
+    /// `f` may borrow from the caller, as with `std::thread::scope`: the
+    /// main green thread is finished (or, if it swallows its shutdown
+    /// unwind, abandoned for good) before `block_on` returns or unwinds, on
+    /// every path (see the `borrow` module of the source). Threads it
+    /// spawns still need `'static` closures.
+    ///
+    /// ```
+    /// # use coro_runtime as coro;
+    /// let names = vec!["green".to_string(), "threads".to_string()];
+    /// let mut rt = coro::Runtime::new().unwrap();
+    /// let longest = rt.block_on(|| names.iter().max_by_key(|n| n.len()));
+    /// assert_eq!(longest, Some(&names[1])); // a borrow of the caller's data
+    /// ```
     pub fn block_on<F, T>(&mut self, f: F) -> T
     where
-        F: FnOnce() -> T + 'static,
-        T: 'static,
+        F: FnOnce() -> T,
     {
+        // Declared first: outlives the shutdown guard, on whose path the main
+        // closure may still return and write it (see `borrow`).
+        let mut out: Option<T> = None;
         if !context::sched_ptr().is_null() {
             panic!("coro: Runtime::block_on / coro::run called from inside a runtime (nested runtimes on one OS thread are not supported)");
         }
@@ -307,16 +357,32 @@ impl Runtime {
         }
         let stop = Shutdown(s);
         s.shutting_down.set(false);
+        // SAFETY: `erase`'s contract holds: `stop` (declared after `out`,
+        // before the main thread exists) finishes or abandons the main
+        // thread on every path out of this frame, and `out` is read only
+        // after the main thread is dead (see the `borrow` module).
+        let main_fn = unsafe { crate::borrow::erase(f, std::ptr::addr_of_mut!(out)) };
         let handle = Builder::new()
             .name("main".into())
-            .spawn_in(s, f)
+            .spawn_in(s, main_fn)
             .unwrap_or_else(|e| panic!("coro: cannot start the main green thread: {e}"));
         let main = handle.thread().0.clone();
-        s.run_until(&main);
+        // A panic of the loop itself (the deadlock report) is held while the
+        // other threads are stopped, so they are stopped as in an ordinary
+        // shutdown (they may still yield: the OS thread is not panicking),
+        // then it goes on.
+        let looped = panic::catch_unwind(AssertUnwindSafe(|| s.run_until(&main)));
         drop(stop);
+        if let Err(p) = looped {
+            drop(main);
+            drop(handle);
+            panic::resume_unwind(p);
+        }
         drop(main);
         match handle.join() {
-            Ok(v) => v,
+            Ok(()) => out
+                .take()
+                .expect("the main green thread returned without a value"),
             Err(JoinError::Panicked(p)) => panic::resume_unwind(p),
             Err(e) => panic!("coro: main green thread did not finish: {e}"),
         }
@@ -326,6 +392,7 @@ impl Runtime {
 /// Stops every green thread still alive (see the module docs). Runs with
 /// this runtime current; never panics.
 fn shutdown(s: &Scheduler) {
+    crate::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
         s.ready.borrow_mut().clear();
         s.timers.borrow_mut().clear();
@@ -343,14 +410,28 @@ fn shutdown(s: &Scheduler) {
     s.run_passes(SHUTDOWN_PASSES);
     s.ready.borrow_mut().clear();
     // Unwind what is left, and whatever their destructors spawn, until the
-    // table is empty.
-    loop {
-        let rest: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
+    // table is empty; a destructor that spawns again at every unwind is cut
+    // off after UNWIND_PASSES and what it left is leaked.
+    for pass in 0.. {
+        let mut rest: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
         if rest.is_empty() {
             break;
         }
+        // Deepest `coro::scope` threads first, so that a tree of scopes is
+        // unwound in one pass.
+        rest.sort_by_key(|t| std::cmp::Reverse(crate::cancel::scope_depth(t)));
         for t in rest {
-            unwind(s, &t);
+            if pass < UNWIND_PASSES && cfg!(panic = "unwind") {
+                // The threads of a `coro::scope` may borrow from their
+                // owner's frame: they are unwound before it (see `scope`).
+                // Leaking, below, is safe in any order.
+                if crate::cancel::owns_live_threads(&t) {
+                    continue;
+                }
+                unwind(s, &t);
+            } else {
+                leak(s, &t, why_leaked(pass));
+            }
         }
         s.ready.borrow_mut().clear();
     }
@@ -361,6 +442,36 @@ fn shutdown(s: &Scheduler) {
 /// Times a thread that catches its shutdown unwind is unwound again before
 /// it is leaked.
 const UNWIND_ROUNDS: usize = 8;
+
+/// Passes over the thread table (each unwinding the threads that the last
+/// one's destructors spawned) before what is left is leaked.
+const UNWIND_PASSES: usize = 64;
+
+fn why_leaked(pass: usize) -> &'static str {
+    if cfg!(panic = "abort") {
+        "the program is built with panic = \"abort\", so it cannot be unwound"
+    } else if pass >= UNWIND_PASSES {
+        "threads kept spawning threads from destructors during shutdown's unwind"
+    } else {
+        "it caught its shutdown unwind and blocked again 8 times"
+    }
+}
+
+/// Leaks a thread shutdown cannot unwind: its coroutine is forgotten (its
+/// stack and what lives on it stay allocated, and it never runs again).
+fn leak(s: &Scheduler, t: &Rc<Task>, why: &str) {
+    log::error!(
+        target: "coro",
+        "green thread #{} '{}' is leaked at shutdown: {why} (its stack and what lives on it \
+         stay allocated; it never runs again)",
+        t.id,
+        t.display_name(),
+    );
+    if let Some(co) = t.coroutine.borrow_mut().take() {
+        std::mem::forget(co);
+    }
+    s.finish(t);
+}
 
 /// Unwinds one thread on its own stack by resuming it with its unwind
 /// requested (see `sched::forced_unwind_point`); a thread that never ran
@@ -374,25 +485,17 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
         }
         s.resume(t.clone());
     }
-    if t.state.get() == ThreadState::Dead {
-        return;
+    if t.state.get() != ThreadState::Dead {
+        leak(s, t, why_leaked(0));
     }
-    log::error!(
-        target: "coro",
-        "green thread #{} '{}' caught its shutdown unwind and blocked again {UNWIND_ROUNDS} times; \
-         it is leaked (its stack and what lives on it stay allocated; it never runs again)",
-        t.id,
-        t.display_name(),
-    );
-    if let Some(co) = t.coroutine.borrow_mut().take() {
-        std::mem::forget(co);
-    }
-    s.finish(t);
 }
 
 /// Builds a runtime with the default settings on this OS thread, runs `f` as
 /// its first green thread, and returns `f`'s value. Green threads still alive
 /// when `f` returns are interrupted and unwound (their destructors run).
+///
+/// `f` may borrow from the caller (`coro::run(|| serve(&addr))`): see
+/// [`Runtime::block_on`], "Borrowing".
 ///
 /// # Panics
 ///
@@ -418,8 +521,7 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
 /// ```
 pub fn run<F, T>(f: F) -> T
 where
-    F: FnOnce() -> T + 'static,
-    T: 'static,
+    F: FnOnce() -> T,
 {
     Runtime::new()
         .unwrap_or_else(|e| panic!("coro::run: cannot build the runtime: {e}"))

@@ -49,6 +49,7 @@ use corosensei::CoroutineResult;
 use slab::Slab;
 
 use crate::blocking::BlockingPool;
+use crate::cancel;
 use crate::clock::{self, Instant};
 use crate::context;
 use crate::error::WaitError;
@@ -129,11 +130,14 @@ pub(crate) struct Scheduler {
     pub(crate) precise: PreciseTimer,
     pub(crate) stacks: RefCell<StackPool>,
     pub(crate) blocking: BlockingPool,
+    /// The `Send` inbox: spawns and wake-ups from other OS threads.
+    pub(crate) remote: crate::remote::Remote,
     pub(crate) watchdog: Option<Watchdog>,
     pub(crate) profiler: crate::profile::Profiler,
     pub(crate) counters: Counters,
     pub(crate) next_id: Cell<u64>,
-    /// The main closure returned: blocking calls now fail with `Interrupted`.
+    /// Shutdown is stopping the threads (the main closure returned, or the
+    /// loop panicked): blocking calls now fail with `Interrupted`.
     pub(crate) shutting_down: Cell<bool>,
     since_poll: Cell<u64>,
 }
@@ -151,8 +155,10 @@ impl Scheduler {
             Some(t) => Some(Watchdog::start(t)?),
             None => None,
         };
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         Ok(Scheduler {
-            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
+            id,
+            remote: crate::remote::Remote::new(id, reactor.waker.clone()),
             stacks: RefCell::new(StackPool::new(
                 config.stack_size,
                 config.stack_pool,
@@ -382,14 +388,9 @@ impl Scheduler {
                     make_ready(&e.task);
                 }
                 TimerKind::Scope { id } => {
-                    let mut scopes = e.task.scopes.borrow_mut();
-                    if let Some(s) = scopes.iter_mut().find(|s| s.id == id) {
-                        s.expired = true;
-                        e.task.expired_scopes.set(e.task.expired_scopes.get() + 1);
-                    }
-                    drop(scopes);
-                    if e.task.state.get() == ThreadState::Parked {
-                        make_ready(&e.task);
+                    // A deadline moved later re-arms (see `cancel`).
+                    if let Some(d) = cancel::timer_fired(&e.task, id) {
+                        timers.insert(d, e.task, TimerKind::Scope { id });
                     }
                 }
             }
@@ -443,6 +444,7 @@ impl Scheduler {
                 if out.woken {
                     self.blocking.drain_completions();
                 }
+                self.remote.drain(self);
             }
             Err(e) => panic!("coro: polling the OS for events failed: {e}"),
         }
@@ -461,7 +463,7 @@ impl Scheduler {
     /// Nothing is ready, no timer is pending, and nothing outside the runtime
     /// can wake a thread: every green thread is parked for good.
     fn check_deadlock(&self) {
-        if self.reactor.sources() > 0 || self.blocking.in_flight() > 0 {
+        if self.reactor.sources() > 0 || self.blocking.awaited() || self.remote.may_wake() {
             return;
         }
         let tasks = self.tasks.borrow();
@@ -662,34 +664,30 @@ fn spend_selfishness(s: &Scheduler, t: &Task) -> bool {
 /// Outside a green thread (in a plain OS thread, or with no runtime).
 #[inline]
 pub fn park() -> Result<(), WaitError> {
-    park_as("park")
+    park_named("park", "coro::park")
 }
 
 /// [`park`], recording `what` the thread waits on for [`threads`](crate::threads).
 #[inline]
 pub fn park_as(what: &'static str) -> Result<(), WaitError> {
-    // SAFETY: `s` and `t` are used only inside this call of the running
-    // thread (see `park_in`).
-    let (s, t) = unsafe { context::current_unbound("coro::park") };
-    park_in(s, t, what)
+    park_named(what, "coro::park_as")
 }
 
-/// [`park_as`]'s body, inlined into its callers down to the stack switch:
-/// the thread returns from the switch into its own code without first
-/// returning through runtime frames, whose return addresses the CPU's
-/// return predictor no longer holds after another thread ran (each such
-/// return mispredicts; BENCHMARKS.md, "Park/unpark").
+/// [`park_as`]; `call` names the public call in the panic outside a green
+/// thread. Inlined into its callers down to the stack switch: the thread
+/// returns from the switch into its own code without first returning
+/// through runtime frames, whose return addresses the CPU's return
+/// predictor no longer holds after another thread ran (each such return
+/// mispredicts; BENCHMARKS.md, "Park/unpark").
 #[inline(always)]
-fn park_in(s: &Scheduler, t: &Task, what: &'static str) -> Result<(), WaitError> {
-    if let Err(e) = check(s, t).and_then(|()| arm_scope_timer(s, t)) {
-        return park_refused(s, t, e);
+fn park_named(what: &'static str, call: &'static str) -> Result<(), WaitError> {
+    // SAFETY: `s` and `t` are used only inside this call of the running
+    // thread, across its suspend (see `context::current_unbound`).
+    let (s, t) = unsafe { context::current_unbound(call) };
+    if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
+        return park_refused(s, t, e, what, call);
     }
-    t.waiting_on.set(what);
-    t.state.set(ThreadState::Parked);
-    suspend(t);
-    t.park_gen.set(t.park_gen.get() + 1);
-    t.waiting_on.set("");
-    t.selfish_left.set(t.selfish_max.get());
+    park_suspended(t, what);
     check(s, t)
 }
 
@@ -697,10 +695,48 @@ fn park_in(s: &Scheduler, t: &Task, what: &'static str) -> Result<(), WaitError>
 /// must not match the thread's next park.
 #[cold]
 #[inline(never)]
-fn park_refused(s: &Scheduler, t: &Task, e: WaitError) -> Result<(), WaitError> {
+fn park_refused(
+    s: &Scheduler,
+    t: &Task,
+    e: WaitError,
+    what: &'static str,
+    call: &'static str,
+) -> Result<(), WaitError> {
+    if e == WaitError::SuspendForbidden {
+        log_forbidden(t, call, what);
+    }
     t.park_gen.set(t.park_gen.get() + 1);
     failed_at_once(s, t);
     Err(e)
+}
+
+/// Suspends the running task `t` as parked on `what` until it is woken,
+/// and ends the park (its generation, its selfishness budget).
+#[inline(always)]
+fn park_suspended(t: &Task, what: &'static str) {
+    t.waiting_on.set(what);
+    t.state.set(ThreadState::Parked);
+    suspend(t);
+    t.park_gen.set(t.park_gen.get() + 1);
+    t.waiting_on.set("");
+    t.selfish_left.set(t.selfish_max.get());
+}
+
+/// Parks the running thread until it is woken, with none of [`park_as`]'s
+/// checks: no interrupt, shutdown, cancellation or deadline refuses or ends
+/// it. Only `coro::scope`'s final wait uses it: it must not return while
+/// the scope's threads live, and handles interrupts and cancellation itself
+/// (see `scope`). The wake-ups it gets (its last thread ending, an
+/// interrupt, a cancellation it ignores) are for it to sort out.
+///
+/// It is no unwind point: when shutdown resumes the thread to unwind it,
+/// it returns, and the thread raises `ForcedUnwind` at its next blocking
+/// call after the scope (or, should its threads still live, parks again
+/// until shutdown leaks it: see `scope`). `scope` starts only where the
+/// thread may switch (not in `no_suspend`, not while the OS thread panics),
+/// so the switch here is always allowed.
+pub(crate) fn park_unchecked(what: &'static str) {
+    context::with_current("coro::scope", |_, t| park_suspended(t, what))
 }
 
 /// Whether the running task may block now; consumes a pending interrupt.
@@ -708,8 +744,7 @@ fn park_refused(s: &Scheduler, t: &Task, e: WaitError) -> Result<(), WaitError> 
 fn check(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
     // The common case in a few loads; the reasons (and the logging, whose
     // formatting would keep this from being inlined) are out of line.
-    if t.interrupted.get() || s.shutting_down.get() || t.expired_scopes.get() > 0 || !may_suspend(t)
-    {
+    if t.interrupted.get() || s.shutting_down.get() || t.cancel.pending.get() || !may_suspend(t) {
         return refusal(s, t);
     }
     Ok(())
@@ -742,23 +777,38 @@ fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
         return Err(WaitError::Interrupted);
     }
     if s.shutting_down.get() {
+        if !may_suspend(t) {
+            // It cannot yield either (`block_on` called while the OS thread
+            // panics): an error loop here would spin forever.
+            count_refusal_while_stopping(t);
+        }
         return Err(WaitError::Interrupted);
     }
-    if t.expired_scopes.get() > 0 {
-        deliver_timeout(t);
-        return Err(WaitError::TimedOut);
+    if t.cancel.pending.get() {
+        if let Some(e) = cancel::deliver(s, t) {
+            return Err(e);
+        }
     }
     if !may_suspend(t) {
-        log::error!(
-            target: "coro",
-            "green thread #{} '{}' tried to block {}; refused (a destructor must not block: defer the work)",
-            t.id,
-            t.display_name(),
-            why_not_suspend(t),
-        );
+        // Logged by the park that was refused, which knows the call.
         return Err(WaitError::SuspendForbidden);
     }
     Ok(())
+}
+
+/// Logs a blocking call refused because the thread may not suspend here,
+/// naming the thread, the call and what it would have waited on.
+#[cold]
+#[inline(never)]
+fn log_forbidden(t: &Task, call: &str, what: &str) {
+    log::error!(
+        target: "coro",
+        "green thread #{} '{}' tried to block in {call} (waiting on {what}) {}; refused \
+         (a destructor must not block: defer the work, e.g. on coro::sync::Deferred)",
+        t.id,
+        t.display_name(),
+        why_not_suspend(t),
+    );
 }
 
 /// A blocking call or yield of a thread that shutdown asked to unwind: the
@@ -774,9 +824,9 @@ fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
 ///   more), the thread goes back to the scheduler, which either resumes it
 ///   (it raises again: its destructors run again) or, after a few rounds,
 ///   leaks it (see `runtime::unwind`).
-/// * A thread that keeps blocking while the OS thread panics (it caught its
-///   unwind during a panic that is unwinding `block_on`) cannot be told from
-///   one inside its unwind, and cannot be switched away from safely; after
+/// * A thread that keeps blocking while the OS thread panics (`block_on`
+///   called from a destructor during a panic) cannot be told from one inside
+///   its unwind, and cannot be switched away from safely; after
 ///   [`UNWIND_REFUSAL_LIMIT`] refused calls the process is aborted with a
 ///   message naming it, rather than spinning forever.
 #[cold]
@@ -788,17 +838,7 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
         panic::resume_unwind(Box::new(ForcedUnwind));
     }
     if panicking || t.no_suspend.get() > 0 {
-        let n = t.unwind_refusals.get() + 1;
-        t.unwind_refusals.set(n);
-        if n >= UNWIND_REFUSAL_LIMIT {
-            eprintln!(
-                "coro: green thread #{} '{}' keeps blocking while runtime shutdown unwinds it \
-                 ({n} refused calls; it catches the unwind and loops); aborting",
-                t.id,
-                t.display_name(),
-            );
-            std::process::abort();
-        }
+        count_refusal_while_stopping(t);
         return Err(WaitError::Interrupted);
     }
     // The unwind was caught: back to the scheduler, then unwind again.
@@ -808,46 +848,22 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
     panic::resume_unwind(Box::new(ForcedUnwind));
 }
 
-/// Marks which expired scope a `TimedOut` belongs to: the one whose deadline
-/// passed first (the outermost on ties).
-fn deliver_timeout(t: &Task) {
-    let mut scopes = t.scopes.borrow_mut();
-    if let Some(owner) = scopes
-        .iter_mut()
-        .filter(|s| s.expired)
-        .min_by_key(|s| s.deadline)
-    {
-        owner.delivered = true;
+/// Counts a blocking call refused to a thread that shutdown is stopping and
+/// that cannot switch away; aborts, naming the thread, past
+/// [`UNWIND_REFUSAL_LIMIT`] rather than spin forever.
+#[cold]
+fn count_refusal_while_stopping(t: &Task) {
+    let n = t.unwind_refusals.get() + 1;
+    t.unwind_refusals.set(n);
+    if n >= UNWIND_REFUSAL_LIMIT {
+        eprintln!(
+            "coro: green thread #{} '{}' keeps blocking while the runtime shuts down and \
+             cannot yield ({n} refused calls; it ignores the errors in a loop); aborting",
+            t.id,
+            t.display_name(),
+        );
+        std::process::abort();
     }
-}
-
-/// Before parking: makes sure the earliest unexpired scope has a timer, or
-/// expires it now if its deadline already passed.
-fn arm_scope_timer(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
-    let mut scopes = t.scopes.borrow_mut();
-    let Some(first) = scopes
-        .iter_mut()
-        .filter(|sc| !sc.expired)
-        .min_by_key(|sc| sc.deadline)
-    else {
-        return Ok(());
-    };
-    if first.registered {
-        return Ok(());
-    }
-    if first.deadline <= clock::now().ticks() {
-        first.expired = true;
-        first.delivered = true;
-        t.expired_scopes.set(t.expired_scopes.get() + 1);
-        return Err(WaitError::TimedOut);
-    }
-    first.registered = true;
-    let (deadline, id) = (first.deadline, first.id);
-    drop(scopes);
-    s.timers
-        .borrow_mut()
-        .insert(deadline, s.task_rc(t), TimerKind::Scope { id });
-    Ok(())
 }
 
 /// Suspends the running thread until `deadline`.
@@ -870,11 +886,17 @@ fn arm_scope_timer(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
 ///
 /// Outside a green thread.
 pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
-    let t = context::current_task_rc("coro::sleep_until");
+    sleep_until_named(deadline, "coro::sleep_until")
+}
+
+/// [`sleep_until`]; `call` names the public call in the panic outside a
+/// green thread.
+fn sleep_until_named(deadline: Instant, call: &str) -> Result<(), WaitError> {
+    let t = context::current_task_rc(call);
     loop {
         let gen = t.park_gen.get();
         t.timer_fired.set(false);
-        context::with_sched("coro::sleep_until", |s| {
+        context::with_sched(call, |s| {
             s.timers
                 .borrow_mut()
                 .insert(deadline.ticks(), t.clone(), TimerKind::Wake { gen })
@@ -884,7 +906,7 @@ pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
         if !fired {
             // Woken otherwise (or the park failed): our entry stays in the
             // heap, and can never fire (the park generation moved on).
-            context::with_sched("coro::sleep_until", |s| s.timers.borrow_mut().cancel_one());
+            context::with_sched(call, |s| s.timers.borrow_mut().cancel_one());
         }
         r?;
         if fired || clock::now() >= deadline {
@@ -916,5 +938,5 @@ pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
 /// });
 /// ```
 pub fn sleep(d: Duration) -> Result<(), WaitError> {
-    sleep_until(clock::now() + d)
+    sleep_until_named(clock::now() + d, "coro::sleep")
 }

@@ -221,6 +221,8 @@ where
                 }
             }
         };
+        // Its green-thread locals go before its joiners wake.
+        crate::local::drop_all();
         deliver(packet, r);
     }));
     if let Err(p) = outcome {
@@ -294,11 +296,14 @@ impl<T> JoinHandle<T> {
     ///
     /// [`WaitError`] if the wait is cut short (timeout, interrupt).
     pub fn wait(&self) -> Result<(), WaitError> {
+        self.wait_named("JoinHandle::wait")
+    }
+
+    /// [`wait`](JoinHandle::wait); `call` names the public call in the panic
+    /// outside a green thread.
+    fn wait_named(&self, call: &str) -> Result<(), WaitError> {
         while !self.is_finished() {
-            self.packet
-                .joiners
-                .borrow_mut()
-                .push(Waiter::current("JoinHandle::join"));
+            self.packet.joiners.borrow_mut().push(Waiter::current(call));
             let r = sched::park_as("join");
             // Leave the list: our entry (and any other given-up one) is stale.
             self.packet.joiners.borrow_mut().retain(Waiter::is_waiting);
@@ -322,7 +327,7 @@ impl<T> JoinHandle<T> {
     /// Outside a green thread, unless the thread already finished.
     pub fn join(self) -> Result<T, JoinError> {
         if !self.is_finished() {
-            self.wait()?;
+            self.wait_named("JoinHandle::join")?;
         }
         self.packet
             .result
@@ -347,8 +352,14 @@ impl<T> fmt::Debug for JoinHandle<T> {
 ///
 /// # Panics
 ///
-/// Outside a runtime, or if no stack can be mapped; use
-/// [`Builder::spawn`] to get that as an error.
+/// Outside a runtime, or if no stack can be mapped (out of memory, or about
+/// 32 000 live threads with the default stack size and Linux's default
+/// `vm.max_map_count`). Use [`Builder::spawn`] to get that as an
+/// `OutOfMemory` error instead, **in any loop that spawns per request**: a
+/// panic there kills only the spawning thread (an accept loop), and the
+/// server goes on running, deaf. Handle the error by shedding the request
+/// and backing off; see the accept loop of `examples/lib.rs`
+/// (`coro_examples::accept_loop`) and README's server snippet.
 ///
 /// # Examples
 ///

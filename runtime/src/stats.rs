@@ -27,7 +27,7 @@ pub struct Stats {
     pub live: usize,
     /// Green threads in the ready queue.
     pub ready: usize,
-    /// Timers that will still fire (sleeps, armed `with_timeout` scopes).
+    /// Timers that will still fire (sleeps, armed deadlines of scopes).
     pub pending_timers: usize,
     /// Entries in the timer heap, stale ones included (bounded slack).
     pub timer_heap_len: usize,
@@ -80,6 +80,9 @@ pub struct ThreadInfo {
     pub age: Duration,
     /// Usable bytes of its stack.
     pub stack_size: usize,
+    /// For a thread spawned in a [`scope`](crate::scope): the id of the
+    /// thread that runs the scope.
+    pub parent: Option<u64>,
 }
 
 /// Counters of the current runtime.
@@ -143,6 +146,7 @@ pub fn threads() -> Vec<ThreadInfo> {
                     .as_ref()
                     .map(|r| Duration::from_nanos(r.get(&t.id).copied().unwrap_or(0))),
                 stack_size: t.stack_size,
+                parent: t.cancel.parent.get().map(|p| p.owner.id),
                 age: crate::clock::Instant::from_ticks(t.spawned_at).elapsed(),
             })
             .collect();

@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
 
+use crate::cancel::TaskCancel;
 use crate::context;
 use crate::error::ScheduleError;
 use crate::stack::{GreenStack, ThreadStack};
@@ -63,21 +64,6 @@ impl ThreadState {
     }
 }
 
-/// One `with_timeout` scope on a task's scope stack.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Scope {
-    /// Unique per task; timer entries name their scope by it.
-    pub(crate) id: u64,
-    /// Deadline in clock ticks.
-    pub(crate) deadline: u64,
-    /// The deadline passed (set by the timer, or found at a park).
-    pub(crate) expired: bool,
-    /// A blocking call returned `TimedOut` on behalf of this scope.
-    pub(crate) delivered: bool,
-    /// A timer entry for this scope is in the heap.
-    pub(crate) registered: bool,
-}
-
 /// The control block of one green thread.
 pub(crate) struct Task {
     pub(crate) id: u64,
@@ -100,11 +86,9 @@ pub(crate) struct Task {
     pub(crate) park_gen: Cell<u64>,
     /// An interrupt is pending: the current or next blocking call fails.
     pub(crate) interrupted: Cell<bool>,
-    /// The `with_timeout` scopes in force, innermost last.
-    pub(crate) scopes: RefCell<Vec<Scope>>,
-    /// How many scopes in `scopes` are expired (to keep parks cheap).
-    pub(crate) expired_scopes: Cell<u32>,
-    pub(crate) scope_seq: Cell<u64>,
+    /// The scopes it runs inside (`with_timeout`, cancel scopes, nurseries)
+    /// and whether one of them is cancelled (see `cancel`).
+    pub(crate) cancel: TaskCancel,
     pub(crate) selfish_left: Cell<u32>,
     pub(crate) selfish_max: Cell<u32>,
     /// Depth of `no_suspend` regions.
@@ -132,6 +116,8 @@ pub(crate) struct Task {
     pub(crate) spawned_at: u64,
     /// Its stack's state: where it last suspended (`stack`).
     pub(crate) stack: ThreadStack,
+    /// Its `green_local!` values (see `local`).
+    pub(crate) locals: RefCell<crate::local::Locals>,
 }
 
 impl Task {
@@ -153,9 +139,7 @@ impl Task {
             yielder: Cell::new(std::ptr::null()),
             park_gen: Cell::new(0),
             interrupted: Cell::new(false),
-            scopes: RefCell::new(Vec::new()),
-            expired_scopes: Cell::new(0),
-            scope_seq: Cell::new(0),
+            cancel: TaskCancel::default(),
             selfish_left: Cell::new(selfishness),
             selfish_max: Cell::new(selfishness),
             no_suspend: Cell::new(0),
@@ -169,6 +153,7 @@ impl Task {
             yield_refusal_logged: Cell::new(false),
             spawned_at: crate::clock::now().ticks(),
             stack: ThreadStack::default(),
+            locals: RefCell::new(Vec::new()),
         }
     }
 
@@ -186,6 +171,8 @@ impl Drop for Task {
     /// another one) current, running code that expects its own. It is leaked
     /// instead (its stack and what lives on it stay allocated), and said so.
     fn drop(&mut self) {
+        // Locals left here belong to a leaked thread: leaked with it.
+        std::mem::forget(std::mem::take(self.locals.get_mut()));
         if let Some(co) = self.coroutine.get_mut().take() {
             if co.done() {
                 return;
@@ -204,13 +191,15 @@ impl Drop for Task {
 
 /// Wakes a parked task: it goes to the back of its runtime's ready queue.
 ///
-/// Returns `false`, and does nothing, when the task's runtime is not the one
-/// running on this OS thread (no runtime runs, or another one does): the
-/// task belongs to a table this scheduler does not own. It never panics: it
-/// is called from destructors (a lock guard handing off), also while a
-/// thread unwinds.
+/// Returns `false`, and does nothing, when the task is not parked or its
+/// runtime is not the one running on this OS thread (no runtime runs, or
+/// another one does): the task belongs to a table this scheduler does not
+/// own. It never panics: it is called from destructors (a lock guard
+/// handing off), also while a thread unwinds.
 pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
-    debug_assert_eq!(task.state.get(), ThreadState::Parked);
+    if task.state.get() != ThreadState::Parked {
+        return false;
+    }
     context::try_with_sched(|s| {
         if s.id != task.runtime {
             return false;
@@ -245,6 +234,11 @@ impl Waiter {
     /// (and belongs to the running runtime). Returns whether it did.
     pub(crate) fn wake(&self) -> bool {
         self.is_waiting() && make_ready(&self.task)
+    }
+
+    /// The task has finished (or was leaked at shutdown).
+    pub(crate) fn is_dead(&self) -> bool {
+        self.task.state.get() == ThreadState::Dead
     }
 
     /// The task is still parked in the park this waiter was made for.
@@ -353,11 +347,18 @@ impl Coro {
     ///   (Its closure always runs, so values moved into it are handled by the
     ///   thread's own code.)
     ///
+    /// * Inside a shielded [`CancelScope`](crate::CancelScope): it gets
+    ///   there all the same. A shield keeps out the cancellations of the
+    ///   scopes around it; an interrupt targets the thread.
+    /// * Waiting at the end of a [`scope`](crate::scope): the scope is
+    ///   cancelled (its threads end sooner) and goes on waiting; the
+    ///   interrupt stays pending for the next blocking call after it.
+    ///
     /// An interrupt is consumed by the one blocking call that reports it.
     ///
     /// # Errors
     ///
-    /// A [`ScheduleError`] if the thread is dead, or belongs to a runtime
+    /// A [`ScheduleError`] if the thread is dead, or is parked in a runtime
     /// other than the one running on this OS thread.
     pub fn interrupt(&self) -> Result<(), ScheduleError> {
         let t = &self.0;

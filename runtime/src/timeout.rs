@@ -1,9 +1,10 @@
-//! `with_timeout` scopes and `no_suspend` regions.
+//! `with_timeout` / `with_deadline` scopes and `no_suspend` regions.
 //!
 //! # Design
 //!
-//! A scope is an entry on the running task's scope stack: its deadline in
-//! ticks and three flags. Entering and leaving a scope whose closure never
+//! A scope is an entry on the running task's scope stack (see `cancel`,
+//! which also holds cancel scopes and nurseries there): its deadline in
+//! ticks and a few flags. Entering and leaving a scope whose closure never
 //! blocks costs a clock read and a push and pop: no timer is created. Only when
 //! the task parks does the earliest unexpired scope get a timer entry (or
 //! expire on the spot if its deadline has passed). When that timer fires the
@@ -11,17 +12,18 @@
 //! every blocking call inside the scope fails with `TimedOut` (level-triggered)
 //! and the error is *delivered* to the scope whose deadline passed first. On
 //! exit, a scope returns `Err(Timeout)` exactly when a blocking call reported
-//! its own expiry, so nested scopes each convert only their own timeout and
-//! a result that completed before anything saw the deadline is never thrown
-//! away. A scope that leaves with its timer still pending marks that entry
-//! stale (see `timer`).
+//! its own expiry (also a call of a thread in a `coro::scope` inside it), so
+//! nested scopes each convert only their own timeout and a result that
+//! completed before anything saw the deadline is never thrown away. A scope
+//! that leaves with its timer still pending marks that entry stale (see
+//! `timer`).
 
 use std::time::Duration;
 
-use crate::clock;
+use crate::cancel::{self, Left};
+use crate::clock::{self, Instant};
 use crate::context;
 use crate::error::Timeout;
-use crate::task::Scope;
 
 /// Runs `f` under a deadline `d` from now.
 ///
@@ -69,18 +71,43 @@ pub fn with_timeout<R>(d: Duration, f: impl FnOnce() -> R) -> Result<R, Timeout>
     let deadline = clock::now()
         .ticks()
         .saturating_add(clock::duration_to_ticks(d));
-    let id = context::with_current("coro::with_timeout", |_, t| {
-        let id = t.scope_seq.get() + 1;
-        t.scope_seq.set(id);
-        t.scopes.borrow_mut().push(Scope {
-            id,
-            deadline,
-            expired: false,
-            delivered: false,
-            registered: false,
-        });
-        id
-    });
+    run_scope("coro::with_timeout", deadline, f)
+}
+
+/// Runs `f` under an absolute deadline: [`with_timeout`] with a point in
+/// time instead of a duration (a deadline already passed fails the first
+/// blocking call inside).
+///
+/// # Panics
+///
+/// Outside a green thread.
+///
+/// # Examples
+///
+/// ```
+/// # use coro_runtime as coro;
+/// use std::time::Duration;
+///
+/// coro::run(|| {
+///     // One deadline for several steps, however many there are.
+///     let deadline = coro::clock::now() + Duration::from_millis(10);
+///     let r = coro::with_deadline(deadline, || -> Result<(), coro::WaitError> {
+///         loop {
+///             coro::sleep(Duration::from_millis(3))?;
+///         }
+///     });
+///     assert_eq!(r, Err(coro::Timeout));
+/// });
+/// ```
+pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> Result<R, Timeout> {
+    run_scope("coro::with_deadline", deadline.ticks(), f)
+}
+
+/// The body of [`with_timeout`] and [`with_deadline`]: a scope entry pushed
+/// and popped, nothing else unless `f` blocks.
+#[inline(always)]
+fn run_scope<R>(what: &str, deadline: u64, f: impl FnOnce() -> R) -> Result<R, Timeout> {
+    let id = context::with_current(what, |_, t| cancel::push_local(t, deadline));
     let guard = ScopeGuard(id);
     let r = f();
     let scope = guard.exit();
@@ -95,7 +122,7 @@ pub fn with_timeout<R>(d: Duration, f: impl FnOnce() -> R) -> Result<R, Timeout>
 struct ScopeGuard(u64);
 
 impl ScopeGuard {
-    fn exit(self) -> Scope {
+    fn exit(self) -> Left {
         let s = pop_scope(self.0);
         std::mem::forget(self);
         s
@@ -108,23 +135,8 @@ impl Drop for ScopeGuard {
     }
 }
 
-fn pop_scope(id: u64) -> Scope {
-    context::with_current("with_timeout", |s, t| {
-        let scope = {
-            let mut scopes = t.scopes.borrow_mut();
-            let i = scopes
-                .iter()
-                .rposition(|sc| sc.id == id)
-                .expect("with_timeout scope stack out of order");
-            scopes.remove(i)
-        };
-        if scope.expired {
-            t.expired_scopes.set(t.expired_scopes.get() - 1);
-        } else if scope.registered {
-            s.timers.borrow_mut().cancel_one();
-        }
-        scope
-    })
+fn pop_scope(id: u64) -> Left {
+    context::with_current("with_timeout", |s, t| cancel::pop(s, t, id))
 }
 
 /// Runs `f` in a region where blocking is refused: a blocking call inside

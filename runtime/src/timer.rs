@@ -32,7 +32,7 @@
 //!
 //! Entries are never removed from the middle. An entry whose operation
 //! finished first (a sleep that was interrupted, a `with_timeout` scope that
-//! returned) becomes *stale*: it is skipped when it pops, and everything
+//! returned, a scope whose deadline moved) becomes *stale*: it is skipped when it pops, and everything
 //! is rebuilt without stale entries once they
 //! outnumber the live ones (and pass a small floor). So the structure holds
 //! at most about twice the live timers plus that floor, and cancelling
@@ -72,7 +72,7 @@ const SLOT_KEEP: usize = 256;
 pub(crate) enum TimerKind {
     /// Wake the task if it is still in the park of this generation (sleep).
     Wake { gen: u64 },
-    /// Expire the task's `with_timeout` scope with this id.
+    /// Expire the task's scope with this id (`with_timeout`, a cancel scope).
     Scope { id: u64 },
 }
 
@@ -90,12 +90,7 @@ impl Entry {
             TimerKind::Wake { gen } => {
                 self.task.state.get() == ThreadState::Parked && self.task.park_gen.get() == gen
             }
-            TimerKind::Scope { id } => self
-                .task
-                .scopes
-                .try_borrow()
-                .map(|s| s.iter().any(|s| s.id == id && !s.expired))
-                .unwrap_or(true),
+            TimerKind::Scope { id } => crate::cancel::timer_is_live(&self.task, id, self.deadline),
         }
     }
 

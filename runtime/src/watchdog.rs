@@ -15,11 +15,23 @@
 //!
 //! The same samples give each thread's approximate run time for
 //! [`threads`](crate::threads).
+//!
+//! # Without a logger
+//!
+//! A program that installed no `log` logger (or filters coro's warnings
+//! out) would never hear of a hog. So the first warning of the process that
+//! no logger would show goes to stderr as well, once, with a hint to install
+//! a logger; later ones count in `Stats::latency_warnings` and go to `log`
+//! only.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// A warning went to stderr because no logger would show it (see the
+/// module docs): once per process.
+static TOLD_STDERR: AtomicBool = AtomicBool::new(false);
 
 /// Shared between the scheduler and its watchdog.
 pub(crate) struct WatchShared {
@@ -146,13 +158,22 @@ fn watch(s: Arc<WatchShared>) {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(running, name.clone(), ran);
-            log::warn!(
-                target: "coro::latency",
+            let text = format!(
                 "latency warning: green thread #{running} '{}' has run {:.3} s without yielding (threshold {:.3} s)",
                 name.as_deref().unwrap_or("<unnamed>"),
                 ran.as_secs_f64(),
                 s.threshold.as_secs_f64(),
             );
+            log::warn!(target: "coro::latency", "{text}");
+            if !log::log_enabled!(target: "coro::latency", log::Level::Warn)
+                && !TOLD_STDERR.swap(true, Ordering::Relaxed)
+            {
+                eprintln!(
+                    "coro: {text}\ncoro: (no `log` logger shows coro's warnings, so this first one \
+                     goes to stderr; install one, e.g. env_logger, to see them all; \
+                     coro::stats().latency_warnings counts them)"
+                );
+            }
         }
     }
 }

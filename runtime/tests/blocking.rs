@@ -1,11 +1,29 @@
 //! Blocking offload: the call runs on another OS thread while green threads go on.
 
 use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use coro_runtime::{self as coro, Timeout};
+
+/// Runs `f` on its own OS thread; `Err` if it does not finish within `secs`.
+fn within<T: Send + 'static>(
+    secs: u64,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let r = panic::catch_unwind(AssertUnwindSafe(f));
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(p)) => panic::resume_unwind(p),
+        Err(_) => Err(format!("did not finish within {secs} s")),
+    }
+}
 
 #[test]
 fn blocking_runs_elsewhere_and_others_keep_running() {
@@ -71,4 +89,98 @@ fn many_jobs_on_a_small_pool() {
         hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
     });
     assert_eq!(total, (0..50).map(|i| i * 2).sum());
+}
+
+/// A caller waiting for room in the full queue is woken when queued jobs are
+/// cancelled, and a wake-up popped for a room waiter that an interrupt
+/// already made ready is passed on (issue #13; it used to be lost). Here: the only
+/// worker is busy, 4096 queued callers time out (the queue empties), room
+/// waiter X is interrupted, and the busy job completes while X's stale
+/// entry is first: Y's wake-up goes to X and is lost. Y used to stay parked
+/// forever with an empty queue and an idle worker.
+#[test]
+fn a_room_waiter_is_not_stranded_when_queued_jobs_go_away() {
+    let r = within(60, || {
+        let mut rt = coro::Runtime::builder()
+            .blocking_threads(1)
+            .latency_warning(None)
+            .build()
+            .unwrap();
+        rt.block_on(|| {
+            let (release, stuck) = mpsc::channel::<()>();
+            let holder = coro::spawn(move || coro::blocking(move || stuck.recv().is_ok()));
+            coro::yield_now();
+            // Fill the queue with callers that give up after 300 ms.
+            let fillers: Vec<_> = (0..4096)
+                .map(|_| {
+                    coro::Builder::new()
+                        .stack_size(16 * 1024)
+                        .spawn(|| {
+                            coro::with_timeout(Duration::from_millis(300), || coro::blocking(|| ()))
+                        })
+                        .unwrap()
+                })
+                .collect();
+            coro::yield_now();
+            assert_eq!(coro::stats().blocking_queued, 4096);
+            let x = coro::spawn(|| coro::blocking(|| ()));
+            let y_done = Rc::new(Cell::new(false));
+            let yd = y_done.clone();
+            let y = coro::spawn(move || {
+                let r = coro::blocking(|| ());
+                yd.set(true);
+                r
+            });
+            coro::yield_now(); // x, y wait for room
+            for f in fillers {
+                assert!(f.join().unwrap().is_err());
+            }
+            assert!(
+                coro::stats().blocking_queued <= 2,
+                "the fillers' jobs were cancelled (x and y took the room)"
+            );
+            // Keep the loop busy so that it polls after every pass.
+            let stop = Rc::new(Cell::new(false));
+            let spinners: Vec<_> = (0..300)
+                .map(|_| {
+                    let s = stop.clone();
+                    coro::Builder::new()
+                        .stack_size(16 * 1024)
+                        .spawn(move || {
+                            while !s.get() {
+                                coro::yield_now();
+                            }
+                        })
+                        .unwrap()
+                })
+                .collect();
+            coro::yield_now();
+            // The busy job finishes; its completion is drained before x runs.
+            release.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            let _ = x.thread().interrupt();
+            coro::yield_now();
+            stop.set(true);
+            for s in spinners {
+                s.join().unwrap();
+            }
+            assert!(holder.join().unwrap().unwrap());
+            let _ = x.join(); // interrupted, or done if its room came first
+                              // Nothing is queued and the worker is idle: y should run now.
+            coro::sleep(Duration::from_secs(2)).unwrap();
+            let st = coro::stats();
+            println!(
+                "after 2 s: y finished = {}, queued = {}, workers = {}, in flight = {}",
+                y_done.get(),
+                st.blocking_queued,
+                st.blocking_threads,
+                st.blocking_in_flight
+            );
+            let ok = y_done.get();
+            let _ = y.thread().interrupt();
+            let _ = y.join();
+            ok
+        })
+    });
+    assert_eq!(r, Ok(true), "y must get its job run");
 }

@@ -250,3 +250,47 @@ fn rss() -> usize {
     // SAFETY: sysconf has no preconditions.
     pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize
 }
+
+/// A scope's threads borrow from their owner's stack while the owner waits
+/// for them: the owner, parked far longer than `idle_stack_release`, must
+/// not be copied out (its pages would read as zeros to the threads, and
+/// their writes would be lost when it is copied back). A sibling parked
+/// as long is copied out, so the sweep did run.
+#[test]
+fn issue_12_4_a_scope_owner_stays_in_place_while_its_threads_borrow_from_it() {
+    runtime().block_on(|| {
+        let idle = coro::spawn(|| {
+            let _ = coro::park_as("idle sibling");
+        });
+        let mut counts = [0u64; 64];
+        let label = String::from("borrowed");
+        let before = std::hint::black_box([0xabu8; 512]);
+        coro::scope(|s| {
+            for (i, c) in counts.iter_mut().enumerate() {
+                let before = &before;
+                let label = &label;
+                s.spawn(move || {
+                    // Long enough for the owner (parked in the scope's wait)
+                    // to be seen idle on several sweeps.
+                    wait_copied_out(1);
+                    coro::sleep(Duration::from_millis(100)).unwrap();
+                    assert!(
+                        before.iter().all(|&b| b == 0xab),
+                        "thread {i} read a released page"
+                    );
+                    assert_eq!(label, "borrowed");
+                    *c = i as u64 + 1;
+                });
+            }
+        })
+        .unwrap();
+        assert!(counts.iter().enumerate().all(|(i, &c)| c == i as u64 + 1));
+        assert_eq!(
+            coro::stats().idle_stacks,
+            1,
+            "only the sibling is copied out"
+        );
+        idle.thread().interrupt();
+        assert!(idle.join().is_ok());
+    });
+}

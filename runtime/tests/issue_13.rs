@@ -337,7 +337,12 @@ fn issue_13_8_abandoned_jobs_are_dropped_and_the_queue_is_bounded() {
         rt.block_on(|| {
             let (release, stuck) = mpsc::channel::<()>();
             let holder = coro::spawn(move || coro::blocking(move || stuck.recv().is_ok()));
+            // Until the worker has taken the holder's job (one yield is not
+            // enough where threads are slow to start: under valgrind).
             coro::yield_now();
+            while coro::stats().blocking_queued > 0 {
+                coro::sleep(Duration::from_millis(1)).unwrap();
+            }
             let ran = Arc::new(Mutex::new(false));
             let r = ran.clone();
             let gave_up = coro::with_timeout(Duration::from_millis(10), || {

@@ -254,3 +254,42 @@ fn max_map_count() -> Option<usize> {
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
 }
+
+/// Issue #13, item 9 with std's own handler before ours (every Rust program
+/// has it): std's handler, called for a sent SIGSEGV, resets the disposition
+/// to the default and returns; ours is put back, so a later green overflow
+/// is still reported (it used to die as a bare SIGSEGV).
+#[test]
+fn issue_13_9_a_sent_sigsegv_forwarded_to_std_keeps_the_overflow_report() {
+    const NAME: &str = "issue_13_9_a_sent_sigsegv_forwarded_to_std_keeps_the_overflow_report";
+    if is_child(NAME) {
+        coro::run(|| {
+            // SAFETY: a child process that exists to receive this signal.
+            unsafe { libc::raise(libc::SIGSEGV) };
+            // SAFETY: all-zero is a valid sigaction.
+            let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: querying only.
+            unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut cur) };
+            println!(
+                "SURVIVED raise; SIGSEGV disposition now {:#x}",
+                cur.sa_sigaction
+            );
+            coro::Builder::new()
+                .name("after-forwarding".into())
+                .stack_size(64 * 1024)
+                .spawn(|| recurse(0))
+                .unwrap()
+                .join()
+                .unwrap();
+        });
+        unreachable!("the overflow must abort the process");
+    }
+    let out = child(NAME);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("SURVIVED raise"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("'after-forwarding' overflowed its stack"),
+        "overflow not reported: {stderr}"
+    );
+}

@@ -113,8 +113,18 @@ impl Condvar {
         &self,
         guard: MutexGuard<'a, T>,
     ) -> Result<MutexGuard<'a, T>, LockError> {
+        self.wait_named(guard, "Condvar::wait")
+    }
+
+    /// [`wait`](Condvar::wait); `call` names the public call in the panic
+    /// outside a green thread.
+    fn wait_named<'a, T: ?Sized>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        call: &str,
+    ) -> Result<MutexGuard<'a, T>, LockError> {
         let mutex: &'a Mutex<T> = guard.lock;
-        let coro = waitlist::current_coro("Condvar::wait");
+        let coro = waitlist::current_coro(call);
         // Queue, then unlock: nothing else runs before we park, so no
         // notification can slip in between.
         let key = self.waiters.borrow_mut().push_back(coro, ());
@@ -142,7 +152,7 @@ impl Condvar {
         F: FnMut(&mut T) -> bool,
     {
         while condition(&mut *guard) {
-            guard = self.wait(guard)?;
+            guard = self.wait_named(guard, "Condvar::wait_while")?;
         }
         Ok(guard)
     }

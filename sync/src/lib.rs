@@ -7,13 +7,22 @@
 //! a [`channel`] feeds a worker thread, a [`WaitGroup`], an
 //! [`InvertedSemaphore`] or [`in_parallel`] waits for a batch of jobs.
 //!
+//! On these primitives only, the crate builds what a server keeps around:
+//! a connection [`Pool`] (ZODB's soft limit and LIFO reuse, r2d2's hard
+//! limit), a [`GroupPool`] of workers keyed by anything (Passenger's
+//! ApplicationPool), [`PeriodicExecutor`]s (PyMongo's) and [`Deferred`]
+//! work for destructors that must not block.
+//!
 //! Every primitive queues its waiters in FIFO order and hands what it
 //! releases (ownership, permits, an item, a notification) straight to the
 //! first waiter, so no thread can barge in ahead of the queue. Every call that
 //! can wait returns a `Result` and fails with the runtime's
 //! [`WaitError`](coro_runtime::WaitError) when it is interrupted, when a
 //! [`with_timeout`](coro_runtime::with_timeout) deadline passes, or at
-//! shutdown.
+//! shutdown. A call that fails without waiting (a `recv` on a disconnected
+//! channel, a `lock` the caller already holds) spends selfishness, so an
+//! error loop still yields; `try_*` calls never switch threads (see the
+//! runtime's crate docs, "Calls that fail at once").
 //!
 //! # Implementation
 //!
@@ -57,23 +66,48 @@
 
 mod channel;
 mod condvar;
+mod deferred;
 mod error;
 mod event;
+mod executor;
+mod group_pool;
 mod inverted_semaphore;
 mod mutex;
 mod parallel;
+mod pool;
 mod rwlock;
 mod semaphore;
 mod wait_group;
 mod waitlist;
 
-pub use channel::{channel, Fifo, Receiver, SendError, Sender, TryRecvError, TrySendError};
+pub use channel::{
+    channel, sync_channel, Fifo, IntoIter, Iter, Receiver, RecvError, SendError, Sender, TryIter,
+    TryRecvError, TrySendError,
+};
 pub use condvar::Condvar;
+pub use deferred::{Deferred, DEFAULT_DRAIN_INTERVAL};
+
+/// The `Send` bridge into a runtime: a channel that any OS thread or
+/// runtime sends into, whose receiver waits on a green thread. See
+/// [`remote::channel`].
+pub mod remote {
+    pub use crate::channel::remote::{channel, Iter, Receiver, Sender};
+}
 pub use error::{LockError, TryAcquireError, TryLockError};
 pub use event::Event;
+pub use executor::{CloseOnDrop, ExecutorExit, PeriodicExecutor, SHUTDOWN_JOIN};
+pub use group_pool::{
+    GetError, GroupOptions, GroupPool, GroupPoolBuilder, Session, Spawner, DEFAULT_MAX,
+    DEFAULT_MAX_IDLE_TIME, DEFAULT_MAX_QUEUE, MAX_ATTEMPTS,
+};
 pub use inverted_semaphore::InvertedSemaphore;
 pub use mutex::{Mutex, MutexGuard};
 pub use parallel::in_parallel;
+pub use pool::{
+    Builder as PoolBuilder, Manager, Pool, PoolError, PooledConnection, State as PoolState,
+    Statistics as PoolStatistics, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_POOL_SIZE,
+    DEFAULT_REAPER_RATE,
+};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use wait_group::{WaitGroup, WaitGroupGuard};

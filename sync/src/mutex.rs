@@ -143,6 +143,7 @@ impl<T: ?Sized> Mutex<T> {
     #[cold]
     fn lock_slow(&self, me: u64) -> Result<MutexGuard<'_, T>, LockError> {
         if me != 0 && self.owner.get() == me {
+            waitlist::failed_at_once();
             return Err(LockError::WouldDeadlock);
         }
         let coro = waitlist::current_coro("Mutex::lock");
@@ -184,6 +185,40 @@ impl<T: ?Sized> Mutex<T> {
     /// Whether some green thread holds the lock.
     pub fn is_locked(&self) -> bool {
         self.locked.get()
+    }
+
+    /// The id ([`Coro::id`](coro_runtime::Coro::id)) of the green thread
+    /// holding the lock, or `None` when it is free (or was locked outside a
+    /// green thread). A waiter the lock was handed to owns it before it runs.
+    pub fn owner(&self) -> Option<u64> {
+        let owner = self.owner.get();
+        (self.locked.get() && owner != 0).then_some(owner)
+    }
+
+    /// Whether the calling green thread holds the lock: for assertions in
+    /// code that must run under it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use coro_sync::Mutex;
+    ///
+    /// fn must_hold(m: &Mutex<u32>) {
+    ///     assert!(m.is_owned_by_current_thread(), "call with the lock held");
+    /// }
+    ///
+    /// coro_runtime::run(|| {
+    ///     let m = Mutex::new(0);
+    ///     let g = m.lock().unwrap();
+    ///     must_hold(&m);
+    ///     assert_eq!(m.owner(), coro_runtime::current_id());
+    ///     drop(g);
+    ///     assert!(!m.is_owned_by_current_thread());
+    /// });
+    /// ```
+    pub fn is_owned_by_current_thread(&self) -> bool {
+        let me = waitlist::current_id();
+        me != 0 && self.owner() == Some(me)
     }
 
     /// Number of green threads queued in [`lock`](Mutex::lock).

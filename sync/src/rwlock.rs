@@ -146,6 +146,7 @@ impl<T: ?Sized> RwLock<T> {
             return Ok(self.read_guard(me));
         }
         if me != 0 && (self.owner.get() == me || self.reader_ids.borrow().contains(&me)) {
+            waitlist::failed_at_once();
             return Err(LockError::WouldDeadlock);
         }
         match self.enqueue(Mode::Read, "RwLock::read") {
@@ -175,6 +176,7 @@ impl<T: ?Sized> RwLock<T> {
             return Ok(self.write_guard());
         }
         if me != 0 && (self.owner.get() == me || self.reader_ids.borrow().contains(&me)) {
+            waitlist::failed_at_once();
             return Err(LockError::WouldDeadlock);
         }
         self.enqueue(Mode::Write, "RwLock::write")?;
@@ -218,6 +220,49 @@ impl<T: ?Sized> RwLock<T> {
     /// Whether a writer holds the lock.
     pub fn is_write_locked(&self) -> bool {
         self.writer.get()
+    }
+
+    /// Whether anyone holds the lock, in either mode.
+    pub fn is_locked(&self) -> bool {
+        !self.is_free()
+    }
+
+    /// The id ([`Coro::id`](coro_runtime::Coro::id)) of the green thread
+    /// holding the write lock, or `None` when no writer holds it (or it was
+    /// locked outside a green thread).
+    pub fn writer(&self) -> Option<u64> {
+        let owner = self.owner.get();
+        (self.writer.get() && owner != 0).then_some(owner)
+    }
+
+    /// Whether the calling green thread holds the write lock: for assertions
+    /// in code that must run under it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use coro_sync::RwLock;
+    ///
+    /// coro_runtime::run(|| {
+    ///     let l = RwLock::new(0);
+    ///     let w = l.write().unwrap();
+    ///     assert!(l.is_write_owned_by_current_thread());
+    ///     assert_eq!(l.writer(), coro_runtime::current_id());
+    ///     drop(w);
+    ///     let _r = l.read().unwrap();
+    ///     assert!(!l.is_write_owned_by_current_thread());
+    ///     assert!(l.is_read_owned_by_current_thread());
+    /// });
+    /// ```
+    pub fn is_write_owned_by_current_thread(&self) -> bool {
+        let me = waitlist::current_id();
+        me != 0 && self.writer() == Some(me)
+    }
+
+    /// Whether the calling green thread holds a read guard of this lock.
+    pub fn is_read_owned_by_current_thread(&self) -> bool {
+        let me = waitlist::current_id();
+        me != 0 && self.reader_ids.borrow().contains(&me)
     }
 
     /// Number of green threads queued for the lock.

@@ -116,6 +116,27 @@ impl<D> WaitList<D> {
         key
     }
 
+    /// Queues `coro` at the front (a waiter that was served but has to
+    /// wait again keeps its place); returns its key.
+    pub(crate) fn push_front(&mut self, coro: Coro, data: D) -> usize {
+        let next = self.head;
+        let key = self.alloc(Node {
+            coro,
+            data,
+            linked: true,
+            prev: NIL,
+            next,
+        });
+        if next == NIL {
+            self.tail = key;
+        } else {
+            self.node_mut(next).prev = key;
+        }
+        self.head = key;
+        self.linked += 1;
+        key
+    }
+
     /// Takes `key` out of the list (its slot stays allocated).
     fn unlink(&mut self, key: usize) {
         let (prev, next) = {
@@ -184,6 +205,17 @@ impl<D> WaitList<D> {
     #[inline]
     pub(crate) fn first_live(&self) -> Option<usize> {
         self.live_from(self.head)
+    }
+
+    /// Number of queued waiters that can take a hand-off (O(n)).
+    pub(crate) fn live_count(&self) -> usize {
+        let mut n = 0;
+        let mut k = self.first_live();
+        while let Some(key) = k {
+            n += 1;
+            k = self.next_live(key);
+        }
+        n
     }
 
     /// The next queued waiter after `key` that can take a hand-off.
@@ -316,6 +348,17 @@ impl<D, F: Fn(), P: FnOnce(D)> Drop for Leave<'_, D, F, P> {
             (self.dispatch)();
         }
     }
+}
+
+/// A blocking call is returning an error without having waited: it spends
+/// one unit of the running thread's selfishness, as a call that succeeds
+/// without waiting on a socket does, so a loop that ignores the error
+/// yields every few calls instead of starving the other threads (the rule
+/// is stated in the runtime's crate docs, "Calls that fail at once").
+/// Nothing outside a green thread.
+#[inline]
+pub(crate) fn failed_at_once() {
+    coro_runtime::failed_at_once();
 }
 
 /// The id of the running green thread, or 0 outside one.

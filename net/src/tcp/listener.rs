@@ -43,7 +43,13 @@ pub const DEFAULT_BACKLOG: i32 = 1024;
 ///         match listener.accept() {
 ///             Ok((stream, _peer)) => {
 ///                 backoff = Duration::from_millis(5);
-///                 coro::spawn(move || drop(stream));
+///                 // Builder::spawn, not coro::spawn: no memory for a stack
+///                 // is an error here (the connection is dropped), not a
+///                 // panic that kills the accept loop.
+///                 if let Err(e) = coro::Builder::new().spawn(move || drop(stream)) {
+///                     log::warn!("shedding a connection: {e}");
+///                     coro::sleep(backoff).map_err(std::io::Error::from)?;
+///                 }
 ///             }
 ///             Err(e) if is_fd_exhaustion(&e) => {
 ///                 log::warn!("accept: {e}; backing off {backoff:?}");
@@ -61,7 +67,8 @@ pub const DEFAULT_BACKLOG: i32 = 1024;
 ///
 /// [`close`](TcpListener::close) stops listening and wakes a green thread
 /// blocked in `accept` at once with a `NotConnected` error: the way to stop
-/// an accept loop from another green thread.
+/// an accept loop from another green thread. [`incoming`](TcpListener::incoming)
+/// ends there, so `for s in listener.incoming()` stops as std users expect.
 ///
 /// # Examples
 ///
@@ -155,6 +162,7 @@ impl TcpListenerBuilder {
     ///
     /// Outside a green thread.
     pub fn bind<A: ToSocketAddrs>(&self, addr: A) -> io::Result<TcpListener> {
+        crate::source::need_runtime("TcpListenerBuilder::bind");
         if self.backlog < 1 {
             return Err(invalid(format!(
                 "coro-net: listen backlog must be at least 1, not {}",
@@ -192,6 +200,7 @@ impl TcpListener {
     ///
     /// Outside a green thread.
     pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
+        crate::source::need_runtime("TcpListener::bind");
         TcpListenerBuilder::default().bind(addr)
     }
 
@@ -209,7 +218,7 @@ impl TcpListener {
     /// the type's docs: back off, do not retry at once); a timeout or an
     /// interruption; `NotConnected` after [`close`](TcpListener::close).
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (s, peer) = self.inner.read(|l| l.accept())?;
+        let (s, peer) = self.inner.read("TcpListener::accept", |l| l.accept())?;
         Ok((TcpStream::from_mio(s)?, peer))
     }
 

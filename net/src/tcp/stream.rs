@@ -102,6 +102,7 @@ impl TcpStream {
     ///
     /// Outside a green thread.
     pub fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
+        crate::source::need_runtime("TcpStream::connect");
         each_addr(addr, connect_one)
     }
 
@@ -113,6 +114,7 @@ impl TcpStream {
     /// As [`connect`](TcpStream::connect); `TimedOut` past `timeout`;
     /// `InvalidInput` for a zero timeout.
     pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        crate::source::need_runtime("TcpStream::connect_timeout");
         crate::source::check_timeout(Some(timeout))?;
         crate::source::timed(Some(timeout), || connect_one(*addr))
     }
@@ -153,7 +155,7 @@ impl TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        self.inner.read(|s| s.peek(buf))
+        self.inner.read("TcpStream::peek", |s| s.peek(buf))
     }
 
     /// Sets `TCP_NODELAY` (disables Nagle's algorithm when `true`).
@@ -180,7 +182,7 @@ impl TcpStream {
     ///
     /// A timeout, an interruption, or `NotConnected` after `close`.
     pub fn wait_readable(&self) -> io::Result<()> {
-        self.inner.wait(Direction::Read)
+        self.inner.wait(Direction::Read, "TcpStream::wait_readable")
     }
 
     /// Waits until the socket is writable.
@@ -189,7 +191,8 @@ impl TcpStream {
     ///
     /// As [`wait_readable`](TcpStream::wait_readable).
     pub fn wait_writable(&self) -> io::Result<()> {
-        self.inner.wait(Direction::Write)
+        self.inner
+            .wait(Direction::Write, "TcpStream::wait_writable")
     }
 }
 
@@ -197,7 +200,7 @@ impl TcpStream {
 fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
     let stream = TcpStream::from_mio(mio::net::TcpStream::connect(addr)?)?;
     loop {
-        stream.inner.wait(Direction::Write)?;
+        stream.inner.wait(Direction::Write, "TcpStream::connect")?;
         if let Some(e) = stream.inner.get().take_error()? {
             return Err(e);
         }
@@ -219,3 +222,4 @@ crate::handle::shutdown!(TcpStream);
 crate::handle::timeouts!(TcpStream);
 crate::handle::ttl!(TcpStream, "the packets this socket sends");
 crate::handle::stream_io!(TcpStream);
+crate::handle::sendfile!(TcpStream);

@@ -46,6 +46,7 @@ impl UnixDatagram {
     ///
     /// Outside a green thread.
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixDatagram> {
+        crate::source::need_runtime("UnixDatagram::bind");
         UnixDatagram::from_mio(mio::net::UnixDatagram::bind(path)?)
     }
 
@@ -55,6 +56,7 @@ impl UnixDatagram {
     ///
     /// As `socket(2)`.
     pub fn unbound() -> io::Result<UnixDatagram> {
+        crate::source::need_runtime("UnixDatagram::unbound");
         UnixDatagram::from_mio(mio::net::UnixDatagram::unbound()?)
     }
 
@@ -64,6 +66,7 @@ impl UnixDatagram {
     ///
     /// As `socketpair(2)`.
     pub fn pair() -> io::Result<(UnixDatagram, UnixDatagram)> {
+        crate::source::need_runtime("UnixDatagram::pair");
         let (a, b) = mio::net::UnixDatagram::pair()?;
         Ok((UnixDatagram::from_mio(a)?, UnixDatagram::from_mio(b)?))
     }
@@ -84,7 +87,8 @@ impl UnixDatagram {
     /// The `sendto` error; a timeout or an interruption.
     pub fn send_to<P: AsRef<Path>>(&self, buf: &[u8], path: P) -> io::Result<usize> {
         let path = path.as_ref();
-        self.inner.write(|s| s.send_to(buf, path))
+        self.inner
+            .write("UnixDatagram::send_to", |s| s.send_to(buf, path))
     }
 
     /// Wakes every green thread waiting on the socket with a `NotConnected`

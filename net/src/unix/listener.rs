@@ -16,7 +16,7 @@ use crate::unix::UnixStream;
 /// thread, returns `EMFILE` when out of fds (back off, see
 /// [`is_fd_exhaustion`](crate::is_fd_exhaustion)), and
 /// [`close`](UnixListener::close) wakes a blocked acceptor with
-/// `NotConnected`. The socket file is not removed on drop (as std).
+/// `NotConnected` and ends [`incoming`](UnixListener::incoming). The socket file is not removed on drop (as std).
 ///
 /// # Examples
 ///
@@ -52,6 +52,7 @@ impl UnixListener {
     ///
     /// Outside a green thread.
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixListener> {
+        crate::source::need_runtime("UnixListener::bind");
         UnixListener::from_mio(mio::net::UnixListener::bind(path)?)
     }
 
@@ -62,7 +63,7 @@ impl UnixListener {
     /// The `accept` error (`EMFILE`...); a timeout or an interruption;
     /// `NotConnected` after `close`.
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
-        let (s, addr) = self.inner.read(|l| l.accept())?;
+        let (s, addr) = self.inner.read("UnixListener::accept", |l| l.accept())?;
         Ok((UnixStream::from_mio(s)?, addr))
     }
 

@@ -57,6 +57,7 @@ impl UnixStream {
     ///
     /// Outside a green thread.
     pub fn connect<P: AsRef<Path>>(path: P) -> io::Result<UnixStream> {
+        crate::source::need_runtime("UnixStream::connect");
         let addr = SocketAddr::from_pathname(path)?;
         let mut backoff = Duration::from_micros(100);
         loop {
@@ -65,7 +66,7 @@ impl UnixStream {
                     let stream = UnixStream::from_mio(s)?;
                     // Linux completes at once; elsewhere wait for the result.
                     if stream.inner.get().peer_addr().is_err() {
-                        stream.inner.wait(Direction::Write)?;
+                        stream.inner.wait(Direction::Write, "UnixStream::connect")?;
                         if let Some(e) = stream.inner.get().take_error()? {
                             return Err(e);
                         }
@@ -87,6 +88,7 @@ impl UnixStream {
     ///
     /// As `socketpair(2)` (`EMFILE`, ...).
     pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
+        crate::source::need_runtime("UnixStream::pair");
         let (a, b) = mio::net::UnixStream::pair()?;
         Ok((UnixStream::from_mio(a)?, UnixStream::from_mio(b)?))
     }
@@ -105,3 +107,4 @@ crate::handle::addrs!(UnixStream, SocketAddr);
 crate::handle::shutdown!(UnixStream);
 crate::handle::timeouts!(UnixStream);
 crate::handle::stream_io!(UnixStream);
+crate::handle::sendfile!(UnixStream);

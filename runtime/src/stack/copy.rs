@@ -27,11 +27,14 @@
 //! # Invariant (see `context`)
 //!
 //! While a thread is parked, nothing outside it reads or writes its stack:
-//! `spawn` takes `'static` closures and the runtime keeps no pointer into a
-//! thread's stack but the thread's own `yielder` (used only while it runs).
-//! Code that erases a lifetime so that another thread may borrow from a
-//! parked thread's stack (a scoped spawn) must [`pin`](ThreadStack::pin)
-//! the stack for as long as such borrows can be used.
+//! `spawn`, `blocking` and `Handle::spawn` take `'static` closures,
+//! `block_on`'s closure borrows from the OS thread's own stack (never a
+//! green one), and the runtime keeps no pointer into a thread's stack but
+//! the thread's own `yielder` (used only while it runs). The one place
+//! that erases a lifetime so that other threads may borrow from a parked
+//! thread's stack, `coro::scope`, [`pin`](ThreadStack::pin)s the owner's
+//! stack until the last of its threads has ended; code that adds another
+//! must do the same.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -74,7 +77,6 @@ impl ThreadStack {
     /// Keeps the stack from being copied out until the guard is dropped
     /// (for code that lets other threads borrow from this thread's stack
     /// while it is parked). Pins nest.
-    #[allow(dead_code)] // for the scoped spawn that is being built
     pub(crate) fn pin(&self) -> StackPin<'_> {
         self.pins.set(self.pins.get() + 1);
         StackPin(self)

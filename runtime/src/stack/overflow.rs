@@ -5,12 +5,15 @@
 //! runs on the OS thread's alternate signal stack, checks whether the faulting
 //! address lies in the guard page of the green thread that is running, and if
 //! so writes one line naming that thread and its stack size to stderr and
-//! aborts. Any other signal is passed on and our handler stays installed,
-//! so later overflows are still reported:
+//! aborts. Any other signal is passed on, and later overflows are still
+//! reported:
 //!
 //! * the previous handler is a function (std's, which reports overflows of
 //!   OS-thread stacks, or the application's): it is called, with the
-//!   `siginfo` and context when it asked for them (`SA_SIGINFO`);
+//!   `siginfo` and context when it asked for them (`SA_SIGINFO`); if it
+//!   removed itself (std's resets to the default, expecting a fault to
+//!   repeat) and the signal was sent by a process, which does not repeat,
+//!   ours is put back;
 //! * it was the default action: the default is put back and, for a fault,
 //!   the instruction runs again and the process dies as it would have; a
 //!   signal sent by a process (`kill`, `raise`) is raised again;
@@ -63,20 +66,25 @@ pub(crate) fn install() {
         // SAFETY: sigaction is a plain C struct; all-zero is a valid value.
         let mut prev: [libc::sigaction; 2] = unsafe { std::mem::zeroed() };
         for (i, &sig) in SIGNALS.iter().enumerate() {
-            // SAFETY: all-zero is a valid sigaction; we fill in the fields used.
-            let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-            act.sa_sigaction = handler as *const () as usize;
-            act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            // SAFETY: `act.sa_mask` is a valid sigset to initialise; `act` and
-            // `prev[i]` are valid for the call, and the handler we install is
-            // async-signal-safe (see the module docs).
-            unsafe {
-                libc::sigemptyset(&mut act.sa_mask);
-                libc::sigaction(sig, &act, &mut prev[i]);
-            }
+            let act = our_action();
+            // SAFETY: `act` and `prev[i]` are valid for the call, and the
+            // handler we install is async-signal-safe (see the module docs).
+            unsafe { libc::sigaction(sig, &act, &mut prev[i]) };
         }
         prev
     });
+}
+
+/// The disposition this module installs.
+fn our_action() -> libc::sigaction {
+    // SAFETY: all-zero is a valid sigaction; we fill in the fields used.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = handler as *const () as usize;
+    act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+    // SAFETY: `act.sa_mask` is a valid sigset to initialise (sigemptyset is
+    // async-signal-safe: this also runs inside the handler).
+    unsafe { libc::sigemptyset(&mut act.sa_mask) };
+    act
 }
 
 /// An alternate signal stack mapped for this OS thread while a runtime runs
@@ -180,9 +188,18 @@ impl std::fmt::Write for Buf {
 }
 
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers, and
-    // for SIGSEGV/SIGBUS si_addr is the faulting address.
-    let addr = unsafe { (*info).si_addr() } as usize;
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers. For
+    // a fault (si_code > 0) si_addr is the faulting address; a signal sent by
+    // a process (si_code <= 0) carries a pid there instead, so it is never
+    // taken for a guard-page hit.
+    let fault = unsafe { (*info).si_code } > 0;
+    let addr = if fault {
+        // SAFETY: as above; for a fault si_addr is the faulting address.
+        let a = unsafe { (*info).si_addr() };
+        a as usize
+    } else {
+        0
+    };
     let page = 4096usize.max(
         // SAFETY: sysconf is async-signal-safe and has no preconditions.
         unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize,
@@ -196,7 +213,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         // (we are on its OS thread, interrupting it); its id, name, stack
         // bounds are immutable after spawn.
         let t = unsafe { &*t };
-        (addr >= t.stack_limit && addr < t.stack_limit + page)
+        (fault && addr >= t.stack_limit && addr < t.stack_limit + page)
             .then(|| (t.id, t.display_name(), t.stack_size))
     })
     .flatten();
@@ -269,6 +286,17 @@ unsafe fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::
         // handler (sa_handler shares the field).
         let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
         f(sig);
+    }
+    if sent {
+        // A handler written for faults (std's is one) resets the disposition
+        // to the default and returns, expecting the fault to happen again. A
+        // sent signal does not happen again: the handler has dealt with it
+        // (std's ignores it), and ours goes back in so later overflows are
+        // still reported. After a fault the disposition is left as the
+        // previous handler set it: the instruction runs again and meets it.
+        let act = our_action();
+        // SAFETY: reinstalling this module's own, async-signal-safe handler.
+        unsafe { libc::sigaction(sig, &act, ptr::null_mut()) };
     }
 }
 

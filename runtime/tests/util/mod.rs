@@ -1,6 +1,6 @@
 //! Helpers shared by the runtime's integration tests: running one test in a
 //! child process (for behaviour that aborts, faults or must measure the whole
-//! process's memory).
+//! process's memory), a runtime bounded by a watchdog, forced interleavings.
 
 #![allow(dead_code)]
 
@@ -40,4 +40,40 @@ pub fn child_ok(test: &str) -> String {
 /// Whether this process is the child running `test`.
 pub fn is_child(test: &str) -> bool {
     std::env::var(CHILD).as_deref() == Ok(test)
+}
+
+/// Upper bound on one test body: only turns a hang into a failure.
+pub const LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs `f` as the main green thread of a fresh runtime, with an OS-thread
+/// watchdog that aborts the process (naming the test) if it runs past
+/// [`LIMIT`]. Unlike a `with_timeout` around `f`, the watchdog adds no scope
+/// to what `f` sees (its effective deadline, its cancellations).
+#[track_caller]
+pub fn run<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
+    let name = std::thread::current().name().unwrap_or("test").to_owned();
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let dog = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(LIMIT) {
+            eprintln!("{name}: ran past {LIMIT:?}; aborting");
+            std::process::abort();
+        }
+    });
+    let r = coro_runtime::run(f);
+    drop(done);
+    dog.join().unwrap();
+    r
+}
+
+/// Yields (no timer involved) until `cond` holds, for forcing an
+/// interleaving; panics after a million yields, saying what it waited for.
+#[track_caller]
+pub fn yield_until(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..1_000_000 {
+        if cond() {
+            return;
+        }
+        coro_runtime::yield_now();
+    }
+    panic!("gave up waiting for {what}");
 }

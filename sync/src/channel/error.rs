@@ -2,6 +2,7 @@
 //! value back.
 
 use std::fmt;
+use std::io;
 
 use coro_runtime::WaitError;
 
@@ -117,3 +118,66 @@ impl fmt::Display for TryRecvError {
 }
 
 impl std::error::Error for TryRecvError {}
+
+/// Why [`Receiver::recv`](crate::Receiver::recv) returned no value.
+///
+/// `Disconnected` is std's `RecvError`; `Wait` is the reason a wait of the
+/// runtime was cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecvError {
+    /// Every [`Sender`](crate::Sender) is gone and nothing is queued: no
+    /// item will ever come.
+    Disconnected,
+    /// Waiting for an item was cut short (timeout, interrupt, shutdown).
+    Wait(WaitError),
+}
+
+impl RecvError {
+    /// The reason waiting stopped, if that is why the receive failed.
+    pub fn wait_error(&self) -> Option<WaitError> {
+        match self {
+            RecvError::Wait(e) => Some(*e),
+            RecvError::Disconnected => None,
+        }
+    }
+
+    /// Whether every sender is gone (the channel is finished).
+    pub fn is_disconnected(&self) -> bool {
+        matches!(self, RecvError::Disconnected)
+    }
+}
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecvError::Disconnected => f.write_str("receiving on a closed channel"),
+            RecvError::Wait(e) => write!(f, "waiting to receive stopped: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RecvError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecvError::Wait(e) => Some(e),
+            RecvError::Disconnected => None,
+        }
+    }
+}
+
+impl From<WaitError> for RecvError {
+    fn from(e: WaitError) -> RecvError {
+        RecvError::Wait(e)
+    }
+}
+
+impl From<RecvError> for io::Error {
+    /// `Disconnected` becomes `BrokenPipe` (the other end is gone); a wait
+    /// error converts as [`WaitError`] does (`TimedOut` for a timeout).
+    fn from(e: RecvError) -> io::Error {
+        match e {
+            RecvError::Wait(w) => w.into(),
+            RecvError::Disconnected => io::Error::new(io::ErrorKind::BrokenPipe, e),
+        }
+    }
+}

@@ -104,10 +104,16 @@ impl<T> Fifo<T> {
     ///
     /// If it has to wait and the caller is not a green thread.
     pub fn pop(&self) -> Result<T, WaitError> {
+        self.pop_named("Fifo::pop")
+    }
+
+    /// [`pop`](Fifo::pop); `call` names the public call in the panic
+    /// outside a green thread.
+    fn pop_named(&self, call: &str) -> Result<T, WaitError> {
         if let Some(item) = self.items.borrow_mut().pop_front() {
             return Ok(item);
         }
-        let coro = waitlist::current_coro("Fifo::pop");
+        let coro = waitlist::current_coro(call);
         let key = self.waiters.borrow_mut().push_back(coro, None);
         let item = waitlist::wait(
             &self.waiters,
@@ -138,7 +144,7 @@ impl<T> Fifo<T> {
     ///
     /// If it has to wait and the caller is not a green thread.
     pub fn pop_all(&self) -> Result<Vec<T>, WaitError> {
-        let first = self.pop()?;
+        let first = self.pop_named("Fifo::pop_all")?;
         let mut items = self.items.borrow_mut();
         let mut all = Vec::with_capacity(1 + items.len());
         all.push(first);

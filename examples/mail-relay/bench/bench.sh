@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The mail relay's acceptance benchmark, side by side with Postfix in one run:
+#
+#   smtp-source --> mail-relay --> smtp-sink
+#   smtp-source --> Postfix    --> smtp-sink      (../shared/peers/postfix-relay.sh)
+#
+#   bash examples/mail-relay/bench/bench.sh [SESSIONS...]      (default: 1 20 100)
+#
+# For each session count, Postfix's smtp-source sends 1 KiB messages first to
+# mail-relay, then to a private Postfix instance; both relay everything to the
+# same smtp-sink (which only counts). Both fsync every message before their 250
+# (mail-relay always; Postfix by default). Each combination of
+#   client reuse     smtp-source's connections to the relay: "off" is a new
+#                    connection per message (its default), "on" is -d (the next
+#                    message over the same connection)
+#   upstream reuse   the relay's connections to the sink: mail-relay's
+#                    connection cache (`[smtp] connection_cache`), Postfix's
+#                    on-demand connection cache (`smtp_connection_cache_on_demand`)
+# is run for both servers. Reported per run:
+#   accepted msg/s   messages / smtp-source's wall time
+#   e2e msg/s        messages / time from the first message until the sink has
+#                    counted them all (end to end)
+#   CPU s/1000 msg   user+system CPU of the relay's processes (mail-relay's one
+#                    process; Postfix's master and all its children) from the
+#                    first message until its queue is empty again, per 1 000
+#   lost             messages sent but not counted by the sink (must be 0)
+# MESSAGES (env) sets the message count per run (default: 1000 for 1 session,
+# 10000 otherwise); CLIENT_REUSE and UPSTREAM_REUSE (env) the values tried
+# (default "off on" and "on off").
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+root=$(pwd)
+peers=${PEERS:-$root/../shared/peers}
+
+command -v smtp-source >/dev/null 2>&1 || bash "$peers/postfix-relay.sh" install
+cargo build --release -q -p mail-relay
+relay_bin=$root/target/release/mail-relay
+
+work=$(mktemp -d /tmp/mail-relay-bench.XXXXXX)
+chmod 755 "$work" # Postfix's own processes (user postfix) must reach its directories
+relay_pid= sink_pid=
+cleanup() {
+  [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null || true
+  bash "$peers/postfix-relay.sh" stop "$work/pf" >/dev/null 2>&1 || true
+  [ -n "$sink_pid" ] && kill "$sink_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+tck=$(getconf CLK_TCK)
+# user+system CPU seconds of one process (all its threads)
+proc_cpu() { awk -v t="$tck" '{printf "%.2f\n", ($14+$15)/t}' "/proc/$1/stat"; }
+now() { date +%s.%N; }
+count() { find "$1" -type f 2>/dev/null | wc -l; }
+# messages the sink has counted so far
+sunk() { tr '\r' '\n' < "$work/sink.out" | grep mesg= | tail -1 | sed 's/.*mesg=//' || echo 0; }
+sunk_now() { local n; n=$(sunk); echo "${n:-0}"; }
+# waits until the sink has counted $1 messages, or 120 s without progress
+wait_sunk() {
+  local want=$1 last=-1 since
+  since=$(now)
+  while :; do
+    local n; n=$(sunk_now)
+    [ "$n" -ge "$want" ] && return 0
+    if [ "$n" != "$last" ]; then last=$n since=$(now); fi
+    if awk -v a="$(now)" -v b="$since" 'BEGIN{exit !(a-b > 120)}'; then return 1; fi
+    sleep 0.02
+  done
+}
+# sessions client upstream server messages t0 t_accepted t_e2e cpu0 cpu1 lost
+report() {
+  awk -v n="$1" -v cr="$2" -v ur="$3" -v who="$4" -v m="$5" -v t0="$6" -v t1="$7" -v t2="$8" \
+    -v c0="$9" -v c1="${10}" -v lost="${11}" \
+    'BEGIN{printf "%-9s %-7s %-9s %-10s %9.0f %9.0f %15.3f %9d %5d\n", n, cr, ur, who, m/(t1-t0), m/(t2-t0), (c1-c0)*1000/m, m, lost}'
+}
+
+# The sink both relays deliver to; -c prints its counters as they change.
+smtp-sink -u nobody -c 127.0.0.1:2601 1000 > "$work/sink.out" &
+sink_pid=$!
+bash "$peers/postfix-relay.sh" start "$work/pf" 2600 2601 >/dev/null
+postfix_cache() {
+  postconf -c "$work/pf/etc" -e "smtp_connection_cache_on_demand = $([ "$1" = on ] && echo yes || echo no)"
+  postfix -c "$work/pf/etc" reload >/dev/null 2>&1
+  sleep 1
+}
+
+printf '%-9s %-7s %-9s %-10s %9s %9s %15s %9s %5s\n' \
+  sessions client upstream server "accepted/s" "e2e/s" "CPU s/1000 msg" messages lost
+for n in ${@:-1 20 100}; do
+  m=${MESSAGES:-$([ "$n" = 1 ] && echo 1000 || echo 10000)}
+  for cr in ${CLIENT_REUSE:-off on}; do
+    source_args=(-s "$n" -m "$m" -l 1024 -f a@example.test -t b@example.test)
+    [ "$cr" = on ] && source_args+=(-d)
+    for ur in ${UPSTREAM_REUSE:-on off}; do
+      # mail-relay, a fresh spool each run
+      d=$work/relay-$n-$cr-$ur; mkdir -p "$d"
+      cat > "$d/relay.toml" <<EOF
+listen = "127.0.0.1:2625"
+spool_dir = "$d/spool"
+maildir = "$d/maildir"
+relayhost = "127.0.0.1:2601"
+max_sessions = 1000
+max_sessions_per_client = 1000
+log_level = "warn"
+[smtp]
+connection_cache = $([ "$ur" = on ] && echo true || echo false)
+EOF
+      "$relay_bin" --config "$d/relay.toml" >/dev/null 2>"$d/log" &
+      relay_pid=$!
+      for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/2625) 2>/dev/null && break; sleep 0.05; done
+      base=$(sunk_now)
+      c0=$(proc_cpu "$relay_pid")
+      t0=$(now)
+      smtp-source "${source_args[@]}" 127.0.0.1:2625
+      t1=$(now)
+      wait_sunk $((base + m)) || true
+      t2=$(now)
+      while [ "$(count "$d/spool/queue")" -gt 0 ]; do sleep 0.02; done
+      c1=$(proc_cpu "$relay_pid")
+      lost=$((base + m - $(sunk_now)))
+      kill "$relay_pid"; wait "$relay_pid" || true; relay_pid=
+      report "$n" "$cr" "$ur" mail-relay "$m" "$t0" "$t1" "$t2" "$c0" "$c1" "$lost"
+
+      # Postfix, the same load, relayed to the same sink
+      postfix_cache "$ur"
+      base=$(sunk_now)
+      c0=$(bash "$peers/postfix-relay.sh" cpu "$work/pf")
+      t0=$(now)
+      smtp-source "${source_args[@]}" 127.0.0.1:2600
+      t1=$(now)
+      wait_sunk $((base + m)) || true
+      t2=$(now)
+      while [ "$(bash "$peers/postfix-relay.sh" queue "$work/pf")" -gt 0 ]; do sleep 0.1; done
+      c1=$(bash "$peers/postfix-relay.sh" cpu "$work/pf")
+      lost=$((base + m - $(sunk_now)))
+      report "$n" "$cr" "$ur" postfix "$m" "$t0" "$t1" "$t2" "$c0" "$c1" "$lost"
+    done
+  done
+done

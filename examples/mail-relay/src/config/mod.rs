@@ -1,0 +1,561 @@
+//! The relay's configuration: embedded defaults, then a TOML file
+//! (`--config PATH`), then command-line flags, each layer over the last.
+//!
+//! Every key of the file is a field of [`Config`] (or of its `[timeouts]`,
+//! `[tls]`, `[queue]`, `[smtp]`, `[routes]` and `[testing]` tables); an
+//! unknown key or a value of the wrong shape is an error at start that
+//! names the key. Durations are written `"300ms"`, `"30s"`, `"5m"`, `"1h"`,
+//! `"5d"`.
+
+mod delivery;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use serde::Deserialize;
+
+use crate::cidr::Cidr;
+use crate::delivery::route::{Dest, Upstream};
+pub use delivery::{Queue, Smtp, TlsLevel};
+
+/// Everything the relay reads at start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the SMTP listener binds (`127.0.0.1:2525`).
+    pub listen: SocketAddr,
+    /// Our name in the greeting, EHLO reply and `Received:` headers.
+    pub hostname: String,
+    /// The spool directory (`./spool`).
+    pub spool_dir: PathBuf,
+    /// The Maildir local delivery writes into (`./maildir`).
+    pub maildir: PathBuf,
+    /// Clients allowed to relay to any domain (loopback by default).
+    pub mynetworks: Vec<Cidr>,
+    /// Domains we accept mail for from any client, delivered locally.
+    pub local_domains: Vec<String>,
+    /// Domains we accept mail for from any client and relay onwards.
+    pub relay_domains: Vec<String>,
+    /// The SMTP upstream for every domain that is not local and has no
+    /// route (`"127.0.0.1:2601"` or `"[host]:port"`); unset: the Maildir.
+    pub relayhost: Option<Upstream>,
+    /// Destinations by recipient domain: `"host:port"` or `"local"`; a
+    /// key with a leading dot (`".example.test"`) covers the subdomains.
+    pub routes: BTreeMap<String, Dest>,
+    /// The back door's Unix socket (`mailq`, `flush` and the runtime's
+    /// console, for this user only); unset: none.
+    pub backdoor: Option<PathBuf>,
+    /// The largest message accepted, in octets (SIZE).
+    pub max_message_size: u64,
+    /// Recipients per message; the next one gets 452.
+    pub max_recipients: usize,
+    /// Sessions at once; the next client gets 421 at greeting.
+    pub max_sessions: usize,
+    /// Sessions at once from one client address.
+    pub max_sessions_per_client: usize,
+    /// Rejected commands in one session before it is ended with 421.
+    pub error_limit: u32,
+    /// At SIGTERM/SIGINT, how long sessions in flight may take to finish.
+    #[serde(with = "duration")]
+    pub stop_deadline: Duration,
+    /// `log` level: error, warn, info, debug, trace, off.
+    pub log_level: log::LevelFilter,
+    /// OS threads of the blocking pool (fsync and file work; a Maildir
+    /// batch syncs from 8 at once, beside the spool's commit).
+    pub blocking_threads: usize,
+    /// Protocol timeouts.
+    pub timeouts: Timeouts,
+    /// STARTTLS, offered when both are set.
+    pub tls: Tls,
+    /// Retries and lifetimes.
+    pub queue: Queue,
+    /// The SMTP client.
+    pub smtp: Smtp,
+    /// Fault injection for tests; never set in production.
+    pub testing: Testing,
+}
+
+/// The timeouts of RFC 5321 §4.5.3.2, as the server applies them: how long
+/// it waits for the client in each state (and for its own commit).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    /// After the 220 greeting, for EHLO/HELO (5 min).
+    #[serde(with = "duration")]
+    pub greeting: Duration,
+    /// After EHLO/HELO or a finished transaction, for MAIL (5 min).
+    #[serde(with = "duration")]
+    pub mail: Duration,
+    /// After MAIL or RCPT, for the next RCPT or DATA (5 min).
+    #[serde(with = "duration")]
+    pub rcpt: Duration,
+    /// After our 354, for the first data (2 min).
+    #[serde(with = "duration")]
+    pub data_init: Duration,
+    /// During DATA, for each further block of data (3 min).
+    #[serde(with = "duration")]
+    pub data_block: Duration,
+    /// After the final dot, for the message to become durable before we
+    /// answer; past it the client gets 451 (10 min). The commit still
+    /// completes and the message is delivered, so a client that sends it
+    /// again makes a duplicate (RFC 1047's problem, which every MTA has).
+    #[serde(with = "duration")]
+    pub final_dot: Duration,
+    /// For a client to take our replies (a client that stops reading) and
+    /// to finish a TLS handshake (5 min).
+    #[serde(with = "duration")]
+    pub idle: Duration,
+}
+
+/// STARTTLS certificate and key (PEM files).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tls {
+    /// Certificate chain, leaf first.
+    pub cert: Option<PathBuf>,
+    /// Private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: Option<PathBuf>,
+}
+
+/// Fault injection, for the tests of timeouts that depend on the disk.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Testing {
+    /// Extra time every spool commit batch takes (as if the disk were slow).
+    #[serde(with = "duration")]
+    pub commit_delay: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen: "127.0.0.1:2525".parse().expect("a valid address"),
+            hostname: default_hostname(),
+            spool_dir: "spool".into(),
+            maildir: "maildir".into(),
+            mynetworks: vec![
+                "127.0.0.0/8".parse().expect("valid"),
+                "::1/128".parse().expect("valid"),
+            ],
+            local_domains: Vec::new(),
+            relay_domains: Vec::new(),
+            relayhost: None,
+            routes: BTreeMap::new(),
+            backdoor: None,
+            max_message_size: 10 << 20,
+            max_recipients: 100,
+            max_sessions: 1000,
+            max_sessions_per_client: 100,
+            error_limit: 10,
+            stop_deadline: Duration::from_secs(10),
+            log_level: log::LevelFilter::Info,
+            blocking_threads: 16,
+            timeouts: Timeouts::default(),
+            tls: Tls::default(),
+            queue: Queue::default(),
+            smtp: Smtp::default(),
+            testing: Testing::default(),
+        }
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        let min = |m: u64| Duration::from_secs(60 * m);
+        Timeouts {
+            greeting: min(5),
+            mail: min(5),
+            rcpt: min(5),
+            data_init: min(2),
+            data_block: min(3),
+            final_dot: min(10),
+            idle: min(5),
+        }
+    }
+}
+
+/// The system's host name, or `localhost`.
+fn default_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// The command line (`mail-relay --help`).
+#[derive(Debug, Parser)]
+#[command(
+    name = "mail-relay",
+    version,
+    about = "An ESMTP relay on coro green threads: durable group-committed spool, Maildir or SMTP delivery.",
+    long_about = "An ESMTP relay on coro green threads. With no options it listens on \
+127.0.0.1:2525, spools into ./spool and delivers into the Maildir ./maildir; loopback \
+clients may relay. With --relayhost (or routes in the config file) it relays to an SMTP \
+upstream instead, with retries and bounces. Settings come from the embedded defaults, \
+then --config FILE (TOML), then these flags."
+)]
+pub struct Cli {
+    /// What to do (default: run the relay).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// TOML file over the embedded defaults (its keys are the long flags' names
+    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]` and `[routes]`
+    /// tables).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub config: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Our host name (greeting, Received: headers).
+    #[arg(long)]
+    pub hostname: Option<String>,
+    /// Spool directory.
+    #[arg(long, value_name = "DIR", global = true)]
+    pub spool_dir: Option<PathBuf>,
+    /// Maildir to deliver into.
+    #[arg(long, value_name = "DIR")]
+    pub maildir: Option<PathBuf>,
+    /// Networks allowed to relay, comma-separated CIDRs (e.g. 127.0.0.1/32).
+    #[arg(long, value_delimiter = ',', value_name = "CIDR")]
+    pub mynetworks: Option<Vec<Cidr>>,
+    /// Domains delivered locally (accepted from any client), comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "DOMAIN")]
+    pub local_domains: Option<Vec<String>>,
+    /// SMTP upstream for all non-local mail (e.g. 127.0.0.1:2601).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub relayhost: Option<Upstream>,
+    /// The back door's Unix socket (mailq, flush, the runtime's console).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub backdoor: Option<PathBuf>,
+    /// Largest message in octets.
+    #[arg(long, value_name = "OCTETS")]
+    pub max_message_size: Option<u64>,
+    /// Recipients per message.
+    #[arg(long, value_name = "N")]
+    pub max_recipients: Option<usize>,
+    /// Sessions at once.
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<usize>,
+    /// Sessions at once from one client address.
+    #[arg(long, value_name = "N")]
+    pub max_sessions_per_client: Option<usize>,
+    /// How long sessions in flight may take to finish at SIGTERM (e.g. 10s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub stop_deadline: Option<Duration>,
+    /// A protocol timeout, CLASS=DURATION (greeting, mail, rcpt, data_init,
+    /// data_block, final_dot, idle); repeatable.
+    #[arg(long = "timeout", value_name = "CLASS=DURATION")]
+    pub timeouts: Vec<String>,
+    /// STARTTLS certificate chain (PEM).
+    #[arg(long, value_name = "PATH")]
+    pub tls_cert: Option<PathBuf>,
+    /// STARTTLS private key (PEM).
+    #[arg(long, value_name = "PATH")]
+    pub tls_key: Option<PathBuf>,
+    /// Log level (error, warn, info, debug, trace, off).
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<log::LevelFilter>,
+}
+
+/// What `mail-relay` does besides running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// List the queue (id, size, arrival, sender, recipients, and why a
+    /// deferred message waits): from the running relay's back door when one
+    /// is configured, else from the spool directory.
+    Mailq,
+    /// Retry every deferred message now (through the back door when one is
+    /// configured, else by SIGUSR1 to the relay whose pid is in the spool).
+    Flush,
+}
+
+/// A configuration error: what is wrong, naming the key.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Defaults, then the file named by `--config`, then the flags; checked.
+    pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
+        let mut c = match &cli.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        c.apply(cli)?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Defaults with the TOML file at `path` over them.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        Config::from_toml(&text)
+            .map_err(|e| ConfigError(format!("config file {}: {}", path.display(), e.0)))
+    }
+
+    /// Defaults with the TOML text over them.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError(e.to_string().trim_end().to_owned()))
+    }
+
+    fn apply(&mut self, cli: &Cli) -> Result<(), ConfigError> {
+        macro_rules! set {
+            ($($field:ident),*) => {
+                $(if let Some(v) = &cli.$field { self.$field = v.clone(); })*
+            };
+        }
+        if let Some(u) = &cli.relayhost {
+            self.relayhost = Some(u.clone());
+        }
+        if let Some(p) = &cli.backdoor {
+            self.backdoor = Some(p.clone());
+        }
+        set!(
+            listen,
+            hostname,
+            spool_dir,
+            maildir,
+            mynetworks,
+            local_domains,
+            max_message_size,
+            max_recipients,
+            max_sessions,
+            max_sessions_per_client,
+            stop_deadline,
+            log_level
+        );
+        if let Some(p) = &cli.tls_cert {
+            self.tls.cert = Some(p.clone());
+        }
+        if let Some(p) = &cli.tls_key {
+            self.tls.key = Some(p.clone());
+        }
+        for t in &cli.timeouts {
+            let (class, value) = t
+                .split_once('=')
+                .ok_or_else(|| ConfigError(format!("--timeout {t:?}: expected CLASS=DURATION")))?;
+            let d = parse_duration(value)
+                .map_err(|e| ConfigError(format!("--timeout {class}: {e}")))?;
+            let slot = match class {
+                "greeting" => &mut self.timeouts.greeting,
+                "mail" => &mut self.timeouts.mail,
+                "rcpt" => &mut self.timeouts.rcpt,
+                "data_init" => &mut self.timeouts.data_init,
+                "data_block" => &mut self.timeouts.data_block,
+                "final_dot" => &mut self.timeouts.final_dot,
+                "idle" => &mut self.timeouts.idle,
+                _ => {
+                    return Err(ConfigError(format!(
+                        "--timeout {class}: unknown timeout class (greeting, mail, rcpt, \
+                         data_init, data_block, final_dot, idle)"
+                    )))
+                }
+            };
+            *slot = d;
+        }
+        Ok(())
+    }
+
+    /// Values that parse but cannot work.
+    fn check(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("max_message_size", self.max_message_size as usize),
+            ("max_recipients", self.max_recipients),
+            ("max_sessions", self.max_sessions),
+            ("max_sessions_per_client", self.max_sessions_per_client),
+            ("error_limit", self.error_limit as usize),
+            ("blocking_threads", self.blocking_threads),
+        ];
+        for (key, v) in positive {
+            if v == 0 {
+                return Err(ConfigError(format!("{key}: must be at least 1")));
+            }
+        }
+        let t = &self.timeouts;
+        for (key, d) in [
+            ("timeouts.greeting", t.greeting),
+            ("timeouts.mail", t.mail),
+            ("timeouts.rcpt", t.rcpt),
+            ("timeouts.data_init", t.data_init),
+            ("timeouts.data_block", t.data_block),
+            ("timeouts.final_dot", t.final_dot),
+            ("timeouts.idle", t.idle),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError(format!("{key}: must be longer than 0")));
+            }
+        }
+        if self.hostname.is_empty() || self.hostname.chars().any(|c| c.is_whitespace()) {
+            return Err(ConfigError(format!(
+                "hostname: {:?} is not a host name",
+                self.hostname
+            )));
+        }
+        self.queue.check()?;
+        self.smtp.check()?;
+        match (&self.tls.cert, &self.tls.key) {
+            (Some(_), None) => Err(ConfigError("tls.key: missing (tls.cert is set)".into())),
+            (None, Some(_)) => Err(ConfigError("tls.cert: missing (tls.key is set)".into())),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Parses `"300ms"`, `"30s"`, `"5m"`, `"1h"`, `"5d"` (a bare number is
+/// seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. \"300ms\", \"30s\", \"5m\")"))?;
+    let d = match unit.trim() {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" | "min" => Duration::from_secs(n * 60),
+        "h" => Duration::from_secs(n * 3600),
+        "d" => Duration::from_secs(n * 86_400),
+        u => return Err(format!("{s:?}: unknown unit {u:?} (ms, s, m, h, d)")),
+    };
+    Ok(d)
+}
+
+/// serde glue: durations as strings (`"5m"`) or integers (seconds).
+mod duration {
+    use std::time::Duration;
+
+    use serde::{de, Deserializer};
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Duration;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a duration such as \"300ms\", \"30s\", \"5m\" or a number of seconds")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Duration, E> {
+                super::parse_duration(s).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Duration, E> {
+                u64::try_from(n)
+                    .map(Duration::from_secs)
+                    .map_err(|_| E::custom("a duration cannot be negative"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_readme_ones() {
+        let c = Config::default();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:2525");
+        assert_eq!(c.spool_dir, Path::new("spool"));
+        assert_eq!(c.maildir, Path::new("maildir"));
+        assert!(c
+            .mynetworks
+            .iter()
+            .any(|n| n.contains("127.0.0.1".parse().unwrap())));
+        c.check().unwrap();
+    }
+
+    #[test]
+    fn file_values_override_defaults() {
+        let c = Config::from_toml(
+            "listen = \"127.0.0.1:0\"\nmax_sessions = 3\n[timeouts]\ngreeting = \"300ms\"\nidle = 2\n",
+        )
+        .unwrap();
+        assert_eq!(c.max_sessions, 3);
+        assert_eq!(c.timeouts.greeting, Duration::from_millis(300));
+        assert_eq!(c.timeouts.idle, Duration::from_secs(2));
+        assert_eq!(c.timeouts.mail, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn delivery_settings() {
+        let c = Config::from_toml(
+            "relayhost = \"[127.0.0.1]:2601\"\n[routes]\n\"b.test\" = \"local\"\n\".c.test\" = \"10.0.0.1:25\"\n\
+             [queue]\nminimal_backoff_time = \"1s\"\nmaximal_queue_lifetime = \"2d\"\n\
+             [smtp]\ntls_security_level = \"verify\"\nconnection_cache = false\n",
+        )
+        .unwrap();
+        c.check().unwrap();
+        assert_eq!(c.relayhost.unwrap().to_string(), "127.0.0.1:2601");
+        assert_eq!(c.routes["b.test"], Dest::Local);
+        assert_eq!(c.routes[".c.test"].to_string(), "smtp:10.0.0.1:25");
+        assert_eq!(c.queue.minimal_backoff_time, Duration::from_secs(1));
+        assert_eq!(
+            c.queue.maximal_queue_lifetime,
+            Duration::from_secs(2 * 86_400)
+        );
+        assert_eq!(c.queue.maximal_backoff_time, Duration::from_secs(4000));
+        assert_eq!(c.smtp.tls_security_level, TlsLevel::Verify);
+        assert!(!c.smtp.connection_cache);
+        assert_eq!(c.smtp.destination_concurrency_limit, 20);
+        let e = Config::from_toml("relayhost = \"host:99999\"\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("relayhost") && e.contains("bad port"), "{e}");
+        let e = Config::from_toml("[smtp]\ntls_security_level = \"maybe\"\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("tls_security_level"), "{e}");
+        let e = Config::from_toml("[queue]\nminimal_backoff_time = \"2h\"\n")
+            .unwrap()
+            .check()
+            .unwrap_err()
+            .0;
+        assert!(e.contains("queue.maximal_backoff_time"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        let e = Config::from_toml("max_sesions = 3\n").unwrap_err().0;
+        assert!(e.contains("max_sesions"), "{e}");
+        let e = Config::from_toml("[timeouts]\nrcpt = \"5 parsecs\"\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("rcpt") && e.contains("unknown unit"), "{e}");
+        let e = Config::from_toml("mynetworks = [\"10.0.0.0/33\"]\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("mynetworks") && e.contains("10.0.0.0/33"), "{e}");
+        let e = Config::from_toml("max_sessions = \"many\"\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("max_sessions"), "{e}");
+        let c = Config {
+            max_recipients: 0,
+            ..Config::default()
+        };
+        assert!(c.check().unwrap_err().0.contains("max_recipients"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("5d"), Ok(Duration::from_secs(432_000)));
+        assert!(parse_duration("soon").is_err());
+    }
+}

@@ -1,0 +1,192 @@
+//! `mailq` and `flush`: the running relay's side (two back-door commands,
+//! SIGUSR1, a pid file in the spool) and the command line's
+//! (`mail-relay mailq`, `mail-relay flush`).
+//!
+//! The command line asks the running relay through its back door when one
+//! is configured, so `mailq` shows what is in flight. Without a back door
+//! (or with the relay stopped), `mailq` reads the spool directory, which
+//! holds the same facts (the journals say which messages wait and why),
+//! and `flush` sends SIGUSR1 to the pid the relay wrote into the spool.
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use coro::net::backdoor::{self, BackDoor};
+
+use crate::config::Config;
+use crate::queue::{format_mailq, MailqItem, Queue};
+use crate::spool::read_queue;
+
+/// The pid file's name in the spool directory.
+const PID_FILE: &str = "mail-relay.pid";
+
+/// How long the command line waits for the relay's answer.
+const ASK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves the back door at `path` with `mailq` and `flush` beside the
+/// runtime's own commands.
+///
+/// # Errors
+///
+/// As [`backdoor::Builder::serve`] (a directory others may write, a live
+/// socket already there, ...), with the setting named.
+pub fn serve_backdoor(path: &Path, queue: &Queue) -> io::Result<BackDoor> {
+    let (q1, q2) = (queue.clone(), queue.clone());
+    backdoor::Builder::new(path)
+        .command("mailq", "mailq: lists the mail queue", move |s, _| {
+            s.write_all(format_mailq(&q1.items(), SystemTime::now()).as_bytes())
+        })?
+        .command(
+            "flush",
+            "flush: makes every deferred message due now",
+            move |s, _| writeln!(s, "{} deferred messages are due now", q2.flush()),
+        )?
+        .serve()
+        .map_err(|e| io::Error::new(e.kind(), format!("backdoor {}: {e}", path.display())))
+}
+
+/// Writes our pid into the spool directory.
+///
+/// # Errors
+///
+/// If the file cannot be written.
+pub fn write_pid(spool: &Path) -> io::Result<()> {
+    std::fs::write(spool.join(PID_FILE), format!("{}\n", std::process::id()))
+}
+
+/// Removes the pid file if it is still ours.
+pub fn remove_pid(spool: &Path) {
+    let path = spool.join(PID_FILE);
+    let ours =
+        std::fs::read_to_string(&path).is_ok_and(|s| s.trim() == std::process::id().to_string());
+    if ours {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// `mail-relay mailq`: the listing.
+///
+/// # Errors
+///
+/// What went wrong, for the command line.
+pub fn mailq(config: &Config) -> Result<String, String> {
+    if let Some(path) = &config.backdoor {
+        if let Some(out) = ask(path, "mailq")? {
+            return Ok(out);
+        }
+    }
+    let dir = &config.spool_dir;
+    let scan =
+        read_queue(dir, &|_| false).map_err(|e| format!("spool_dir {}: {e}", dir.display()))?;
+    let mut items: Vec<MailqItem> = scan
+        .batches
+        .into_iter()
+        .flat_map(|b| b.messages)
+        .map(|(q, _)| {
+            let (env, st) = (&q.msg.env, q.state);
+            MailqItem {
+                id: env.id.clone(),
+                size: q.size,
+                arrival: env.arrival,
+                rcpts: env
+                    .rcpts
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !st.done_rcpts.contains(i))
+                    .map(|(_, r)| r.clone())
+                    .collect(),
+                from: env.from.clone(),
+                active: false,
+                attempts: st.attempts,
+                next_attempt: st.next_attempt,
+                reason: st.reason,
+            }
+        })
+        .collect();
+    items.sort_by(|a, b| (a.arrival, &a.id).cmp(&(b.arrival, &b.id)));
+    Ok(format_mailq(&items, SystemTime::now()))
+}
+
+/// `mail-relay flush`: asks the running relay to retry its deferred mail.
+///
+/// # Errors
+///
+/// No relay runs, or it could not be reached.
+pub fn flush(config: &Config) -> Result<String, String> {
+    if let Some(path) = &config.backdoor {
+        if let Some(out) = ask(path, "flush")? {
+            return Ok(out);
+        }
+    }
+    let pid_file = config.spool_dir.join(PID_FILE);
+    let text = std::fs::read_to_string(&pid_file).map_err(|e| {
+        format!(
+            "no mail-relay runs on this spool ({}: {e})",
+            pid_file.display()
+        )
+    })?;
+    let pid: i32 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{}: not a pid: {text:?}", pid_file.display()))?;
+    if !is_mail_relay(pid) {
+        return Err(format!(
+            "no mail-relay runs on this spool (pid {pid} of {} is gone)",
+            pid_file.display()
+        ));
+    }
+    // SAFETY: kill(2) takes plain integers; a wrong pid is an error return.
+    if unsafe { libc::kill(pid, libc::SIGUSR1) } != 0 {
+        return Err(format!(
+            "signalling mail-relay (pid {pid}): {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(format!(
+        "asked mail-relay (pid {pid}) to retry its deferred mail now\n"
+    ))
+}
+
+/// Whether `pid` is a mail-relay process (never signal a stranger that
+/// took a stale pid). Where there is no `/proc`, trusts the pid file.
+fn is_mail_relay(pid: i32) -> bool {
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    if !Path::new("/proc/self").exists() {
+        return true;
+    }
+    std::fs::read(proc.join("cmdline"))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("mail-relay"))
+}
+
+/// Runs `command` on the back door at `path`; `Ok(None)` when no relay
+/// listens there.
+fn ask(path: &Path, command: &str) -> Result<Option<String>, String> {
+    let mut s = match std::os::unix::net::UnixStream::connect(path) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(format!("backdoor {}: {e}", path.display())),
+    };
+    let fail = |e: io::Error| format!("backdoor {}: {e}", path.display());
+    s.set_read_timeout(Some(ASK_TIMEOUT)).map_err(fail)?;
+    s.set_write_timeout(Some(ASK_TIMEOUT)).map_err(fail)?;
+    s.write_all(format!("{command}\nquit\n").as_bytes())
+        .map_err(fail)?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).map_err(fail)?;
+    // A greeting line, then "> " before each command's output, "bye" last.
+    let body = raw.split_once('\n').map_or("", |(_, rest)| rest);
+    let body = body.strip_prefix("> ").unwrap_or(body);
+    let body = body.strip_suffix("> bye\n").unwrap_or(body);
+    if let Some(e) = body.strip_prefix("error: ") {
+        return Err(format!("mail-relay {command}: {}", e.trim_end()));
+    }
+    Ok(Some(body.to_owned()))
+}

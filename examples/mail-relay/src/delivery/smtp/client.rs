@@ -1,0 +1,728 @@
+//! One connection to an upstream, written for coro in plain blocking
+//! style: opening it (connect, greeting, EHLO with a HELO fallback,
+//! STARTTLS by policy, EHLO again), mail transactions on it, and QUIT.
+//!
+//! # A transaction
+//!
+//! With PIPELINING (RFC 2920) the envelope goes in one write, led by RSET
+//! when the connection carried a message before:
+//!
+//! ```text
+//! C: RSET / MAIL FROM:<s> SIZE=n BODY=8BITMIME / RCPT TO:<a> / RCPT TO:<b> / DATA
+//! S: 250 / 250 / 250 / 550 / 354
+//! C: <dot-stuffed content> .
+//! S: 250
+//! ```
+//!
+//! Without it the same commands go one at a time. Every wait has its own
+//! timeout (Postfix's `smtp_*_timeout`); the caller wraps the whole in one
+//! more (`message_timeout`). Any I/O error, timeout, malformed reply or
+//! 421 marks the connection broken: it is never used again.
+//!
+//! Before a word is sent, the content is checked against what the server
+//! announced: 8-bit content to a server without 8BITMIME is deferred (it
+//! would be corrupted in transit, and converting it is not our business),
+//! a message over the server's SIZE is bounced.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use coro::net::TcpStream;
+
+pub use super::error::{SmtpError, Stage};
+use super::reply::{Assembler, Reply, MAX_LINE};
+use crate::config::{Smtp as SmtpConfig, TlsLevel};
+use crate::delivery::route::Upstream;
+use crate::delivery::{Detail, Status};
+use crate::spool::Message;
+use crate::stream::{connect_tls, Stream};
+use crate::wire::timed;
+
+/// What the client needs besides the upstream.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The `[smtp]` table.
+    pub cfg: SmtpConfig,
+    /// The name we give in EHLO/HELO.
+    pub helo_name: String,
+    /// rustls's client configuration, unless TLS is off.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// What the server announced in its EHLO reply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extensions {
+    /// EHLO worked (not HELO).
+    pub esmtp: bool,
+    /// RFC 2920.
+    pub pipelining: bool,
+    /// RFC 1870: the fixed limit, if the server gave one above 0.
+    pub size: Option<u64>,
+    /// RFC 6152.
+    pub eight_bit: bool,
+    /// RFC 6531.
+    pub smtputf8: bool,
+    /// RFC 3207.
+    pub starttls: bool,
+}
+
+impl Extensions {
+    /// The keywords of an EHLO reply (its lines after the first).
+    fn parse(reply: &Reply) -> Extensions {
+        let mut e = Extensions {
+            esmtp: true,
+            ..Extensions::default()
+        };
+        for line in reply.lines.iter().skip(1) {
+            let mut words = line.split_ascii_whitespace();
+            let Some(kw) = words.next() else { continue };
+            match kw.to_ascii_uppercase().as_str() {
+                "PIPELINING" => e.pipelining = true,
+                "SIZE" => e.size = words.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0),
+                "8BITMIME" => e.eight_bit = true,
+                "SMTPUTF8" => e.smtputf8 = true,
+                "STARTTLS" => e.starttls = true,
+                _ => {}
+            }
+        }
+        e
+    }
+}
+
+/// A transaction's end.
+#[derive(Debug)]
+pub enum Delivery {
+    /// Every recipient has a status (the connection may be broken).
+    Done(Vec<Status>),
+    /// A reused connection was found dead before anything was said about
+    /// the message: try it on a fresh connection.
+    Stale(SmtpError),
+}
+
+/// Read buffer size.
+const READ_CHUNK: usize = 8 * 1024;
+/// Content is stuffed and written this much at a time.
+const BODY_CHUNK: usize = 64 * 1024;
+
+/// An open connection to an upstream.
+pub struct Client {
+    stream: Stream,
+    rbuf: Vec<u8>,
+    rpos: usize,
+    replies: Assembler,
+    /// `host[ip]:port`, for the log.
+    pub peer: String,
+    /// The upstream's host, for a bounce's `Remote-MTA`.
+    pub host: String,
+    /// What the server announced (after STARTTLS, what it announced then).
+    pub ext: Extensions,
+    /// Transactions begun on this connection.
+    pub uses: u64,
+    /// When it was opened.
+    pub opened: Instant,
+    /// An I/O error, a timeout, a malformed reply or a 421 was seen: the
+    /// connection must not be used again.
+    pub broken: bool,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("peer", &self.peer)
+            .field("tls", &self.stream.is_tls())
+            .field("uses", &self.uses)
+            .field("broken", &self.broken)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to `up`, reads the greeting, says EHLO (or HELO) and, by
+    /// the TLS policy and unless `plain`, runs STARTTLS.
+    ///
+    /// # Errors
+    ///
+    /// Why the connection could not be made ready for mail.
+    pub fn open(up: &Upstream, s: &Settings, plain: bool) -> Result<Client, SmtpError> {
+        let target = up.to_string();
+        let cfg = &s.cfg;
+        let tcp =
+            timed(cfg.connect_timeout, || TcpStream::connect(target.as_str())).map_err(|err| {
+                SmtpError::Connect {
+                    peer: target.clone(),
+                    err,
+                }
+            })?;
+        let _ = tcp.set_nodelay(true);
+        let peer = match tcp.peer_addr() {
+            Ok(a) => format!("{}[{}]:{}", up.host, a.ip(), a.port()),
+            Err(_) => target,
+        };
+        let mut c = Client {
+            stream: Stream::Plain(tcp),
+            rbuf: Vec::with_capacity(READ_CHUNK),
+            rpos: 0,
+            replies: Assembler::default(),
+            peer,
+            host: up.host.clone(),
+            ext: Extensions::default(),
+            uses: 0,
+            opened: Instant::now(),
+            broken: false,
+        };
+        let greeting = c.read_reply(Stage::Greeting, cfg.helo_timeout)?;
+        if greeting.class() != 2 {
+            return Err(c.refused(Stage::Greeting, greeting));
+        }
+        c.hello(s)?;
+        let level = cfg.tls_security_level;
+        let Some(tls) = s.tls.clone().filter(|_| !plain && level != TlsLevel::None) else {
+            return Ok(c);
+        };
+        let required = matches!(level, TlsLevel::Encrypt | TlsLevel::Verify);
+        if !c.ext.starttls {
+            if required {
+                return Err(SmtpError::Tls {
+                    what: format!("TLS is required, but was not offered by host {}", c.peer),
+                });
+            }
+            return Ok(c);
+        }
+        c.send(b"STARTTLS\r\n", Stage::StartTls, cfg.starttls_timeout)?;
+        let r = c.read_reply(Stage::StartTls, cfg.starttls_timeout)?;
+        if r.code != 220 {
+            if required {
+                return Err(c.refused(Stage::StartTls, r));
+            }
+            log::info!("{}: STARTTLS refused ({r}); going on in plain text", c.peer);
+            return Ok(c);
+        }
+        c.start_tls(tls, s)
+    }
+
+    /// The handshake after STARTTLS's 220, then EHLO again (RFC 3207 §4.2).
+    fn start_tls(self, tls: Arc<rustls::ClientConfig>, s: &Settings) -> Result<Client, SmtpError> {
+        let Client {
+            stream, peer, host, ..
+        } = self;
+        let Stream::Plain(tcp) = stream else {
+            return Err(SmtpError::Tls {
+                what: format!("TLS already active with {peer}"),
+            });
+        };
+        let failed = |e: &dyn fmt::Display| SmtpError::Tls {
+            what: format!("TLS handshake with {peer} failed: {e}"),
+        };
+        let name = match crate::tls::server_name(&host) {
+            Ok(n) => n,
+            Err(e) => return Err(failed(&e)),
+        };
+        let stream = timed(s.cfg.starttls_timeout, || connect_tls(tcp, tls, name))
+            .map_err(|e| failed(&e))?;
+        log::info!(
+            "TLS connection established to {peer}: {}",
+            stream.tls_info().unwrap_or_default()
+        );
+        let mut c = Client {
+            stream,
+            rbuf: Vec::with_capacity(READ_CHUNK),
+            rpos: 0,
+            replies: Assembler::default(),
+            peer,
+            host,
+            ext: Extensions::default(),
+            uses: 0,
+            opened: Instant::now(),
+            broken: false,
+        };
+        c.hello(s)?;
+        Ok(c)
+    }
+
+    /// Whether the connection runs TLS.
+    pub fn is_tls(&self) -> bool {
+        self.stream.is_tls()
+    }
+
+    /// EHLO, or HELO when EHLO is refused with 5xx.
+    fn hello(&mut self, s: &Settings) -> Result<(), SmtpError> {
+        let t = s.cfg.helo_timeout;
+        self.send(
+            format!("EHLO {}\r\n", s.helo_name).as_bytes(),
+            Stage::Ehlo,
+            t,
+        )?;
+        let r = self.read_reply(Stage::Ehlo, t)?;
+        if r.class() == 2 {
+            self.ext = Extensions::parse(&r);
+            return Ok(());
+        }
+        if r.class() != 5 {
+            return Err(self.refused(Stage::Ehlo, r));
+        }
+        self.send(
+            format!("HELO {}\r\n", s.helo_name).as_bytes(),
+            Stage::Helo,
+            t,
+        )?;
+        let r = self.read_reply(Stage::Helo, t)?;
+        if r.class() != 2 {
+            return Err(self.refused(Stage::Helo, r));
+        }
+        self.ext = Extensions::default();
+        Ok(())
+    }
+
+    fn refused(&mut self, stage: Stage, reply: Reply) -> SmtpError {
+        SmtpError::Refused {
+            peer: self.peer.clone(),
+            stage,
+            reply,
+        }
+    }
+
+    /// Writes `bytes` under `timeout`; an error breaks the connection.
+    fn send(&mut self, bytes: &[u8], stage: Stage, timeout: Duration) -> Result<(), SmtpError> {
+        let stream = &mut self.stream;
+        timed(timeout, || {
+            stream.write_all(bytes)?;
+            stream.flush()
+        })
+        .map_err(|err| {
+            self.broken = true;
+            SmtpError::Io {
+                peer: self.peer.clone(),
+                stage,
+                err,
+            }
+        })
+    }
+
+    /// Reads one reply, waiting at most `timeout` for each read.
+    fn read_reply(&mut self, stage: Stage, timeout: Duration) -> Result<Reply, SmtpError> {
+        loop {
+            if let Some(i) = self.rbuf[self.rpos..].iter().position(|&b| b == b'\n') {
+                let line = &self.rbuf[self.rpos..self.rpos + i];
+                self.rpos += i + 1;
+                match self.replies.push(line) {
+                    Ok(Some(r)) => {
+                        if r.closing() {
+                            self.broken = true;
+                        }
+                        return Ok(r);
+                    }
+                    Ok(None) => continue,
+                    Err(what) => return Err(self.protocol(stage, what)),
+                }
+            }
+            if self.rbuf.len() - self.rpos > MAX_LINE {
+                return Err(self.protocol(stage, format!("a reply line over {MAX_LINE} octets")));
+            }
+            if self.rpos > 0 {
+                self.rbuf.drain(..self.rpos);
+                self.rpos = 0;
+            }
+            let len = self.rbuf.len();
+            self.rbuf.resize(len + READ_CHUNK, 0);
+            let (stream, buf) = (&mut self.stream, &mut self.rbuf[len..]);
+            let r = timed(timeout, || stream.read(buf));
+            let n = *r.as_ref().unwrap_or(&0);
+            self.rbuf.truncate(len + n);
+            let err = match r {
+                Ok(0) => io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"),
+                Ok(_) => continue,
+                Err(e) => e,
+            };
+            self.broken = true;
+            return Err(SmtpError::Io {
+                peer: self.peer.clone(),
+                stage,
+                err,
+            });
+        }
+    }
+
+    fn protocol(&mut self, stage: Stage, what: String) -> SmtpError {
+        self.broken = true;
+        SmtpError::Protocol {
+            peer: self.peer.clone(),
+            stage,
+            what,
+        }
+    }
+
+    /// The status a reply gives the recipients it is about.
+    fn status(&self, stage: Stage, reply: &Reply) -> Status {
+        let detail = |text: String| Detail {
+            dsn: reply.dsn(),
+            text,
+            reply: Some(reply.to_string()),
+            remote: Some(self.host.clone()),
+        };
+        let said = || {
+            format!(
+                "host {} said: {reply} (in reply to {} command)",
+                self.peer,
+                stage.command()
+            )
+        };
+        match reply.class() {
+            2 => Status::Sent(detail(reply.to_string())),
+            5 => Status::Bounced(detail(said())),
+            4 => Status::Deferred(detail(said())),
+            _ => Status::Deferred(Detail {
+                dsn: "4.5.0".into(),
+                ..detail(format!("unexpected reply: {}", said()))
+            }),
+        }
+    }
+
+    /// Checks `msg` against what the server announced: `Some` status for
+    /// every recipient when it must not be sent here.
+    fn precheck(&self, msg: &Message, rcpts: &[&str], eight_bit: bool) -> Option<Status> {
+        let peer = &self.peer;
+        if eight_bit && !self.ext.eight_bit {
+            return Some(Status::Deferred(Detail::local(
+                "4.6.3",
+                format!(
+                    "message has 8-bit content, but host {peer} does not announce 8BITMIME; \
+                     not sent, so as not to corrupt it"
+                ),
+            )));
+        }
+        let needs_utf8 = !msg.env.from.is_ascii() || rcpts.iter().any(|r| !r.is_ascii());
+        if needs_utf8 && !self.ext.smtputf8 {
+            return Some(Status::Deferred(Detail::local(
+                "4.6.7",
+                format!("message needs SMTPUTF8, but host {peer} does not announce it"),
+            )));
+        }
+        match self.ext.size {
+            Some(limit) if msg.data.len() as u64 > limit => Some(Status::Bounced(Detail {
+                dsn: "5.3.4".into(),
+                text: format!(
+                    "message size {} exceeds size limit {limit} of server {peer}",
+                    msg.data.len()
+                ),
+                reply: None,
+                remote: Some(self.host.clone()),
+            })),
+            _ => None,
+        }
+    }
+
+    /// Sends `msg` to `rcpts`: RSET first if the connection was used
+    /// before, pipelined when the server allows it.
+    pub fn deliver(&mut self, msg: &Message, rcpts: &[&str], s: &Settings) -> Delivery {
+        let eight_bit = msg.env.eight_bit || msg.data.iter().any(|&b| b >= 0x80);
+        if let Some(st) = self.precheck(msg, rcpts, eight_bit) {
+            return Delivery::Done(vec![st; rcpts.len()]);
+        }
+        let reuse = self.uses > 0;
+        self.uses += 1;
+        let mut mail = format!("MAIL FROM:<{}>", msg.env.from);
+        if self.ext.size.is_some() {
+            mail.push_str(&format!(" SIZE={}", msg.data.len()));
+        }
+        if eight_bit && self.ext.eight_bit {
+            mail.push_str(" BODY=8BITMIME");
+        }
+        if msg.env.smtputf8 && self.ext.smtputf8 {
+            mail.push_str(" SMTPUTF8");
+        }
+        mail.push_str("\r\n");
+        let mut txn = Txn {
+            statuses: vec![None; rcpts.len()],
+            accepted: Vec::new(),
+        };
+        let r = if self.ext.pipelining {
+            self.envelope_pipelined(&mail, rcpts, reuse, &mut txn, s)
+        } else {
+            self.envelope_in_turn(&mail, rcpts, reuse, &mut txn, s)
+        };
+        match r {
+            Ok(true) => {
+                let t = &s.cfg;
+                let r = self
+                    .send_body(&msg.data, t.data_xfer_timeout)
+                    .and_then(|()| self.read_reply(Stage::Dot, t.data_done_timeout));
+                let st = match r {
+                    Ok(reply) => self.status(Stage::Dot, &reply),
+                    Err(e) => Status::Deferred(e.detail(Some(&self.host))),
+                };
+                for &i in &txn.accepted {
+                    txn.statuses[i] = Some(st.clone());
+                }
+            }
+            Ok(false) => {}
+            Err(Broke::Stale(e)) => return Delivery::Stale(e),
+            Err(Broke::Lost(e)) => {
+                let st = Status::Deferred(e.detail(Some(&self.host)));
+                for i in txn.accepted.iter().copied() {
+                    txn.statuses[i] = Some(st.clone());
+                }
+                for s in txn.statuses.iter_mut().filter(|s| s.is_none()) {
+                    *s = Some(st.clone());
+                }
+            }
+        }
+        Delivery::Done(
+            txn.statuses
+                .into_iter()
+                .map(|s| {
+                    s.unwrap_or_else(|| {
+                        Status::Deferred(Detail::local("4.5.0", "no reply for this recipient"))
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// RSET, MAIL, RCPTs and DATA in one write, then their replies.
+    /// `Ok(true)`: go on with the content.
+    fn envelope_pipelined(
+        &mut self,
+        mail: &str,
+        rcpts: &[&str],
+        reuse: bool,
+        txn: &mut Txn,
+        s: &Settings,
+    ) -> Result<bool, Broke> {
+        let t = &s.cfg;
+        let mut out = String::with_capacity(64 + mail.len() + rcpts.len() * 40);
+        if reuse {
+            out.push_str("RSET\r\n");
+        }
+        out.push_str(mail);
+        for r in rcpts {
+            out.push_str(&format!("RCPT TO:<{r}>\r\n"));
+        }
+        out.push_str("DATA\r\n");
+        let first = if reuse { Stage::Rset } else { Stage::Mail };
+        self.send(out.as_bytes(), first, t.mail_timeout)
+            .map_err(|e| Broke::first(e, reuse))?;
+        if reuse {
+            self.rset_reply(t.rset_timeout)?;
+        }
+        let mail = self
+            .read_reply(Stage::Mail, t.mail_timeout)
+            .map_err(Broke::Lost)?;
+        for i in 0..rcpts.len() {
+            let r = self
+                .read_reply(Stage::Rcpt, t.rcpt_timeout)
+                .map_err(Broke::Lost)?;
+            if mail.class() == 2 {
+                self.rcpt_reply(i, &r, txn);
+            }
+        }
+        let data = self
+            .read_reply(Stage::Data, t.data_init_timeout)
+            .map_err(Broke::Lost)?;
+        if mail.class() != 2 {
+            self.mail_refused(&mail, txn);
+        }
+        if data.code == 354 && txn.accepted.is_empty() {
+            // A server that says 354 with no recipient: end the empty data.
+            self.exchange(b".\r\n", Stage::Dot, t.data_done_timeout)?;
+            return Ok(false);
+        }
+        self.data_reply(&data, txn)
+    }
+
+    /// The same, one command at a time.
+    fn envelope_in_turn(
+        &mut self,
+        mail: &str,
+        rcpts: &[&str],
+        reuse: bool,
+        txn: &mut Txn,
+        s: &Settings,
+    ) -> Result<bool, Broke> {
+        let t = &s.cfg;
+        if reuse {
+            self.send(b"RSET\r\n", Stage::Rset, t.rset_timeout)
+                .map_err(|e| Broke::first(e, true))?;
+            self.rset_reply(t.rset_timeout)?;
+        }
+        let r = self.exchange(mail.as_bytes(), Stage::Mail, t.mail_timeout)?;
+        if r.class() != 2 {
+            self.mail_refused(&r, txn);
+            return Ok(false);
+        }
+        for (i, rcpt) in rcpts.iter().enumerate() {
+            let cmd = format!("RCPT TO:<{rcpt}>\r\n");
+            let r = self.exchange(cmd.as_bytes(), Stage::Rcpt, t.rcpt_timeout)?;
+            self.rcpt_reply(i, &r, txn);
+        }
+        if txn.accepted.is_empty() {
+            return Ok(false);
+        }
+        let r = self.exchange(b"DATA\r\n", Stage::Data, t.data_init_timeout)?;
+        self.data_reply(&r, txn)
+    }
+
+    /// Sends a command and reads its reply; a broken connection is lost.
+    fn exchange(&mut self, cmd: &[u8], stage: Stage, timeout: Duration) -> Result<Reply, Broke> {
+        self.send(cmd, stage, timeout).map_err(Broke::Lost)?;
+        self.read_reply(stage, timeout).map_err(Broke::Lost)
+    }
+
+    /// MAIL's refusal is every recipient's status.
+    fn mail_refused(&self, r: &Reply, txn: &mut Txn) {
+        let st = self.status(Stage::Mail, r);
+        txn.statuses.iter_mut().for_each(|s| *s = Some(st.clone()));
+        txn.accepted.clear();
+    }
+
+    /// The reply to RSET on a reused connection: a dead connection is
+    /// stale, anything but 2xx breaks it.
+    fn rset_reply(&mut self, timeout: Duration) -> Result<(), Broke> {
+        match self.read_reply(Stage::Rset, timeout) {
+            Ok(r) if r.class() == 2 => Ok(()),
+            Ok(r) => {
+                self.broken = true;
+                Err(Broke::Lost(self.refused(Stage::Rset, r)))
+            }
+            Err(e) => Err(Broke::first(e, true)),
+        }
+    }
+
+    fn rcpt_reply(&self, i: usize, r: &Reply, txn: &mut Txn) {
+        if r.class() == 2 {
+            txn.accepted.push(i);
+        } else {
+            txn.statuses[i] = Some(self.status(Stage::Rcpt, r));
+        }
+    }
+
+    /// DATA's reply: 354 goes on, anything else is the accepted
+    /// recipients' status.
+    fn data_reply(&self, r: &Reply, txn: &mut Txn) -> Result<bool, Broke> {
+        if r.code == 354 {
+            return Ok(!txn.accepted.is_empty());
+        }
+        let st = self.status(Stage::Data, r);
+        for &i in &txn.accepted {
+            txn.statuses[i] = Some(st.clone());
+        }
+        txn.accepted.clear();
+        Ok(false)
+    }
+
+    /// Writes the content dot-stuffed (RFC 5321 §4.5.2) and the final
+    /// dot, a chunk at a time.
+    fn send_body(&mut self, data: &[u8], timeout: Duration) -> Result<(), SmtpError> {
+        let mut out = Vec::with_capacity(data.len().min(BODY_CHUNK) + 64);
+        let mut start = 0;
+        loop {
+            let end = (start + BODY_CHUNK).min(data.len());
+            stuff(data, start, end, &mut out);
+            if end == data.len() {
+                if !data.ends_with(b"\r\n") {
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(b".\r\n");
+                return self.send(&out, Stage::Body, timeout);
+            }
+            self.send(&out, Stage::Body, timeout)?;
+            out.clear();
+            start = end;
+        }
+    }
+
+    /// Says QUIT (without waiting for the reply, as Postfix's
+    /// `smtp_skip_quit_response`) and closes. A broken connection is just
+    /// closed.
+    pub fn quit(mut self, timeout: Duration) {
+        if !self.broken {
+            let stream = &mut self.stream;
+            let _ = timed(timeout, || {
+                stream.write_all(b"QUIT\r\n")?;
+                stream.close_notify();
+                stream.flush()
+            });
+        }
+        self.stream.tcp().close();
+    }
+}
+
+/// A transaction's recipients as the replies come.
+struct Txn {
+    /// Each recipient's status once known.
+    statuses: Vec<Option<Status>>,
+    /// Recipients the server took with 2xx, waiting for the data's reply.
+    accepted: Vec<usize>,
+}
+
+/// Why an envelope could not be completed.
+enum Broke {
+    /// The first exchange on a reused connection failed: it was dead.
+    Stale(SmtpError),
+    /// The connection broke mid-transaction.
+    Lost(SmtpError),
+}
+
+impl Broke {
+    /// An error at the first exchange: stale on a reused connection.
+    fn first(e: SmtpError, reuse: bool) -> Broke {
+        if reuse && e.is_io() {
+            Broke::Stale(e)
+        } else {
+            Broke::Lost(e)
+        }
+    }
+}
+
+/// Appends `data[start..end]` to `out`, dot-stuffed: a `.` that begins a
+/// line (at the start of `data` or after a LF) gets another before it.
+pub fn stuff(data: &[u8], start: usize, end: usize, out: &mut Vec<u8>) {
+    let mut from = start;
+    for i in start..end {
+        if data[i] == b'.' && (i == 0 || data[i - 1] == b'\n') {
+            out.extend_from_slice(&data[from..i]);
+            out.push(b'.');
+            from = i;
+        }
+    }
+    out.extend_from_slice(&data[from..end]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_stuffing_across_chunks() {
+        let data = b".a\r\nb\r\n..c\r\n.\r\nd.e\r\n";
+        let want = b"..a\r\nb\r\n...c\r\n..\r\nd.e\r\n";
+        let mut one = Vec::new();
+        stuff(data, 0, data.len(), &mut one);
+        assert_eq!(one, want);
+        for cut in 0..data.len() {
+            let mut two = Vec::new();
+            stuff(data, 0, cut, &mut two);
+            stuff(data, cut, data.len(), &mut two);
+            assert_eq!(two, want, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn ehlo_keywords() {
+        let r = Reply {
+            code: 250,
+            lines: ["mx", "PIPELINING", "SIZE 1000", "8bitmime", "STARTTLS", ""]
+                .map(String::from)
+                .to_vec(),
+        };
+        let e = Extensions::parse(&r);
+        assert!(e.esmtp && e.pipelining && e.eight_bit && e.starttls && !e.smtputf8);
+        assert_eq!(e.size, Some(1000));
+        let r = Reply {
+            code: 250,
+            lines: ["mx", "SIZE 0", "SIZE"].map(String::from).to_vec(),
+        };
+        assert_eq!(Extensions::parse(&r).size, None, "SIZE 0 is no limit");
+    }
+}

@@ -1,0 +1,164 @@
+//! Delivery to an SMTP upstream: the [`Transport`] of each SMTP
+//! destination, sharing one connection cache ([`pool`]).
+//!
+//! A delivery takes a session on a connection to its upstream from the
+//! cache (waiting while the destination's connections are all busy, or
+//! while a new one is opened), runs one transaction ([`client`]), and
+//! gives the connection back. All of it runs under one `with_timeout`
+//! (`message_timeout`), whatever the per-command timeouts say. A
+//! connection that broke is marked so and never handed out again; one
+//! found dead at its first command after a while in the cache (the server
+//! timed it out) is replaced and the message tried once more at once.
+//! When no connection can be made at all, the outcome says so and the
+//! queue suspends the destination.
+
+pub mod client;
+mod error;
+pub mod pool;
+pub mod reply;
+
+use std::rc::Rc;
+
+use coro::sync::{GetError, GroupPool};
+
+use self::client::{Delivery, Settings};
+use self::pool::Connector;
+use super::route::Upstream;
+use super::{Detail, Job, Outcome, Status, Transport};
+
+/// What every SMTP destination shares: the settings and the cache.
+#[derive(Debug)]
+pub struct Smtp {
+    settings: Rc<Settings>,
+    pool: GroupPool<Connector>,
+}
+
+impl Smtp {
+    /// The shared client with its connection cache.
+    ///
+    /// # Errors
+    ///
+    /// If the cache's threads cannot start.
+    pub fn new(settings: Settings) -> std::io::Result<Rc<Smtp>> {
+        let settings = Rc::new(settings);
+        let pool = pool::build(settings.clone())?;
+        Ok(Rc::new(Smtp { settings, pool }))
+    }
+
+    /// Closes every cached connection (QUIT, off the caller's path); the
+    /// ones in use close when their message is done.
+    pub fn close_all(&self) {
+        for up in self.pool.groups() {
+            self.pool.detach_group(&up);
+        }
+    }
+}
+
+/// One upstream as a [`Transport`].
+#[derive(Debug)]
+pub struct Destination {
+    smtp: Rc<Smtp>,
+    up: Upstream,
+}
+
+impl Destination {
+    /// Delivery to `up` through `smtp`'s cache.
+    pub fn new(smtp: Rc<Smtp>, up: Upstream) -> Destination {
+        Destination { smtp, up }
+    }
+
+    /// One job under the umbrella timeout. When it runs out, the steps
+    /// under way fail (the timeout is level-triggered) and their outcome
+    /// says where; the deferral's text adds that the limit was reached.
+    fn deliver_one(&self, job: &Job) -> Outcome {
+        let limit = self.smtp.settings.cfg.message_timeout;
+        let mut out = None;
+        let expired = coro::with_timeout(limit, || out = Some(self.attempt(job))).is_err();
+        let mut out = out.expect("attempt runs to its end");
+        if expired {
+            for st in &mut out.rcpts {
+                if let Status::Deferred(d) = st {
+                    d.text.push_str(&format!(
+                        " (the time limit for one message, smtp.message_timeout = {limit:?}, ran out)"
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// A session from the cache and a transaction on it; once more on a
+    /// fresh connection if a cached one turns out dead.
+    fn attempt(&self, job: &Job) -> Outcome {
+        let rcpts: Vec<&str> = job.addresses().collect();
+        let s = &self.smtp.settings;
+        let mut retried = false;
+        loop {
+            let mut session = match self.smtp.pool.get(&self.up) {
+                Ok(session) => session,
+                Err(e) => return self.no_connection(job, e),
+            };
+            let relay = session.peer.clone();
+            let statuses = match session.deliver(&job.msg, &rcpts, s) {
+                Delivery::Stale(e) if !retried => {
+                    log::info!("{}: {e}; trying a new connection", job.msg.env.id);
+                    session.mark_broken();
+                    retried = true;
+                    continue;
+                }
+                Delivery::Stale(e) => {
+                    vec![Status::Deferred(e.detail(Some(&session.host))); rcpts.len()]
+                }
+                Delivery::Done(st) => st,
+            };
+            let conn_use = session.uses;
+            if session.broken || session.opened.elapsed() >= s.cfg.connection_reuse_time_limit {
+                // Detached and closed when the session ends; never reused.
+                session.mark_broken();
+            }
+            return Outcome {
+                relay,
+                rcpts: statuses,
+                dest_failed: false,
+                conn_use,
+            };
+        }
+    }
+
+    /// The outcome when the cache could not give a connection.
+    fn no_connection(&self, job: &Job, e: GetError<client::SmtpError>) -> Outcome {
+        let (detail, dest_failed) = match e {
+            GetError::Spawn(e) => (e.detail(None), true),
+            GetError::Wait(w) => (
+                Detail::local(
+                    "4.4.2",
+                    format!("waiting for a connection to {}: {w}", self.up),
+                ),
+                w == coro::WaitError::TimedOut,
+            ),
+            other => (Detail::local("4.3.0", other.to_string()), false),
+        };
+        Outcome {
+            dest_failed,
+            ..Outcome::all("none", job, Status::Deferred(detail))
+        }
+    }
+}
+
+impl Transport for Destination {
+    fn deliver(&self, jobs: &[Job]) -> Vec<Outcome> {
+        jobs.iter().map(|j| self.deliver_one(j)).collect()
+    }
+
+    fn describe(&self) -> String {
+        format!("the upstream {}", self.up)
+    }
+
+    fn batch_limit(&self) -> usize {
+        1
+    }
+
+    fn concurrency(&self) -> usize {
+        self.smtp.settings.cfg.destination_concurrency_limit
+    }
+}

@@ -1,0 +1,109 @@
+//! The connection cache: a `GroupPool` whose groups are upstreams and
+//! whose workers are open SMTP connections, one transaction at a time
+//! (the [`Spawner`] documentation's pattern for a mail relay).
+//!
+//! * `spawn` opens a connection (connect, greeting, EHLO, STARTTLS); it
+//!   runs on the pool's spawner thread, and its error reaches every
+//!   delivery waiting for that upstream.
+//! * `connect` takes the connection out of the worker for the session,
+//!   which owns it (`&mut`); `release` puts it back.
+//! * `shutdown` says QUIT to a connection that left the pool: idle too
+//!   long, used `connection_reuse_count_limit` times, too old, or broken
+//!   (then it is only closed).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use coro::sync::{GroupOptions, GroupPool, Spawner};
+
+use super::client::{Client, Settings, SmtpError};
+use crate::config::TlsLevel;
+use crate::delivery::route::Upstream;
+
+/// A cached connection: the client while no session holds it.
+#[derive(Debug)]
+pub struct Cached(RefCell<Option<Client>>);
+
+/// Opens connections to upstreams for the pool.
+#[derive(Debug)]
+pub struct Connector {
+    settings: Rc<Settings>,
+}
+
+impl Spawner for Connector {
+    type Key = Upstream;
+    type Worker = Cached;
+    type Conn = Client;
+    type Error = SmtpError;
+
+    fn spawn(&self, up: &Upstream) -> Result<Cached, SmtpError> {
+        let s = &self.settings;
+        let client = match Client::open(up, s, false) {
+            // Opportunistic TLS that fails is tried again without it.
+            Err(SmtpError::Tls { what }) if s.cfg.tls_security_level == TlsLevel::May => {
+                log::info!("{what}; trying {up} again without TLS");
+                Client::open(up, s, true)?
+            }
+            r => r?,
+        };
+        log::debug!(
+            "connected to {}{}",
+            client.peer,
+            if client.is_tls() { " (TLS)" } else { "" }
+        );
+        Ok(Cached(RefCell::new(Some(client))))
+    }
+
+    fn connect(&self, up: &Upstream, w: &Cached) -> Result<Client, SmtpError> {
+        w.0.borrow_mut().take().ok_or_else(|| SmtpError::Protocol {
+            peer: up.to_string(),
+            stage: super::client::Stage::Rset,
+            what: "cached connection already in use".into(),
+        })
+    }
+
+    fn release(&self, w: &Cached, conn: Client) {
+        *w.0.borrow_mut() = Some(conn);
+    }
+
+    fn shutdown(&self, w: Cached) {
+        if let Some(c) = w.0.into_inner() {
+            log::debug!(
+                "closing the connection to {} after {} messages",
+                c.peer,
+                c.uses
+            );
+            c.quit(self.settings.cfg.quit_timeout);
+        }
+    }
+}
+
+/// The pool for `settings`: `connection_limit` connections in all,
+/// `destination_concurrency_limit` per upstream, one session at a time on
+/// each, closed after `connection_reuse_count_limit` messages (after one
+/// with the cache off) or `connection_idle_time_limit` idle.
+///
+/// # Errors
+///
+/// If the pool's threads cannot start.
+pub fn build(settings: Rc<Settings>) -> std::io::Result<GroupPool<Connector>> {
+    let c = &settings.cfg;
+    let max_requests = if c.connection_cache {
+        c.connection_reuse_count_limit
+    } else {
+        1
+    };
+    GroupPool::builder()
+        .name("smtp")
+        .max(c.connection_limit)
+        .max_per_app(c.destination_concurrency_limit)
+        .max_idle_time(c.connection_idle_time_limit)
+        // The queue bounds the deliveries in flight itself (its agents).
+        .max_queue(1 << 20)
+        .session_limit(1)
+        .options(GroupOptions {
+            max_requests,
+            min_processes: 0,
+        })
+        .build(Connector { settings })
+}

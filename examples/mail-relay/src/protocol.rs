@@ -1,0 +1,349 @@
+//! SMTP command syntax (RFC 5321 §4.1, RFC 1870 SIZE, RFC 6152 8BITMIME,
+//! RFC 6531 SMTPUTF8): a command line in, a [`Command`] or the exact reply
+//! that rejects it out. No session state lives here.
+
+use std::fmt;
+
+/// A reply: code, enhanced status code (RFC 3463) and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The three-digit code.
+    pub code: u16,
+    /// `x.y.z`, without the class digit's dot-prefix repeated.
+    pub status: &'static str,
+    /// Human text.
+    pub text: String,
+}
+
+impl Reply {
+    /// A reply.
+    pub fn new(code: u16, status: &'static str, text: impl Into<String>) -> Reply {
+        Reply {
+            code,
+            status,
+            text: text.into(),
+        }
+    }
+}
+
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.code, self.status, self.text)
+    }
+}
+
+/// The parameters of MAIL FROM.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MailParams {
+    /// SIZE=n: the size the client declares.
+    pub size: Option<u64>,
+    /// BODY=8BITMIME.
+    pub eight_bit: bool,
+    /// SMTPUTF8.
+    pub smtputf8: bool,
+}
+
+/// A parsed command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// EHLO with the client's name.
+    Ehlo(String),
+    /// HELO with the client's name.
+    Helo(String),
+    /// MAIL FROM: the reverse path (empty for the null sender).
+    Mail(String, MailParams),
+    /// RCPT TO: the forward path.
+    Rcpt(String),
+    /// DATA.
+    Data,
+    /// RSET.
+    Rset,
+    /// NOOP.
+    Noop,
+    /// QUIT.
+    Quit,
+    /// VRFY (answered 252).
+    Vrfy,
+    /// HELP.
+    Help,
+    /// STARTTLS.
+    StartTls,
+}
+
+impl Command {
+    /// The verb, for logs ("after RCPT").
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Command::Ehlo(_) => "EHLO",
+            Command::Helo(_) => "HELO",
+            Command::Mail(..) => "MAIL",
+            Command::Rcpt(_) => "RCPT",
+            Command::Data => "DATA",
+            Command::Rset => "RSET",
+            Command::Noop => "NOOP",
+            Command::Quit => "QUIT",
+            Command::Vrfy => "VRFY",
+            Command::Help => "HELP",
+            Command::StartTls => "STARTTLS",
+        }
+    }
+}
+
+/// Parses one command line (without CRLF). `esmtp` says whether the
+/// session began with EHLO (MAIL parameters are allowed only then).
+pub fn parse(line: &[u8], esmtp: bool) -> Result<Command, Reply> {
+    let line = std::str::from_utf8(line)
+        .map_err(|_| Reply::new(500, "5.5.2", "Error: command is not valid UTF-8"))?;
+    let (verb, rest) = match line.find(' ') {
+        Some(i) => (&line[..i], &line[i + 1..]),
+        None => (line, ""),
+    };
+    let no_args = |c: Command| {
+        if rest.trim().is_empty() {
+            Ok(c)
+        } else {
+            Err(Reply::new(501, "5.5.4", format!("Syntax: {}", c.verb())))
+        }
+    };
+    match verb.to_ascii_uppercase().as_str() {
+        "EHLO" | "HELO" => {
+            let name = rest.trim();
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                return Err(Reply::new(
+                    501,
+                    "5.5.4",
+                    format!("Syntax: {} hostname", verb.to_ascii_uppercase()),
+                ));
+            }
+            Ok(if verb.eq_ignore_ascii_case("EHLO") {
+                Command::Ehlo(name.to_owned())
+            } else {
+                Command::Helo(name.to_owned())
+            })
+        }
+        "MAIL" => parse_mail(rest, esmtp),
+        "RCPT" => parse_rcpt(rest),
+        "DATA" => no_args(Command::Data),
+        "RSET" => no_args(Command::Rset),
+        "NOOP" => Ok(Command::Noop),
+        "QUIT" => no_args(Command::Quit),
+        "VRFY" => Ok(Command::Vrfy),
+        "HELP" => Ok(Command::Help),
+        "STARTTLS" => no_args(Command::StartTls),
+        _ => Err(Reply::new(500, "5.5.2", "Error: command not recognized")),
+    }
+}
+
+/// `MAIL FROM:<path> [params]`.
+fn parse_mail(rest: &str, esmtp: bool) -> Result<Command, Reply> {
+    let syntax = || Reply::new(501, "5.5.4", "Syntax: MAIL FROM:<address>");
+    let after = strip_keyword(rest, "FROM:").ok_or_else(syntax)?;
+    let (path, params) = split_path(after).ok_or_else(syntax)?;
+    let mut p = MailParams::default();
+    for param in params.split(' ').filter(|s| !s.is_empty()) {
+        if !esmtp {
+            return Err(Reply::new(
+                555,
+                "5.5.4",
+                "Unsupported option: parameters need EHLO",
+            ));
+        }
+        let (key, value) = match param.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (param, None),
+        };
+        match (key.to_ascii_uppercase().as_str(), value) {
+            ("SIZE", Some(v)) => {
+                p.size =
+                    Some(v.parse().map_err(|_| {
+                        Reply::new(501, "5.5.4", format!("Bad SIZE parameter: {v}"))
+                    })?)
+            }
+            ("BODY", Some(v)) if v.eq_ignore_ascii_case("8BITMIME") => p.eight_bit = true,
+            ("BODY", Some(v)) if v.eq_ignore_ascii_case("7BIT") => p.eight_bit = false,
+            ("SMTPUTF8", None) => p.smtputf8 = true,
+            _ => {
+                return Err(Reply::new(
+                    555,
+                    "5.5.4",
+                    format!("Unsupported option: {param}"),
+                ))
+            }
+        }
+    }
+    let addr = address(path, p.smtputf8, true).map_err(|why| {
+        if why == NEEDS_UTF8 {
+            needs_utf8()
+        } else {
+            Reply::new(501, "5.1.7", format!("Bad sender address syntax: {why}"))
+        }
+    })?;
+    Ok(Command::Mail(addr, p))
+}
+
+/// `RCPT TO:<path>` (no parameters are advertised, so none are accepted).
+/// Non-ASCII addresses are checked against SMTPUTF8 by the session, which
+/// knows what MAIL declared.
+fn parse_rcpt(rest: &str) -> Result<Command, Reply> {
+    let syntax = || Reply::new(501, "5.5.4", "Syntax: RCPT TO:<address>");
+    let after = strip_keyword(rest, "TO:").ok_or_else(syntax)?;
+    let (path, params) = split_path(after).ok_or_else(syntax)?;
+    if let Some(p) = params.split(' ').find(|s| !s.is_empty()) {
+        return Err(Reply::new(555, "5.5.4", format!("Unsupported option: {p}")));
+    }
+    let addr = address(path, true, false)
+        .map_err(|why| Reply::new(501, "5.1.3", format!("Bad recipient address syntax: {why}")))?;
+    Ok(Command::Rcpt(addr))
+}
+
+/// The reply to a non-ASCII address without SMTPUTF8.
+pub fn needs_utf8() -> Reply {
+    Reply::new(
+        553,
+        "5.6.7",
+        "Must declare SMTPUTF8 to send a non-ASCII address",
+    )
+}
+
+const NEEDS_UTF8: &str = "non-ASCII address without SMTPUTF8";
+
+/// `rest` after a case-insensitive `kw`, leading spaces skipped (Postfix's
+/// leniency for `MAIL FROM: <a>`).
+fn strip_keyword<'a>(rest: &'a str, kw: &str) -> Option<&'a str> {
+    let head = rest.get(..kw.len())?;
+    head.eq_ignore_ascii_case(kw)
+        .then(|| rest[kw.len()..].trim_start_matches(' '))
+}
+
+/// Splits `<path> params` into the path's inside and the parameters.
+fn split_path(s: &str) -> Option<(&str, &str)> {
+    let s = s.strip_prefix('<')?;
+    let end = s.find('>')?;
+    let rest = &s[end + 1..];
+    if !rest.is_empty() && !rest.starts_with(' ') {
+        return None;
+    }
+    Some((&s[..end], rest))
+}
+
+/// Checks a path's inside: an empty path only for the sender, a source
+/// route (`@a,@b:`) dropped, then `local@domain` (or the bare
+/// `postmaster` for a recipient).
+fn address(path: &str, utf8: bool, sender: bool) -> Result<String, &'static str> {
+    if path.is_empty() {
+        return if sender {
+            Ok(String::new())
+        } else {
+            Err("empty address")
+        };
+    }
+    let path = match (path.starts_with('@'), path.find(':')) {
+        (true, Some(i)) => &path[i + 1..],
+        (true, None) => return Err("bad source route"),
+        _ => path,
+    };
+    if path.len() > 254 {
+        return Err("address too long");
+    }
+    if path
+        .chars()
+        .any(|c| c.is_control() || c == ' ' || c == '<' || c == '>')
+    {
+        return Err("bad character");
+    }
+    if !path.is_ascii() && !utf8 {
+        return Err(NEEDS_UTF8);
+    }
+    if !sender && path.eq_ignore_ascii_case("postmaster") {
+        return Ok(path.to_owned());
+    }
+    let at = path.rfind('@').ok_or("no domain")?;
+    let (local, domain) = (&path[..at], &path[at + 1..]);
+    if local.is_empty() || domain.is_empty() {
+        return Err("empty local part or domain");
+    }
+    let literal = domain.starts_with('[') && domain.ends_with(']');
+    if !literal
+        && (domain.starts_with('.')
+            || domain.ends_with('.')
+            || domain.contains("..")
+            || domain
+                .chars()
+                .any(|c| !(c.is_alphanumeric() || c == '-' || c == '.')))
+    {
+        return Err("bad domain");
+    }
+    Ok(path.to_owned())
+}
+
+/// The domain of an address (after the last `@`), lower-cased; `None` for
+/// the bare `postmaster`.
+pub fn domain(addr: &str) -> Option<String> {
+    addr.rfind('@').map(|i| addr[i + 1..].to_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(s: &str) -> Command {
+        parse(s.as_bytes(), true).unwrap()
+    }
+
+    fn code(s: &str) -> u16 {
+        parse(s.as_bytes(), true).unwrap_err().code
+    }
+
+    #[test]
+    fn commands() {
+        assert_eq!(ok("ehlo client.test"), Command::Ehlo("client.test".into()));
+        assert_eq!(
+            ok("MAIL FROM:<>"),
+            Command::Mail(String::new(), MailParams::default())
+        );
+        assert_eq!(
+            ok("MAIL FROM: <a@b.test> SIZE=100 BODY=8BITMIME"),
+            Command::Mail(
+                "a@b.test".into(),
+                MailParams {
+                    size: Some(100),
+                    eight_bit: true,
+                    smtputf8: false
+                }
+            )
+        );
+        assert_eq!(
+            ok("RCPT TO:<@relay.test:x@y.test>"),
+            Command::Rcpt("x@y.test".into())
+        );
+        assert_eq!(
+            ok("rcpt to:<Postmaster>"),
+            Command::Rcpt("Postmaster".into())
+        );
+        assert_eq!(ok("DATA"), Command::Data);
+    }
+
+    #[test]
+    fn syntax_errors() {
+        assert_eq!(code("EHLO"), 501);
+        assert_eq!(code("MAIL TO:<a@b>"), 501);
+        assert_eq!(code("MAIL FROM:a@b.test"), 501);
+        assert_eq!(code("MAIL FROM:<a@b.test> FOO=1"), 555);
+        assert_eq!(code("MAIL FROM:<a@b.test> SIZE=x"), 501);
+        assert_eq!(code("RCPT TO:<>"), 501);
+        assert_eq!(code("RCPT TO:<a@b..c>"), 501);
+        assert_eq!(code("DATA now"), 501);
+        assert_eq!(code("WHAT"), 500);
+        assert_eq!(code("MAIL FROM:<ü@b.test>"), 553);
+        assert!(matches!(
+            ok("MAIL FROM:<ü@b.test> SMTPUTF8"),
+            Command::Mail(..)
+        ));
+        assert_eq!(
+            parse(b"MAIL FROM:<a@b.test> SIZE=1", false)
+                .unwrap_err()
+                .code,
+            555
+        );
+    }
+}

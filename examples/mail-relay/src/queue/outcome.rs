@@ -1,0 +1,213 @@
+//! What the queue does with a delivery's outcome: one log line per
+//! recipient (Postfix's shape), and, once every job of a message's attempt
+//! is in, the message's fate:
+//!
+//! * every recipient finished: `done` in the journal, out of the queue;
+//! * bounced recipients: a report to the sender, committed to the spool
+//!   before the recipients count as finished (so a crash can duplicate a
+//!   bounce, never lose one); none to the null sender, so a bounce that
+//!   fails is dropped with a log line;
+//! * deferred recipients: the next attempt after the backoff, in the
+//!   journal; past the queue lifetime, returned to the sender instead.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::Inner;
+use crate::delivery::bounce::{self, Failure};
+use crate::delivery::{Detail, Job, Outcome, Status};
+use crate::spool::{Message, Update};
+
+/// Takes the outcomes of `jobs` (one each, in order).
+pub(super) fn report(inner: &Inner, jobs: &[Job], outcomes: Vec<Outcome>) {
+    let now = SystemTime::now();
+    let mut finished = Vec::new();
+    {
+        let mut entries = inner.entries.borrow_mut();
+        for (job, o) in jobs.iter().zip(outcomes) {
+            let env = &job.msg.env;
+            let Some(e) = entries.get_mut(&env.id) else {
+                continue;
+            };
+            let delay = now.duration_since(env.arrival).unwrap_or_default();
+            let conn_use = if o.conn_use > 1 {
+                format!("conn_use={}, ", o.conn_use)
+            } else {
+                String::new()
+            };
+            for (&i, st) in job.rcpts.iter().zip(o.rcpts) {
+                let d = st.detail();
+                log::info!(
+                    "{}: to=<{}>, relay={}, delay={:.2}, {conn_use}dsn={}, status={} ({})",
+                    env.id,
+                    env.rcpts[i],
+                    o.relay,
+                    delay.as_secs_f64(),
+                    d.dsn,
+                    st.word(),
+                    d.text
+                );
+                e.results.push((i, st));
+            }
+            e.outstanding -= 1;
+            if e.outstanding == 0 {
+                finished.push(env.id.clone());
+            }
+        }
+    }
+    for id in finished {
+        finalize(inner, &id);
+    }
+}
+
+/// Decides a message's fate after an attempt (see the module docs); its
+/// place among the active messages goes to the next ready one.
+fn finalize(inner: &Inner, id: &str) {
+    inner.active.set(inner.active.get() - 1);
+    settle(inner, id);
+    if !inner.ready.borrow().is_empty() {
+        inner.wake();
+    }
+}
+
+fn settle(inner: &Inner, id: &str) {
+    let spool = inner.spool();
+    let Some((msg, results)) = inner
+        .entries
+        .borrow_mut()
+        .get_mut(id)
+        .map(|e| (e.msg.clone(), std::mem::take(&mut e.results)))
+    else {
+        return;
+    };
+    let cut = inner.cut.get();
+    let mut finished = Vec::new();
+    let mut bounced = Vec::new();
+    let mut deferred = Vec::new();
+    for (i, st) in results {
+        match st {
+            Status::Sent(_) => finished.push(i),
+            Status::Bounced(d) if !cut => bounced.push((i, d)),
+            Status::Bounced(_) => {}
+            Status::Deferred(d) => deferred.push((i, d)),
+        }
+    }
+    if !bounced.is_empty() {
+        // Blocks until the bounce is durable; no borrow is held meanwhile.
+        match return_to_sender(inner, &msg, &bounced, false) {
+            Ok(()) => finished.extend(bounced.iter().map(|(i, _)| *i)),
+            Err(why) => deferred.extend(bounced.into_iter().map(|(i, d)| {
+                let text = format!("{} (and the bounce could not be queued: {why})", d.text);
+                (i, Detail { text, ..d })
+            })),
+        }
+    }
+    let mut entries = inner.entries.borrow_mut();
+    let Some(e) = entries.get_mut(id) else { return };
+    for &i in &finished {
+        e.done[i] = true;
+    }
+    if e.done.iter().all(|&d| d) {
+        entries.remove(id);
+        spool.record(Update::Done { id: id.to_owned() });
+        log::debug!("{id}: removed");
+        return;
+    }
+    for &i in &finished {
+        spool.record(Update::Rcpt {
+            id: id.to_owned(),
+            index: i,
+        });
+    }
+    drop(entries);
+    if cut {
+        return; // the stop cut the attempt short: it stays as it was
+    }
+    let age = SystemTime::now()
+        .duration_since(msg.env.arrival)
+        .unwrap_or_default();
+    let q = &inner.settings;
+    let lifetime = if msg.env.from.is_empty() {
+        q.bounce_queue_lifetime
+    } else {
+        q.maximal_queue_lifetime
+    };
+    if age >= lifetime && !deferred.is_empty() {
+        log::info!(
+            "{id}: from=<{}>, status=expired, returned to sender after {age:.0?} in the queue",
+            msg.env.from
+        );
+        if return_to_sender(inner, &msg, &deferred, true).is_ok() {
+            inner.entries.borrow_mut().remove(id);
+            spool.record(Update::Done { id: id.to_owned() });
+            return;
+        }
+    }
+    let first = deferred
+        .first()
+        .map_or_else(|| Detail::local("4.0.0", "deferred"), |(_, d)| d.clone());
+    defer(inner, id, &first);
+}
+
+/// Defers `id` for `why`: the next attempt after the backoff, in the
+/// journal; its content leaves memory until then.
+pub(super) fn defer(inner: &Inner, id: &str, why: &Detail) {
+    let mut entries = inner.entries.borrow_mut();
+    let Some(e) = entries.get_mut(id) else { return };
+    e.attempts += 1;
+    let next = SystemTime::now() + inner.settings.backoff(e.attempts);
+    e.next_attempt = Some(next);
+    e.reason = Some(why.text.clone());
+    e.park();
+    inner.spool().record(Update::Defer {
+        id: id.to_owned(),
+        attempts: e.attempts,
+        next,
+        reason: why.text.clone(),
+    });
+    inner.deferred.borrow_mut().insert((next, id.to_owned()));
+    // The runner sets its next wake-up from the earliest deferral.
+    inner.wake();
+}
+
+/// Queues the report returning `msg` to its sender for `failed`, or, for
+/// the null sender, drops those recipients with a log line. `Err` when the
+/// report could not be committed.
+fn return_to_sender(
+    inner: &Inner,
+    msg: &Message,
+    failed: &[(usize, Detail)],
+    expired: bool,
+) -> Result<(), String> {
+    let env = &msg.env;
+    if env.from.is_empty() {
+        for (i, d) in failed {
+            log::info!(
+                "{}: to=<{}>: undeliverable ({}) and the sender is <>: no bounce, dropped",
+                env.id,
+                env.rcpts[*i],
+                d.text
+            );
+        }
+        return Ok(());
+    }
+    let failures: Vec<Failure<'_>> = failed
+        .iter()
+        .map(|(i, d)| Failure {
+            rcpt: &env.rcpts[*i],
+            detail: d,
+        })
+        .collect();
+    let report = bounce::report(&inner.hostname, msg, &failures, expired);
+    let rid = report.env.id.clone();
+    match inner.spool().commit(Arc::new(report)) {
+        Ok(()) => {
+            log::info!("{}: sender non-delivery notification: {rid}", env.id);
+            Ok(())
+        }
+        Err(e) => {
+            log::warn!("{}: cannot queue the bounce to <{}>: {e}", env.id, env.from);
+            Err(e.to_string())
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! The relay as a whole: opens the spool and the destinations (the Maildir,
+//! the SMTP upstreams), requeues what the last run left, starts the
+//! committer, the journal and the queue runner, accepts sessions within the
+//! limits, and stops gracefully on SIGTERM or SIGINT. SIGUSR1 is `flush`.
+//!
+//! # Green threads
+//!
+//! ```text
+//! main ── waits for a signal, then runs the stop sequence
+//! acceptor ── accept loop; one `session` green thread per connection
+//! committer ── group commits into the spool (spool/mod.rs)
+//! journal ── delivery events into the spool's journals (spool/journal.rs)
+//! queue runner ── a PeriodicExecutor starting delivery agents (queue/)
+//! smtp spawner, cleaner, shutdown ── the connection cache's (GroupPool)
+//! backdoor ── when configured: mailq, flush, the runtime's console
+//! ```
+//!
+//! # Graceful stop
+//!
+//! On the first SIGTERM or SIGINT: the listener closes (new clients are
+//! refused) and no new delivery attempt starts; sessions waiting between
+//! transactions get 421 at once, the others may finish their transaction
+//! until `stop_deadline`, then get 421; deliveries in flight may finish
+//! until the same deadline, then are cut short (their messages stay
+//! queued as they were). The committer and the journal are flushed (every
+//! message that got its 250 is durable), cached upstream connections get
+//! QUIT, and the process exits 0. A second signal cuts the deadline short.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use coro::net::{is_fd_exhaustion, TcpListener, TcpStream};
+use coro::signal::{Signals, SIGINT, SIGTERM, SIGUSR1};
+use coro::sync::WaitGroup;
+
+use crate::config::Config;
+use crate::delivery::route::{Dest, Router};
+use crate::delivery::smtp::client::Settings;
+use crate::delivery::smtp::{Destination, Smtp};
+use crate::delivery::{Maildir, Transport};
+use crate::queue::Queue;
+use crate::session::{Phase, Session};
+use crate::spool::Spool;
+use crate::wire::Wire;
+
+/// What every session shares.
+pub struct Relay {
+    /// The configuration.
+    pub config: Config,
+    /// The spool sessions commit into.
+    pub spool: Spool,
+    /// STARTTLS, when configured.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Set at the first stop signal.
+    pub stopping: Cell<bool>,
+    /// Live sessions, by thread id.
+    sessions: RefCell<HashMap<u64, Live>>,
+    /// Live sessions per client address.
+    per_client: RefCell<HashMap<IpAddr, usize>>,
+    /// Every session is a member.
+    group: WaitGroup,
+}
+
+/// A live session as the stop logic sees it.
+struct Live {
+    /// Its green thread, to interrupt.
+    thread: coro::Coro,
+    /// Whether it waits between transactions.
+    phase: Rc<Cell<Phase>>,
+}
+
+/// A session's place in the relay's books; dropping it (however the
+/// session ends, a panic included) gives the place back. Never blocks.
+struct Member {
+    relay: Rc<Relay>,
+    ip: IpAddr,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if let Some(id) = coro::current_id() {
+            self.relay.sessions.borrow_mut().remove(&id);
+        }
+        let mut per = self.relay.per_client.borrow_mut();
+        if let Some(n) = per.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&self.ip);
+            }
+        }
+    }
+}
+
+impl Relay {
+    /// Whether a client at `client` may send to `rcpt`: it is in
+    /// `mynetworks`, or the domain is one we deliver or relay for (and the
+    /// bare `postmaster` always). Never an open relay.
+    pub fn may_receive(&self, client: IpAddr, rcpt: &str) -> bool {
+        let c = &self.config;
+        if c.mynetworks.iter().any(|n| n.contains(client)) {
+            return true;
+        }
+        match crate::protocol::domain(rcpt) {
+            None => true, // <postmaster>
+            Some(d) => c
+                .local_domains
+                .iter()
+                .chain(&c.relay_domains)
+                .any(|x| x.eq_ignore_ascii_case(&d)),
+        }
+    }
+}
+
+/// Runs the relay until a stop signal; returns when stopped.
+///
+/// # Errors
+///
+/// If the spool, the Maildir, the TLS files or the listener cannot be set
+/// up.
+pub fn run(config: Config) -> io::Result<()> {
+    let signals = Signals::new([SIGINT, SIGTERM, SIGUSR1])?;
+    let tls = match (&config.tls.cert, &config.tls.key) {
+        (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
+        _ => None,
+    };
+    let router = Router::new(
+        &config.routes,
+        &config.local_domains,
+        config.relayhost.as_ref(),
+    );
+    let (transports, smtp) = transports(&config, &router)?;
+    let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
+    let (spool, recovered) = {
+        let q = queue.clone();
+        Spool::open(&config.spool_dir, config.testing.commit_delay, move |m| {
+            q.enqueue(m)
+        })
+        .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?
+    };
+    queue.attach(spool.clone());
+    if recovered.removed_tmp > 0 {
+        log::info!(
+            "removed {} half-written files from the spool",
+            recovered.removed_tmp
+        );
+    }
+    for (name, why) in &recovered.corrupt {
+        log::warn!("{name}: unreadable queue file moved to corrupt/: {why}");
+    }
+    if !recovered.messages.is_empty() {
+        log::info!(
+            "{} queued messages found in the spool; delivering",
+            recovered.messages.len()
+        );
+    }
+    for q in recovered.messages {
+        queue.restore(q);
+    }
+    let listener = Rc::new(
+        TcpListener::bind(config.listen)
+            .map_err(|e| io::Error::new(e.kind(), format!("listen {}: {e}", config.listen)))?,
+    );
+    let addr = listener.local_addr()?;
+    let door = match &config.backdoor {
+        Some(path) => Some(crate::control::serve_backdoor(path, &queue)?),
+        None => None,
+    };
+    crate::control::write_pid(spool.dir())
+        .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
+    println!(
+        "mail-relay: listening on {addr}; spool in {}; {}{}",
+        spool.dir().display(),
+        queue.describe(),
+        if tls.is_some() { "; STARTTLS on" } else { "" }
+    );
+    log::info!("daemon started -- listening on {addr}");
+
+    let relay = Rc::new(Relay {
+        config,
+        spool: spool.clone(),
+        tls,
+        stopping: Cell::new(false),
+        sessions: RefCell::new(HashMap::new()),
+        per_client: RefCell::new(HashMap::new()),
+        group: WaitGroup::new(),
+    });
+    let committer = {
+        let spool = spool.clone();
+        coro::Builder::new()
+            .name("committer".into())
+            .spawn(move || spool.run_committer())?
+    };
+    let journal = {
+        let spool = spool.clone();
+        coro::Builder::new()
+            .name("journal".into())
+            .spawn(move || spool.run_journal())?
+    };
+    queue.start()?;
+    let acceptor = {
+        let (relay, listener) = (relay.clone(), listener.clone());
+        coro::Builder::new()
+            .name("acceptor".into())
+            .spawn(move || accept_loop(&relay, &listener))?
+    };
+
+    let sig = loop {
+        match signals.recv()? {
+            SIGUSR1 => {
+                queue.flush();
+            }
+            sig => break sig,
+        }
+    };
+    let t0 = coro::clock::now();
+    let deadline = relay.config.stop_deadline;
+    log::info!(
+        "signal {sig}: stopping -- no new sessions or deliveries; {} sessions and {} deliveries in flight get {deadline:?}",
+        relay.group.len(),
+        queue.in_flight()
+    );
+    relay.stopping.set(true);
+    queue.halt();
+    listener.close();
+    let _ = acceptor.join();
+    // Sessions waiting for a command between transactions end now.
+    for live in relay.sessions.borrow().values() {
+        if live.phase.get() == Phase::Idle {
+            let _ = live.thread.interrupt();
+        }
+    }
+    let second = {
+        let (relay, queue) = (relay.clone(), queue.clone());
+        coro::spawn(move || {
+            while let Ok(sig) = signals.recv() {
+                if sig != SIGUSR1 {
+                    log::info!("second signal: ending the sessions and deliveries in flight now");
+                    interrupt_all(&relay);
+                    queue.cut();
+                    return;
+                }
+            }
+        })
+    };
+    if coro::with_timeout(deadline, || relay.group.wait()).is_err() {
+        interrupt_all(&relay);
+    }
+    let _ = relay.group.wait();
+    queue.finish(deadline.saturating_sub(t0.elapsed()));
+    let _ = second.thread().interrupt();
+    // Every 250 sent is durable already; this also waits for commits of
+    // sessions cut short at the deadline, and for bounces.
+    if let Err(e) = spool.flush() {
+        log::warn!("flushing the spool: {e}");
+    }
+    if let Err(e) = spool.sync_journal() {
+        log::warn!("flushing the spool's journal: {e}");
+    }
+    let _ = committer.thread().interrupt();
+    let _ = journal.thread().interrupt();
+    if let Some(smtp) = smtp {
+        smtp.close_all();
+    }
+    if let Some(door) = door {
+        door.close();
+    }
+    crate::control::remove_pid(spool.dir());
+    log::info!(
+        "stopped; {} messages ({} batch files) left in the spool for the next start",
+        queue.len(),
+        spool.batches()
+    );
+    Ok(())
+}
+
+/// A transport for each destination the router can name: the Maildir, and
+/// one per SMTP upstream sharing one client and connection cache.
+type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>);
+
+fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
+    let maildir = Maildir::open(&config.maildir, &config.hostname)
+        .map_err(|e| annotate(e, "maildir", &config.maildir))?;
+    let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];
+    let upstreams: Vec<_> = router
+        .destinations()
+        .into_iter()
+        .filter_map(|d| match d {
+            Dest::Smtp(up) => Some(up),
+            Dest::Local => None,
+        })
+        .collect();
+    if upstreams.is_empty() {
+        return Ok((out, None));
+    }
+    let c = &config.smtp;
+    let settings = Settings {
+        cfg: c.clone(),
+        helo_name: c
+            .helo_name
+            .clone()
+            .unwrap_or_else(|| config.hostname.clone()),
+        tls: crate::tls::client_config(c.tls_security_level, c.tls_ca_file.as_deref())?,
+    };
+    let smtp = Smtp::new(settings)?;
+    for up in upstreams {
+        let dest = Destination::new(smtp.clone(), up.clone());
+        out.push((Dest::Smtp(up), Rc::new(dest)));
+    }
+    Ok((out, Some(smtp)))
+}
+
+fn interrupt_all(relay: &Relay) {
+    for live in relay.sessions.borrow().values() {
+        let _ = live.thread.interrupt();
+    }
+}
+
+fn annotate(e: io::Error, key: &str, path: &std::path::Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{key} {}: {e}", path.display()))
+}
+
+/// Accepts until the listener closes; backs off when out of fds or memory.
+fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
+    const MIN_BACKOFF: Duration = Duration::from_millis(5);
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                backoff = MIN_BACKOFF;
+                admit(relay, stream, peer);
+            }
+            Err(_) if listener.is_closed() => return,
+            Err(e) if is_fd_exhaustion(&e) => {
+                log::warn!("accept: {e}; backing off {backoff:?}");
+                if coro::sleep(backoff).is_err() {
+                    return;
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+            Err(e) if coro::WaitError::from_io(&e).is_some() => return,
+            Err(e) => log::info!("accept: {e}"),
+        }
+    }
+}
+
+/// Starts a session for a new connection, or turns it away with 421 when
+/// a limit is reached.
+fn admit(relay: &Rc<Relay>, stream: TcpStream, peer: SocketAddr) {
+    let c = &relay.config;
+    let ip = peer.ip();
+    let from_client = relay.per_client.borrow().get(&ip).copied().unwrap_or(0);
+    let refusal = if relay.group.len() >= c.max_sessions {
+        Some(("4.3.2", "Error: too many sessions, try again later"))
+    } else if from_client >= c.max_sessions_per_client {
+        Some(("4.7.0", "Error: too many connections from your address"))
+    } else {
+        None
+    };
+    if let Some((status, text)) = refusal {
+        log::info!("refusing [{ip}]:{}: {text}", peer.port());
+        let line = format!("421 {status} {} {text}\r\n", c.hostname);
+        let idle = c.timeouts.idle;
+        // Its own thread: a client that does not read must not stall accept.
+        let _ = coro::Builder::new()
+            .name("refuse".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let _ = crate::wire::timed(idle, || {
+                    io::Write::write_all(&mut &stream, line.as_bytes())
+                });
+            });
+        return;
+    }
+    *relay.per_client.borrow_mut().entry(ip).or_insert(0) += 1;
+    let member = Member {
+        relay: relay.clone(),
+        ip,
+    };
+    let phase = Rc::new(Cell::new(Phase::Busy));
+    let wire = Wire::new(stream, peer, c.timeouts.idle);
+    let session = Session::new(relay.clone(), wire, phase.clone());
+    let spawned = relay.group.spawn_with(
+        coro::Builder::new().name(format!("smtp [{ip}]:{}", peer.port())),
+        move || {
+            let _member = member;
+            session.run();
+        },
+    );
+    match spawned {
+        Ok(h) => {
+            let live = Live {
+                thread: h.thread().clone(),
+                phase,
+            };
+            relay.sessions.borrow_mut().insert(h.thread().id(), live);
+        }
+        Err(e) => {
+            // Out of stacks (vm.max_map_count) or memory: the connection
+            // (and the member, giving its place back) is dropped with the
+            // closure; the acceptor keeps going.
+            log::warn!("cannot start a session for [{ip}]: {e}");
+        }
+    }
+}

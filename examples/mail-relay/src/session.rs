@@ -1,0 +1,513 @@
+//! One SMTP session on its own green thread (RFC 5321 with PIPELINING,
+//! SIZE, 8BITMIME, ENHANCEDSTATUSCODES, SMTPUTF8 and STARTTLS), written in
+//! plain blocking style: read a command, answer it.
+//!
+//! # Strictness
+//!
+//! What real MTAs learned the hard way is enforced, not repaired: a bare
+//! LF or bare CR anywhere ends the session with 521 (SMTP smuggling needs
+//! one of them); command lines over 512 octets get 500 and text lines over
+//! 1 000 fail the message; the only end of data is CRLF.CRLF; plaintext
+//! pipelined after STARTTLS is discarded; commands out of order get 503
+//! (after a failed MAIL, the pipelined RCPTs and DATA too); after
+//! `error_limit` rejected commands the session ends with 421.
+//!
+//! # Waiting
+//!
+//! Every wait for the client runs under `with_timeout` with the class of
+//! RFC 5321 §4.5.3.2 that fits the state (see [`crate::config::Timeouts`]),
+//! and the commit after the final dot under `final_dot`, so a slow or
+//! silent client holds only this green thread. At a graceful stop the
+//! server interrupts sessions that wait between transactions at once and
+//! the others at the deadline; an interrupted session says 421 and ends.
+
+use std::cell::Cell;
+use std::io;
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::protocol::{self, Command, MailParams, Reply};
+use crate::server::Relay;
+use crate::spool::{Envelope, Message};
+use crate::time::Utc;
+use crate::wire::{timed, Line, Wire};
+
+/// RFC 5321 §4.5.3.1.4: a command line, CRLF included.
+const MAX_COMMAND_LINE: usize = 512;
+/// RFC 5321 §4.5.3.1.6: a text line, CRLF included.
+const MAX_TEXT_LINE: usize = 1000;
+
+/// Where a session is, as the server's stop logic sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for a command with no transaction open: can be ended at
+    /// once at stop.
+    Idle,
+    /// Inside a transaction (or answering): gets until the deadline.
+    Busy,
+}
+
+/// A transaction: MAIL seen, collecting recipients.
+struct Txn {
+    from: String,
+    params: MailParams,
+    rcpts: Vec<String>,
+}
+
+/// How a session ended, for the log.
+enum End {
+    Quit,
+    Closed(&'static str),
+}
+
+/// One session's state.
+pub struct Session {
+    relay: Rc<Relay>,
+    wire: Wire,
+    client: IpAddr,
+    /// The name from EHLO/HELO, once given.
+    helo: Option<String>,
+    /// EHLO (not HELO) was used.
+    esmtp: bool,
+    txn: Option<Txn>,
+    /// Rejected commands so far.
+    errors: u32,
+    /// Commands seen, for the disconnect line.
+    commands: u32,
+    /// The last command's verb, for "timeout after RCPT".
+    last: &'static str,
+    phase: Rc<Cell<Phase>>,
+}
+
+impl Session {
+    /// A session for an accepted connection.
+    pub fn new(relay: Rc<Relay>, wire: Wire, phase: Rc<Cell<Phase>>) -> Session {
+        let client = wire.peer().ip();
+        Session {
+            relay,
+            wire,
+            client,
+            helo: None,
+            esmtp: false,
+            txn: None,
+            errors: 0,
+            commands: 0,
+            last: "CONNECT",
+            phase,
+        }
+    }
+
+    /// Runs the session to its end.
+    pub fn run(mut self) {
+        let peer = self.wire.peer();
+        log::info!("connect from [{}]:{}", peer.ip(), peer.port());
+        let end = self.serve();
+        let how = match end {
+            End::Quit => "quit".to_owned(),
+            End::Closed(why) => why.to_owned(),
+        };
+        log::info!(
+            "disconnect from [{}]:{} commands={} errors={} ({how})",
+            peer.ip(),
+            peer.port(),
+            self.commands,
+            self.errors
+        );
+        self.wire.close();
+    }
+
+    fn host(&self) -> &str {
+        &self.relay.config.hostname
+    }
+
+    fn serve(&mut self) -> End {
+        let greeting = format!("{} ESMTP mail-relay", self.host());
+        self.wire.reply(220, &[&greeting]);
+        loop {
+            let t = &self.relay.config.timeouts;
+            let timeout = match (&self.helo, &self.txn) {
+                (None, _) => t.greeting,
+                (Some(_), None) => t.mail,
+                (Some(_), Some(_)) => t.rcpt,
+            };
+            if self.txn.is_none() {
+                if self.relay.stopping.get() && !self.wire.has_buffered_input() {
+                    return self.shutting_down();
+                }
+                self.phase.set(Phase::Idle);
+            }
+            let line = self.wire.read_line(MAX_COMMAND_LINE, timeout);
+            self.phase.set(Phase::Busy);
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => return self.wait_failed(e),
+            };
+            match line {
+                Line::Text => {}
+                Line::Eof => return self.lost(),
+                Line::TooLong => {
+                    if let Some(end) = self.reject(Reply::new(500, "5.5.2", "Error: line too long"))
+                    {
+                        return end;
+                    }
+                    continue;
+                }
+                Line::BareLf | Line::BareCr => return self.bare(line),
+            }
+            self.commands += 1;
+            let cmd = match protocol::parse(self.wire.line(), self.esmtp) {
+                Ok(c) => c,
+                Err(reply) => {
+                    self.last = "UNKNOWN";
+                    if let Some(end) = self.reject(reply) {
+                        return end;
+                    }
+                    continue;
+                }
+            };
+            self.last = cmd.verb();
+            if let Some(end) = self.command(cmd) {
+                return end;
+            }
+        }
+    }
+
+    /// Answers one command; `Some` ends the session.
+    fn command(&mut self, cmd: Command) -> Option<End> {
+        match cmd {
+            Command::Ehlo(name) => {
+                self.helo = Some(name);
+                self.esmtp = true;
+                self.txn = None;
+                let c = &self.relay.config;
+                let size = format!("SIZE {}", c.max_message_size);
+                let mut lines = vec![self.host().to_owned(), "PIPELINING".into(), size];
+                if self.relay.tls.is_some() && !self.wire.is_tls() {
+                    lines.push("STARTTLS".into());
+                }
+                lines.extend(["ENHANCEDSTATUSCODES", "8BITMIME", "SMTPUTF8"].map(String::from));
+                let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+                self.wire.reply(250, &lines);
+            }
+            Command::Helo(name) => {
+                self.helo = Some(name);
+                self.esmtp = false;
+                self.txn = None;
+                let host = self.host().to_owned();
+                self.wire.reply(250, &[&host]);
+            }
+            Command::Mail(from, params) => return self.mail(from, params),
+            Command::Rcpt(to) => return self.rcpt(to),
+            Command::Data => return self.data(),
+            Command::Rset => {
+                self.txn = None;
+                self.ok(250, "2.0.0", "Ok");
+            }
+            Command::Noop => self.ok(250, "2.0.0", "Ok"),
+            Command::Vrfy => self.ok(
+                252,
+                "2.0.0",
+                "Cannot VRFY user, but will accept message and attempt delivery",
+            ),
+            Command::Help => self.ok(
+                214,
+                "2.0.0",
+                "Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS",
+            ),
+            Command::Quit => {
+                self.ok(221, "2.0.0", "Bye");
+                return Some(End::Quit);
+            }
+            Command::StartTls => return self.starttls(),
+        }
+        None
+    }
+
+    fn mail(&mut self, from: String, params: MailParams) -> Option<End> {
+        if self.helo.is_none() {
+            return self.reject(Reply::new(503, "5.5.1", "Error: send HELO/EHLO first"));
+        }
+        if self.txn.is_some() {
+            return self.reject(Reply::new(503, "5.5.1", "Error: nested MAIL command"));
+        }
+        if self.relay.stopping.get() {
+            return Some(self.shutting_down());
+        }
+        let max = self.relay.config.max_message_size;
+        if params.size.is_some_and(|s| s > max) {
+            return self.reject(Reply::new(
+                552,
+                "5.3.4",
+                format!("Message size exceeds fixed limit of {max} octets"),
+            ));
+        }
+        self.txn = Some(Txn {
+            from,
+            params,
+            rcpts: Vec::new(),
+        });
+        self.ok(250, "2.1.0", "Ok");
+        None
+    }
+
+    fn rcpt(&mut self, to: String) -> Option<End> {
+        let Some(txn) = &self.txn else {
+            return self.reject(Reply::new(503, "5.5.1", "Error: need MAIL command"));
+        };
+        if !to.is_ascii() && !txn.params.smtputf8 {
+            return self.reject(protocol::needs_utf8());
+        }
+        if txn.rcpts.len() >= self.relay.config.max_recipients {
+            // Not the client's error: it sends the rest in another transaction.
+            self.ok(452, "4.5.3", "Error: too many recipients");
+            return None;
+        }
+        if !self.relay.may_receive(self.client, &to) {
+            let reply = Reply::new(554, "5.7.1", format!("<{to}>: Relay access denied"));
+            let from = txn.from.clone();
+            return self.reject_with(reply, &format!(" from=<{from}> to=<{to}>"));
+        }
+        self.txn.as_mut().expect("checked").rcpts.push(to);
+        self.ok(250, "2.1.5", "Ok");
+        None
+    }
+
+    fn data(&mut self) -> Option<End> {
+        let Some(txn) = &self.txn else {
+            return self.reject(Reply::new(503, "5.5.1", "Error: need MAIL command"));
+        };
+        if txn.rcpts.is_empty() {
+            return self.reject(Reply::new(554, "5.5.1", "Error: no valid recipients"));
+        }
+        let id = crate::id::next();
+        self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
+        let mut data = self.received_header(&id);
+        let header_len = data.len();
+        let c = &self.relay.config;
+        let (max, t) = (c.max_message_size, c.timeouts.clone());
+        let mut too_big = false;
+        let mut too_long = false;
+        let mut first = true;
+        loop {
+            let timeout = if first { t.data_init } else { t.data_block };
+            first = false;
+            let line = match self.wire.read_line(MAX_TEXT_LINE, timeout) {
+                Ok(l) => l,
+                Err(e) => return Some(self.wait_failed(e)),
+            };
+            match line {
+                Line::Text => {
+                    let text = self.wire.line();
+                    if text == b"." {
+                        break;
+                    }
+                    let text = text.strip_prefix(b".").unwrap_or(text);
+                    if (data.len() - header_len + text.len() + 2) as u64 > max {
+                        too_big = true;
+                    }
+                    if !too_big && !too_long {
+                        data.extend_from_slice(text);
+                        data.extend_from_slice(b"\r\n");
+                    }
+                }
+                Line::TooLong => too_long = true,
+                Line::BareLf | Line::BareCr => return Some(self.bare(line)),
+                Line::Eof => return Some(self.lost()),
+            }
+        }
+        let txn = self.txn.take().expect("checked");
+        if too_big {
+            return self.reject(Reply::new(
+                552,
+                "5.3.4",
+                format!("Error: message exceeds fixed limit of {max} octets"),
+            ));
+        }
+        if too_long {
+            return self.reject(Reply::new(
+                554,
+                "5.6.0",
+                "Error: message has a line longer than 1000 octets",
+            ));
+        }
+        let size = data.len() - header_len;
+        let msg = Arc::new(Message {
+            env: Envelope {
+                id: id.clone(),
+                arrival: SystemTime::now(),
+                client: self.wire.peer(),
+                helo: self.helo.clone().unwrap_or_default(),
+                from: txn.from,
+                rcpts: txn.rcpts,
+                eight_bit: txn.params.eight_bit,
+                smtputf8: txn.params.smtputf8,
+            },
+            data,
+        });
+        match timed(t.final_dot, || self.relay.spool.commit(msg.clone())) {
+            Ok(()) => {
+                log::info!(
+                    "{id}: client=[{}]:{}, from=<{}>, size={size}, nrcpt={} (queue active)",
+                    self.client,
+                    self.wire.peer().port(),
+                    msg.env.from,
+                    msg.env.rcpts.len()
+                );
+                self.ok(250, "2.0.0", &format!("Ok: queued as {id}"));
+                None
+            }
+            Err(e) if is_interrupt(&e) => Some(self.shutting_down()),
+            Err(e) => {
+                log::warn!("{id}: commit to the spool failed or took too long: {e}");
+                self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"))
+            }
+        }
+    }
+
+    fn starttls(&mut self) -> Option<End> {
+        let Some(tls) = self.relay.tls.clone() else {
+            return self.reject(Reply::new(454, "4.7.0", "TLS not available"));
+        };
+        if self.wire.is_tls() {
+            return self.reject(Reply::new(503, "5.5.1", "Error: TLS already active"));
+        }
+        self.ok(220, "2.0.0", "Ready to start TLS");
+        if let Err(e) = self.wire.flush() {
+            return Some(self.wait_failed(e));
+        }
+        let injected = self.wire.discard_buffered();
+        if injected > 0 {
+            log::warn!(
+                "discarding {injected} octets of plaintext pipelined after STARTTLS from [{}]",
+                self.client
+            );
+        }
+        if let Err(e) = self.wire.start_tls(tls) {
+            log::info!("TLS handshake with [{}] failed: {e}", self.client);
+            return Some(End::Closed("TLS handshake failed"));
+        }
+        // RFC 3207 §4.2: forget everything said before TLS.
+        self.helo = None;
+        self.esmtp = false;
+        self.txn = None;
+        None
+    }
+
+    /// `Received:` (RFC 5321 §4.4), CRLF-terminated.
+    fn received_header(&self, id: &str) -> Vec<u8> {
+        let txn = self.txn.as_ref().expect("a transaction");
+        let mut proto = String::new();
+        if txn.params.smtputf8 {
+            proto.push_str("UTF8SMTP");
+        } else if self.esmtp {
+            proto.push_str("ESMTP");
+        } else {
+            proto.push_str("SMTP");
+        }
+        if self.wire.is_tls() {
+            proto.push('S');
+        }
+        let for_ = match txn.rcpts.as_slice() {
+            [one] => format!("\r\n\tfor <{one}>"),
+            _ => String::new(),
+        };
+        format!(
+            "Received: from {} ([{}])\r\n\tby {} (mail-relay) with {proto} id {id}{for_};\r\n\t{}\r\n",
+            self.helo.as_deref().unwrap_or("unknown"),
+            self.client,
+            self.host(),
+            Utc::now().rfc5322()
+        )
+        .into_bytes()
+    }
+
+    /// Queues a positive (or 452) reply.
+    fn ok(&mut self, code: u16, status: &str, text: &str) {
+        self.wire.reply(code, &[&format!("{status} {text}")]);
+    }
+
+    /// Queues a rejection, logs it, counts it; `Some` if that was one
+    /// error too many.
+    fn reject(&mut self, reply: Reply) -> Option<End> {
+        self.reject_with(reply, "")
+    }
+
+    fn reject_with(&mut self, reply: Reply, extra: &str) -> Option<End> {
+        log::info!(
+            "NOQUEUE: reject: {} from [{}]: {reply};{extra} helo=<{}>",
+            self.last,
+            self.client,
+            self.helo.as_deref().unwrap_or("")
+        );
+        self.wire
+            .reply(reply.code, &[&format!("{} {}", reply.status, reply.text)]);
+        self.errors += 1;
+        if self.errors >= self.relay.config.error_limit {
+            log::info!("too many errors after {} from [{}]", self.last, self.client);
+            self.ok(
+                421,
+                "4.7.0",
+                &format!("{} Error: too many errors", self.host()),
+            );
+            return Some(End::Closed("too many errors"));
+        }
+        None
+    }
+
+    /// A bare LF or CR: the session ends (Postfix's `smtpd_forbid_bare_newline`).
+    fn bare(&mut self, line: Line) -> End {
+        let what = if line == Line::BareLf { "<LF>" } else { "<CR>" };
+        log::info!(
+            "NOQUEUE: reject: {} from [{}]: bare {what} received",
+            self.last,
+            self.client
+        );
+        self.ok(
+            521,
+            "5.5.2",
+            &format!("{} Error: bare {what} received", self.host()),
+        );
+        End::Closed("bare newline")
+    }
+
+    fn lost(&mut self) -> End {
+        log::info!("lost connection after {} from [{}]", self.last, self.client);
+        End::Closed("lost connection")
+    }
+
+    fn shutting_down(&mut self) -> End {
+        let text = format!(
+            "{} Service shutting down, closing transmission channel",
+            self.host()
+        );
+        self.ok(421, "4.3.2", &text);
+        End::Closed("shutdown")
+    }
+
+    /// A wait for the client failed: a timeout (421), an interruption
+    /// (shutdown: 421), or the connection broke.
+    fn wait_failed(&mut self, e: io::Error) -> End {
+        if e.kind() == io::ErrorKind::TimedOut {
+            log::info!("timeout after {} from [{}]", self.last, self.client);
+            let text = format!("{} Error: timeout exceeded", self.host());
+            self.ok(421, "4.4.2", &text);
+            End::Closed("timeout")
+        } else if is_interrupt(&e) {
+            self.shutting_down()
+        } else {
+            log::info!(
+                "lost connection after {} from [{}]: {e}",
+                self.last,
+                self.client
+            );
+            End::Closed("lost connection")
+        }
+    }
+}
+
+/// Whether `e` is an interruption (the server stopping this session).
+fn is_interrupt(e: &io::Error) -> bool {
+    coro::WaitError::from_io(e) == Some(coro::WaitError::Interrupted)
+}

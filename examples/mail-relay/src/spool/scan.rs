@@ -1,0 +1,209 @@
+//! Reading the queue directory back: at start (recovery, which also
+//! cleans up) and for `mail-relay mailq` while the relay is not running
+//! (read only).
+
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::format::{decode_all, replay, Message, MsgState};
+use super::{sync_dir, Placed};
+
+/// A message still queued, as read back from the spool.
+#[derive(Debug)]
+pub struct Queued {
+    /// The message; its content is empty unless `loaded`.
+    pub msg: Arc<Message>,
+    /// What its batch's journal says about it.
+    pub state: MsgState,
+    /// Its content's size.
+    pub size: usize,
+    /// Whether the content was kept in memory (a message due now); the
+    /// others' is read back when their turn comes.
+    pub loaded: bool,
+}
+
+impl Queued {
+    /// A message that was just committed (its content in memory).
+    pub fn new(msg: Arc<Message>) -> Queued {
+        Queued {
+            size: msg.data.len(),
+            msg,
+            state: MsgState::default(),
+            loaded: true,
+        }
+    }
+}
+
+/// A batch file and what is still queued of it.
+#[derive(Debug)]
+pub struct ScannedBatch {
+    /// Its file name in `queue/`.
+    pub name: String,
+    /// Its messages that are not done, with where their content starts in
+    /// the file.
+    pub messages: Vec<(Queued, u64)>,
+}
+
+/// What `queue/` holds.
+#[derive(Debug, Default)]
+pub struct QueueScan {
+    /// Readable batch files, in directory order.
+    pub batches: Vec<ScannedBatch>,
+    /// Files that failed to parse, with why.
+    pub corrupt: Vec<(String, String)>,
+    /// Journals without their batch file (a crash between the two unlinks).
+    pub orphans: Vec<String>,
+}
+
+/// The journal's file name for batch `name`.
+pub fn journal_name(name: &str) -> String {
+    format!("{name}.state")
+}
+
+/// Reads every batch file in `dir/queue` with its journal, keeping the
+/// content of the messages for which `keep` says so. Files that go away
+/// while it reads (delivered meanwhile) are skipped. Changes nothing.
+///
+/// # Errors
+///
+/// If the directory or a file that exists cannot be read.
+pub fn read_queue(dir: &Path, keep: &dyn Fn(&MsgState) -> bool) -> io::Result<QueueScan> {
+    let queue = dir.join("queue");
+    let mut out = QueueScan::default();
+    let mut journals = Vec::new();
+    for e in fs::read_dir(&queue)? {
+        let name = e?.file_name().to_string_lossy().into_owned();
+        match name.strip_suffix(".state") {
+            Some(batch) => journals.push(batch.to_owned()),
+            None if name.contains('.') => {} // not ours
+            None => match read_batch(&queue, &name, keep) {
+                Ok(Some(b)) => out.batches.push(b),
+                Ok(None) => {}
+                Err(why) => out.corrupt.push((name, why)),
+            },
+        }
+    }
+    for j in journals {
+        if !queue.join(&j).exists() {
+            out.orphans.push(journal_name(&j));
+        }
+    }
+    Ok(out)
+}
+
+/// One batch file and its journal; `Ok(None)` if it is gone.
+fn read_batch(
+    queue: &Path,
+    name: &str,
+    keep: &dyn Fn(&MsgState) -> bool,
+) -> Result<Option<ScannedBatch>, String> {
+    let bytes = match fs::read(queue.join(name)) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let batch = decode_all(&bytes)?;
+    if batch[0].0.env.id != name {
+        return Err(format!("first message is {}", batch[0].0.env.id));
+    }
+    let journal = match fs::read(queue.join(journal_name(name))) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("{}: {e}", journal_name(name))),
+    };
+    let mut states = replay(&journal);
+    let messages = batch
+        .into_iter()
+        .filter_map(|(mut m, at)| {
+            let state = match states.remove(&m.env.id) {
+                Some(None) => return None, // done
+                Some(Some(state)) => state,
+                None => MsgState::default(),
+            };
+            let size = m.data.len();
+            let loaded = keep(&state);
+            if !loaded {
+                m.data = Vec::new();
+            }
+            let q = Queued {
+                msg: Arc::new(m),
+                state,
+                size,
+                loaded,
+            };
+            Some((q, at))
+        })
+        .collect();
+    Ok(Some(ScannedBatch {
+        name: name.to_owned(),
+        messages,
+    }))
+}
+
+/// What [`Spool::open`](super::Spool::open) found.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Acknowledged messages not yet delivered, oldest first, with what the
+    /// journals say about them; the content of those due now is in memory.
+    pub messages: Vec<Queued>,
+    /// Half-written files removed from `tmp/`.
+    pub removed_tmp: usize,
+    /// Queue files moved to `corrupt/`, with why.
+    pub corrupt: Vec<(String, String)>,
+    /// Batch files still holding messages: (name, their locations).
+    pub(super) batches: Vec<(String, Vec<Placed>)>,
+}
+
+/// At start: makes the directories, empties `tmp/`, reads `queue/`, sets
+/// unreadable files aside, and removes batches that are all done and
+/// journals without a batch.
+pub(super) fn recover(dir: &Path) -> io::Result<Recovered> {
+    for sub in ["tmp", "queue", "corrupt"] {
+        fs::create_dir_all(dir.join(sub))?;
+    }
+    sync_dir(dir)?;
+    let mut out = Recovered::default();
+    for e in fs::read_dir(dir.join("tmp"))? {
+        fs::remove_file(e?.path())?;
+        out.removed_tmp += 1;
+    }
+    let now = SystemTime::now();
+    let scan = read_queue(dir, &|s: &MsgState| s.next_attempt.is_none_or(|t| t <= now))?;
+    let queue = dir.join("queue");
+    for name in &scan.orphans {
+        fs::remove_file(queue.join(name))?;
+    }
+    for (name, _) in &scan.corrupt {
+        fs::rename(queue.join(name), dir.join("corrupt").join(name))?;
+        let _ = fs::rename(
+            queue.join(journal_name(name)),
+            dir.join("corrupt").join(journal_name(name)),
+        );
+    }
+    out.corrupt = scan.corrupt;
+    let mut msgs = Vec::new();
+    for b in scan.batches {
+        if b.messages.is_empty() {
+            // Every message done, the removal lost in a crash.
+            fs::remove_file(queue.join(&b.name))?;
+            let _ = fs::remove_file(queue.join(journal_name(&b.name)));
+            continue;
+        }
+        let placed = b
+            .messages
+            .iter()
+            .map(|(q, at)| (q.msg.env.id.clone(), *at, q.size))
+            .collect();
+        out.batches.push((b.name, placed));
+        msgs.extend(b.messages.into_iter().map(|(q, _)| q));
+    }
+    msgs.sort_by(|a, b| {
+        let (a, b) = (&a.msg.env, &b.msg.env);
+        (a.arrival, &a.id).cmp(&(b.arrival, &b.id))
+    });
+    out.messages = msgs;
+    Ok(out)
+}

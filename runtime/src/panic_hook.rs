@@ -1,0 +1,51 @@
+//! Names the green thread in panic messages: std's hook says only
+//! `thread 'main' panicked at ...` (the OS thread), so the runtime chains a
+//! hook in front of it that first says which green thread panicked.
+//!
+//! # Design
+//!
+//! Installed once per process, when the first runtime is built: it takes
+//! the hook in place then (std's default, or one the program set before)
+//! and calls it after its own line, so a program's hook keeps working. A
+//! hook set after the first runtime is built replaces this one (std has a
+//! single hook); call [`panic_hook_line`](crate::panic_hook_line) from it to
+//! keep the green thread's name. The hook only reads the running task's id
+//! and name; it never blocks or switches.
+
+use std::panic;
+use std::sync::Once;
+
+use crate::context;
+
+static INSTALL: Once = Once::new();
+
+/// Chains the hook in (once per process). Not while the OS thread panics
+/// (std refuses to swap hooks then): a later build installs it.
+pub(crate) fn install() {
+    if std::thread::panicking() {
+        return;
+    }
+    INSTALL.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if let Some(line) = panic_hook_line() {
+                eprintln!("{line}");
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// The line the runtime's panic hook prints before std's message when a
+/// green thread panics: `coro: green thread #3 'worker' panicked (on OS
+/// thread 'main')`; `None` where no green thread runs. For a panic hook of
+/// your own that replaces the runtime's.
+pub fn panic_hook_line() -> Option<String> {
+    let (id, name) = context::try_with_current(|_, t| (t.id, t.name.clone()))?;
+    let os = std::thread::current();
+    Some(format!(
+        "coro: green thread #{id} '{}' panicked (on OS thread '{}')",
+        name.as_deref().unwrap_or("<unnamed>"),
+        os.name().unwrap_or("<unnamed>"),
+    ))
+}

@@ -1,0 +1,128 @@
+//! Shutdown hooks: work that must run when a runtime's main closure has
+//! returned, before the green threads still alive are interrupted.
+//!
+//! # Design
+//!
+//! A hook is a closure registered with [`on_shutdown`] while a runtime runs.
+//! The list is thread-local: a runtime is bound to its OS thread and
+//! `block_on` does not nest, so the runtime running on this thread is the
+//! one a hook belongs to; each entry also records that runtime's scheduler,
+//! and entries of another one (left behind by a `block_on` that panicked
+//! before its shutdown) are dropped, never run.
+//!
+//! The first step of shutdown takes the hooks and runs them, in registration
+//! order, on a green thread of their own (named `shutdown-hooks`), while every
+//! other thread still runs normally: a hook may block, e.g. to close a
+//! periodic executor and join its thread. The whole batch runs inside a
+//! `with_timeout` of [`HOOKS_LIMIT`], so a hook that blocks too long gets
+//! `TimedOut` from its blocking calls instead of holding shutdown up. A hook
+//! that panics is logged and the others still run. Hooks registered while the
+//! hooks run are run in a following round (at most [`MAX_ROUNDS`]).
+
+use std::cell::RefCell;
+use std::panic::{self, AssertUnwindSafe};
+use std::time::Duration;
+
+use crate::context;
+use crate::sched::Scheduler;
+use crate::spawn::Builder;
+use crate::timeout::with_timeout;
+
+/// How long the hooks of one shutdown may block in all.
+pub const HOOKS_LIMIT: Duration = Duration::from_secs(2);
+
+/// Rounds of hooks registered by hooks.
+const MAX_ROUNDS: usize = 4;
+
+type Hook = Box<dyn FnOnce() + 'static>;
+
+thread_local! {
+    /// Hooks registered on this OS thread, each with the scheduler it was
+    /// registered on.
+    static HOOKS: RefCell<Vec<(u64, Hook)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Registers `f` to run when the current runtime shuts down: after its main
+/// closure returned, before the green threads still alive are interrupted.
+///
+/// Hooks run once, in registration order, on one green thread of their own
+/// while the other threads still run, so a hook may block (join a thread,
+/// flush a queue). Together they may block for at most [`HOOKS_LIMIT`]:
+/// after that their blocking calls fail with
+/// [`WaitError::TimedOut`](crate::WaitError). A hook that panics is logged;
+/// the others still run.
+///
+/// `coro::sync`'s periodic executors use it to close and join themselves
+/// before the rest of the runtime is stopped.
+///
+/// # Panics
+///
+/// Outside a runtime.
+///
+/// # Examples
+///
+/// ```
+/// # use coro_runtime as coro;
+/// use std::cell::Cell;
+/// use std::rc::Rc;
+///
+/// let ran = Rc::new(Cell::new(false));
+/// let r = ran.clone();
+/// coro::run(move || {
+///     coro::on_shutdown(move || {
+///         coro::sleep(std::time::Duration::from_millis(1)).unwrap(); // may block
+///         r.set(true);
+///     });
+/// });
+/// assert!(ran.get());
+/// ```
+pub fn on_shutdown(f: impl FnOnce() + 'static) {
+    let s = context::with_sched("coro::on_shutdown", |s| s.id);
+    HOOKS.with(|h| h.borrow_mut().push((s, Box::new(f))));
+}
+
+/// Runs the hooks registered on `s` (the first step of shutdown). Drives the
+/// scheduler until the hooks' thread has finished.
+pub(crate) fn run(s: &Scheduler) {
+    for _ in 0..MAX_ROUNDS {
+        let all = HOOKS.with(|h| std::mem::take(&mut *h.borrow_mut()));
+        let mine: Vec<Hook> = all
+            .into_iter()
+            .filter_map(|(owner, f)| (owner == s.id).then_some(f))
+            .collect();
+        if mine.is_empty() {
+            return;
+        }
+        let spawned = Builder::new()
+            .name("shutdown-hooks".into())
+            .spawn_in(s, move || {
+                let _ = with_timeout(HOOKS_LIMIT, move || {
+                    for f in mine {
+                        if let Err(p) = panic::catch_unwind(AssertUnwindSafe(f)) {
+                            let msg = p
+                                .downcast_ref::<&str>()
+                                .copied()
+                                .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+                                .unwrap_or("<non-string payload>");
+                            log::error!(target: "coro", "a shutdown hook panicked: {msg}");
+                        }
+                    }
+                });
+            });
+        match spawned {
+            Ok(h) => {
+                // Never unwinds out of shutdown: a panic of the loop here is
+                // logged, and shutdown goes on.
+                let main = h.thread().0.clone();
+                if panic::catch_unwind(AssertUnwindSafe(|| s.run_until(&main))).is_err() {
+                    log::error!(target: "coro", "the loop panicked while shutdown hooks ran");
+                    return;
+                }
+            }
+            Err(e) => {
+                log::error!(target: "coro", "cannot start the shutdown hooks' thread: {e}");
+                return;
+            }
+        }
+    }
+}

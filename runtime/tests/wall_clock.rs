@@ -1,0 +1,65 @@
+//! Wall time ↔ ticks (issue #14, item 15): `clock::instant_at` is the
+//! inverse of `clock::wall_at`, both follow the wall offset and its
+//! re-synchronisation, and a sleep until a converted wall time lasts as
+//! long as the wall clock says. One test: the wall offset is process-wide.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use coro_runtime::{self as coro, clock};
+
+#[track_caller]
+fn close(a: SystemTime, b: SystemTime, within: Duration) {
+    let d = a.duration_since(b).unwrap_or_else(|e| e.duration());
+    assert!(d <= within, "{a:?} vs {b:?}: {d:?} apart");
+}
+
+#[test]
+fn issue_14_15_wall_time_converts_to_ticks_and_back() {
+    clock::resync_wall();
+    // Round trips, now and far from now: exact to a tick or so.
+    for offset in [0, 1, 3600, 86_400 * 365] {
+        let t = SystemTime::now() + Duration::from_secs(offset);
+        let within = Duration::from_micros(1);
+        close(clock::wall_at(clock::instant_at(t)), t, within);
+        let i = clock::Instant::from_wall(t);
+        assert_eq!(i, clock::instant_at(t));
+        close(i.to_wall(), t, within);
+    }
+    // Now is now, on both scales.
+    let ticks_now = clock::now();
+    let from_wall = clock::instant_at(SystemTime::now());
+    assert!(from_wall.duration_since(ticks_now) < Duration::from_millis(50));
+    assert!(ticks_now.duration_since(from_wall) < Duration::from_millis(50));
+
+    // Moving the wall offset moves the conversion, not the ticks.
+    let t = SystemTime::now() + Duration::from_secs(10);
+    let before = clock::instant_at(t);
+    let off = clock::wall_offset();
+    // Wall time one hour behind: the same wall time comes an hour of ticks
+    // later. (Ahead would do too, but tick zero may be less than an hour
+    // ago: the TSC starts at boot.)
+    clock::set_wall_offset(off - 3_600_000_000_000);
+    let after = clock::instant_at(t);
+    let shift = after.duration_since(before);
+    assert!(
+        shift.abs_diff(Duration::from_secs(3600)) < Duration::from_micros(10),
+        "{shift:?}"
+    );
+    close(clock::wall_at(after), t, Duration::from_micros(2));
+    clock::resync_wall();
+    let resynced = clock::instant_at(t);
+    assert!(resynced.duration_since(before) < Duration::from_millis(5));
+    assert!(before.duration_since(resynced) < Duration::from_millis(5));
+
+    // Before tick zero: tick 0.
+    assert_eq!(clock::instant_at(UNIX_EPOCH).ticks(), 0);
+
+    // A green thread sleeps until a wall-clock moment.
+    coro::run(|| {
+        let start = SystemTime::now();
+        let target = start + Duration::from_millis(30);
+        coro::sleep_until(clock::instant_at(target)).unwrap();
+        let slept = SystemTime::now().duration_since(start).unwrap();
+        assert!(slept >= Duration::from_millis(29), "woke early: {slept:?}");
+    });
+}
