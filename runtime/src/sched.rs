@@ -679,7 +679,7 @@ pub fn park_as(what: &'static str) -> Result<(), WaitError> {
 /// through runtime frames, whose return addresses the CPU's return
 /// predictor no longer holds after another thread ran (each such return
 /// mispredicts; BENCHMARKS.md, "Park/unpark").
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn park_named(what: &'static str, call: &'static str) -> Result<(), WaitError> {
     // SAFETY: `s` and `t` are used only inside this call of the running
     // thread, across its suspend (see `context::current_unbound`).
@@ -712,7 +712,7 @@ fn park_refused(
 
 /// Suspends the running task `t` as parked on `what` until it is woken,
 /// and ends the park (its generation, its selfishness budget).
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn park_suspended(t: &Task, what: &'static str) {
     t.waiting_on.set(what);
     t.state.set(ThreadState::Parked);

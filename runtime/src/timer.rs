@@ -121,7 +121,11 @@ impl Ord for Entry {
 struct Level {
     /// Bit `s` set: `slots[s]` is not empty.
     occupied: u64,
-    slots: [Vec<Entry>; SLOTS],
+    /// `SLOTS` lists, on the heap: the wheel is built at the first far
+    /// insert, on whichever green thread's stack that runs, and a 1.5 KiB
+    /// array per level (several times that in a debug build's temporaries)
+    /// would overflow a small stack there.
+    slots: Box<[Vec<Entry>]>,
 }
 
 impl Level {
@@ -136,7 +140,7 @@ impl Default for Level {
     fn default() -> Level {
         Level {
             occupied: 0,
-            slots: std::array::from_fn(|_| Vec::new()),
+            slots: (0..SLOTS).map(|_| Vec::new()).collect(),
         }
     }
 }

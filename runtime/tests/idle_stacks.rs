@@ -290,7 +290,7 @@ fn issue_12_4_a_scope_owner_stays_in_place_while_its_threads_borrow_from_it() {
             1,
             "only the sibling is copied out"
         );
-        idle.thread().interrupt();
+        let _ = idle.thread().interrupt();
         assert!(idle.join().is_ok());
     });
 }
