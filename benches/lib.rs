@@ -36,6 +36,19 @@ pub fn rss_bytes() -> Option<u64> {
     Some(pages * page)
 }
 
+/// CPU time the calling OS thread has used (`CLOCK_THREAD_CPUTIME_ID`):
+/// the cost of a runtime's work without the time it waited for timers or
+/// lost to other processes on this shared machine.
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec; the clock always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// Percentile `p` (0..=100) of sorted durations.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {

@@ -6,7 +6,14 @@
 //! A third echo server, `floor`, is a bare mio loop with no runtime at all
 //! (one buffer, no tasks, no wakers): the least any epoll-based server can
 //! spend per message, so the gap between it and a runtime is that runtime's
-//! own cost.
+//! own cost. `floor` stops reading at a short read, as tokio does;
+//! `floor-eagain` reads until `EWOULDBLOCK`, as coro does (one more
+//! `recvfrom` per message; see `floor_server`).
+//!
+//! After criterion's runs the servers take turns in rounds (ratios within a
+//! round), then the same at 10 000 connections with each server in a child
+//! process (`wide_report`), then resident memory with 10 000 idle
+//! connections (`idle_report`). `-- wide` or `-- idle_rss` runs only those.
 //!
 //! Each server runs on its own OS thread; its CPU time (the thread's CPU
 //! clock, split into user and kernel time from `/proc`) is read around every
@@ -27,12 +34,20 @@ use criterion::{Criterion, Throughput};
 
 const MSG: usize = 64;
 const CONNS: [usize; 3] = [1, 100, 1000];
-const SERVERS: [&str; 3] = ["coro", "tokio", "floor"];
+const SERVERS: [&str; 4] = ["coro", "tokio", "floor", "floor-eagain"];
 /// Alternating rounds after criterion's runs, and messages per round.
 const ROUNDS: usize = 5;
 const ROUND_MSGS: [u64; 3] = [20_000, 200_000, 200_000];
 const IDLE_CONNS: usize = 10_000;
 const IDLE_ENV: &str = "CORO_NET_BENCH_IDLE_SERVER";
+/// The 10 000-connection runs: connections, rounds, messages per round.
+/// Each server runs in a child process (this machine's hard limit of open
+/// files per process, 20 000, does not fit a server's and a client's 10 000
+/// sockets each in one process), and the client reconnects in every round.
+const WIDE_CONNS: usize = 10_000;
+const WIDE_ROUNDS: usize = 3;
+const WIDE_MSGS: u64 = 200_000;
+const ECHO_ENV: &str = "CORO_NET_BENCH_ECHO_SERVER";
 
 /// What a server does with a connection.
 #[derive(Clone, Copy)]
@@ -45,35 +60,34 @@ enum Mode {
     Idle,
 }
 
-/// A server thread: its address, a handle on its CPU clock and its kernel
-/// thread id (for its user/system split in `/proc`).
+/// A server thread: its address, and its process and kernel thread ids
+/// (for its CPU time and user/system split in `/proc`). The process is this
+/// one, or a child (the 10 000-connection runs).
+#[derive(Clone, Copy)]
 struct Server {
     addr: SocketAddr,
-    thread: libc::pthread_t,
+    pid: u32,
     tid: libc::pid_t,
 }
 
 impl Server {
-    /// CPU time the server thread has used.
+    /// CPU time the server thread has used (`schedstat`'s run time, in
+    /// nanoseconds: the thread's CPU clock).
     fn cpu(&self) -> Duration {
-        let mut clk: libc::clockid_t = 0;
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: the server thread never exits (it is leaked), so its
-        // pthread_t stays valid; both out-pointers are live locals.
-        unsafe {
-            assert_eq!(libc::pthread_getcpuclockid(self.thread, &mut clk), 0);
-            assert_eq!(libc::clock_gettime(clk, &mut ts), 0);
-        }
-        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+        let s = std::fs::read_to_string(format!("/proc/{}/task/{}/schedstat", self.pid, self.tid))
+            .unwrap_or_default();
+        let ns = s
+            .split_whitespace()
+            .next()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0);
+        Duration::from_nanos(ns)
     }
 
     /// User and system CPU time of the server thread, in clock ticks
-    /// (`utime` and `stime` of `/proc/self/task/<tid>/stat`).
+    /// (`utime` and `stime` of `/proc/<pid>/task/<tid>/stat`).
     fn user_sys_ticks(&self) -> (u64, u64) {
-        let stat = std::fs::read_to_string(format!("/proc/self/task/{}/stat", self.tid))
+        let stat = std::fs::read_to_string(format!("/proc/{}/task/{}/stat", self.pid, self.tid))
             .unwrap_or_default();
         // The fields after the parenthesised command name; utime and stime
         // are fields 14 and 15 of the whole line.
@@ -105,14 +119,17 @@ fn start(name: &str, mode: Mode) -> Server {
         match name.as_str() {
             "coro" => coro_server(mode, ready),
             "tokio" => tokio_server(mode, ready),
-            _ => floor_server(ready),
+            "floor" => floor_server(ready, false),
+            _ => floor_server(ready, true),
         }
     });
-    use std::os::unix::thread::JoinHandleExt;
-    let thread = h.as_pthread_t();
-    std::mem::forget(h); // runs until the process exits
+    drop(h); // runs until the process exits
     let (addr, tid) = rx.recv().expect("server started");
-    Server { addr, thread, tid }
+    Server {
+        addr,
+        pid: std::process::id(),
+        tid,
+    }
 }
 
 fn coro_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
@@ -187,7 +204,12 @@ fn tokio_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
 /// The floor: an echo server that is one mio loop and one buffer, with no
 /// runtime. Replies are 64 bytes, so a write never finds the socket buffer
 /// full; a connection that fails or ends is dropped.
-fn floor_server(ready: impl FnOnce(SocketAddr)) {
+///
+/// `floor` stops reading at a short read, as tokio does (one `recvfrom` per
+/// message); `floor-eagain` (`until_eagain`) reads until `EWOULDBLOCK`, as
+/// coro does since issue #13 (a short read does not prove the socket
+/// empty), so it spends the same syscalls per message as coro.
+fn floor_server(ready: impl FnOnce(SocketAddr), until_eagain: bool) {
     const LISTENER: mio::Token = mio::Token(usize::MAX);
     let mut poll = mio::Poll::new().unwrap();
     let mut listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
@@ -222,8 +244,8 @@ fn floor_server(ready: impl FnOnce(SocketAddr)) {
                         if (&*c).write_all(&buf[..n]).is_err() {
                             break false;
                         }
-                        if n < buf.len() {
-                            break true; // drained, as the runtimes assume
+                        if n < buf.len() && !until_eagain {
+                            break true; // drained, as tokio assumes
                         }
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break true,
@@ -418,12 +440,19 @@ fn idle_server(name: &str) {
     let mut line = String::new();
     io::stdin().read_line(&mut line).unwrap(); // the parent has connected
     std::thread::sleep(Duration::from_millis(300));
-    println!("RSS={base} {}", rss_bytes());
+    let soon = rss_bytes();
+    // Long enough for coro's idle stacks to be copied out (two sweeps of
+    // its default 2 s `idle_stack_release`).
+    std::thread::sleep(Duration::from_millis(5_000));
+    println!("RSS={base} {soon} {}", rss_bytes());
     io::stdin().read_line(&mut line).unwrap();
 }
 
-/// Resident memory of a server process with `IDLE_CONNS` idle connections.
-fn idle_rss(name: &str) -> io::Result<(u64, u64)> {
+/// Resident memory of a server process with `IDLE_CONNS` idle connections:
+/// before they connect, 300 ms after, and 5.3 s after. With `filled`, each
+/// connection first exchanges one 1 KiB message, so every handler's read
+/// buffer holds data (not zeros) while it idles.
+fn idle_rss(name: &str, filled: bool) -> io::Result<(u64, u64, u64)> {
     let mut child = Command::new(std::env::current_exe()?)
         .env(IDLE_ENV, name)
         .stdin(Stdio::piped())
@@ -438,6 +467,14 @@ fn idle_rss(name: &str) -> io::Result<(u64, u64)> {
     let conns: Vec<_> = (0..IDLE_CONNS)
         .map(|_| std::net::TcpStream::connect(addr))
         .collect::<io::Result<_>>()?;
+    if filled {
+        let msg = [0x5au8; 1024];
+        let mut back = [0u8; 1024];
+        for mut c in &conns {
+            c.write_all(&msg)?;
+            c.read_exact(&mut back)?;
+        }
+    }
     // One round trip on the last one: the server has accepted them all.
     let mut last = &conns[IDLE_CONNS - 1];
     last.write_all(b"x")?;
@@ -453,17 +490,28 @@ fn idle_rss(name: &str) -> io::Result<(u64, u64)> {
         .collect();
     let _ = child.kill();
     let _ = child.wait();
-    Ok((v[0], v[1]))
+    Ok((v[0], v[1], v[2]))
 }
 
 fn main() {
     if let Ok(name) = std::env::var(IDLE_ENV) {
         return idle_server(&name);
     }
+    if let Ok(name) = std::env::var(ECHO_ENV) {
+        return echo_server_child(&name);
+    }
     if std::env::args().any(|a| a == "--list") {
         return;
     }
     raise_fd_limit();
+    if std::env::args().any(|a| a == "idle_rss") {
+        // `cargo bench -p coro-benches --bench net -- idle_rss`: only that.
+        return idle_report();
+    }
+    if std::env::args().any(|a| a == "wide") {
+        // `cargo bench -p coro-benches --bench net -- wide`: only that.
+        return wide_report();
+    }
     let mut c = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
@@ -556,10 +604,13 @@ fn main() {
     // every server once, and the ratio is taken within a round.
     println!(
         "\nnet alternating: {ROUNDS} rounds, servers in turn within a round; \
-         medians of server CPU per message and of the per-round ratio to tokio"
+         medians of server CPU per message and of the per-round ratio to tokio; \
+         user CPU above the floor (runtime - floor) against tokio's, summed over the rounds \
+         (user time is sampled at the 10 ms tick, so each round's is rough)"
     );
     for (conns, msgs) in CONNS.into_iter().zip(ROUND_MSGS) {
         let mut per_round: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        let mut sums: BTreeMap<&str, Totals> = BTreeMap::new();
         for _ in 0..ROUNDS {
             for name in SERVERS {
                 let mut t = Totals::default();
@@ -567,14 +618,33 @@ fn main() {
                     .expect("every rig was built")
                     .measure(msgs, &mut t);
                 per_round.entry(name).or_default().push(t.cpu_ns());
+                let sum = sums.entry(name).or_default();
+                sum.msgs += t.msgs;
+                sum.cpu += t.cpu;
+                sum.user_ticks += t.user_ticks;
+                sum.sys_ticks += t.sys_ticks;
             }
         }
         let tokio = &per_round["tokio"];
+        let user = |name: &str| sums[name].user_sys_ns().0;
+        let floor = user("floor");
         for name in SERVERS {
             let cpu = &per_round[name];
             let ratios: Vec<f64> = cpu.iter().zip(tokio).map(|(c, t)| c / t).collect();
+            let above = if name.starts_with("floor") {
+                format!("   user {:.0} ns/msg", user(name))
+            } else {
+                let sound = user("floor-eagain");
+                format!(
+                    "   user {:.0} ns/msg, above the floor {:.0} (x {:.2} tokio's), above floor-eagain {:.0}",
+                    user(name),
+                    user(name) - floor,
+                    (user(name) - floor) / (user("tokio") - floor),
+                    user(name) - sound,
+                )
+            };
             println!(
-                "{:<28} {:>10.0} ns/msg   cpu x {:.2} (rounds {:.2}..{:.2})",
+                "{:<28} {:>10.0} ns/msg   cpu x {:.2} (rounds {:.2}..{:.2}){above}",
                 format!("net::echo_64b/{name}/conns={conns}"),
                 median(cpu.clone()),
                 median(ratios.clone()),
@@ -584,16 +654,136 @@ fn main() {
         }
     }
     drop(rigs);
+    wide_report();
+    idle_report();
+}
 
-    for name in ["coro", "tokio"] {
-        match idle_rss(name) {
-            Ok((base, with)) => println!(
-                "net::idle_rss/{name}: {:.1} MiB resident with {IDLE_CONNS} idle connections ({:.0} bytes each over a {:.1} MiB base)",
-                with as f64 / (1 << 20) as f64,
-                with.saturating_sub(base) as f64 / IDLE_CONNS as f64,
-                base as f64 / (1 << 20) as f64
-            ),
-            Err(e) => println!("net::idle_rss/{name}: failed: {e}"),
+/// Child mode: an echo server (its name in `ECHO_ENV`) that prints its
+/// port and thread id and runs until its standard input closes.
+fn echo_server_child(name: &str) {
+    raise_fd_limit();
+    let server = start(name, Mode::Echo);
+    println!("PORT={} TID={}", server.addr.port(), server.tid);
+    let mut line = String::new();
+    while io::stdin()
+        .read_line(&mut line)
+        .map(|n| n > 0)
+        .unwrap_or(false)
+    {}
+}
+
+/// Echo at `WIDE_CONNS` connections, each server in a child process; the
+/// servers take turns within a round (the client reconnects each time).
+fn wide_report() {
+    let mut children = Vec::new();
+    for name in SERVERS {
+        let mut child = Command::new(std::env::current_exe().expect("bench binary"))
+            .env(ECHO_ENV, name)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("child server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let mut f = line.split_whitespace();
+        let port: u16 = f
+            .next()
+            .unwrap()
+            .trim_start_matches("PORT=")
+            .parse()
+            .unwrap();
+        let tid: libc::pid_t = f
+            .next()
+            .unwrap()
+            .trim_start_matches("TID=")
+            .parse()
+            .unwrap();
+        let server = Server {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            pid: child.id(),
+            tid,
+        };
+        children.push((name, child, server));
+    }
+    let mut sums: BTreeMap<&str, Totals> = BTreeMap::new();
+    let mut per_round: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for _ in 0..WIDE_ROUNDS {
+        for (name, _, server) in &children {
+            let mut client = Client::new(server.addr, WIDE_CONNS);
+            client.run(WIDE_CONNS as u64); // every handler has run once
+            let mut rig = Rig {
+                server: *server,
+                client,
+            };
+            let mut t = Totals::default();
+            rig.measure(WIDE_MSGS, &mut t);
+            per_round.entry(name).or_default().push(t.cpu_ns());
+            let sum = sums.entry(name).or_default();
+            sum.msgs += t.msgs;
+            sum.cpu += t.cpu;
+            sum.elapsed += t.elapsed;
+            sum.user_ticks += t.user_ticks;
+            sum.sys_ticks += t.sys_ticks;
+        }
+    }
+    println!(
+        "\nnet wide: {WIDE_CONNS} connections, servers in child processes, {WIDE_ROUNDS} rounds of {WIDE_MSGS} messages"
+    );
+    let user = |name: &str| sums[name].user_sys_ns().0;
+    let tokio = &per_round["tokio"];
+    for name in SERVERS {
+        let cpu = &per_round[name];
+        let ratios: Vec<f64> = cpu.iter().zip(tokio).map(|(c, t)| c / t).collect();
+        let t = &sums[name];
+        let above = if name.starts_with("floor") {
+            format!("user {:.0} ns/msg", user(name))
+        } else {
+            format!(
+                "user {:.0} ns/msg, above the floor {:.0} (x {:.2} tokio's), above floor-eagain {:.0}",
+                user(name),
+                user(name) - user("floor"),
+                (user(name) - user("floor")) / (user("tokio") - user("floor")),
+                user(name) - user("floor-eagain"),
+            )
+        };
+        println!(
+            "{:<34} {:>8.0} ns/msg   cpu x {:.2}   {:>8.0} msg/s (x {:.2})   {above}",
+            format!("net::echo_64b/{name}/conns={WIDE_CONNS}"),
+            median(cpu.clone()),
+            median(ratios),
+            t.rate(),
+            t.rate() / sums["tokio"].rate(),
+        );
+    }
+    for (_, mut child, _) in children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Prints the resident memory of each server with idle connections.
+fn idle_report() {
+    for filled in [false, true] {
+        for name in ["coro", "tokio"] {
+            let what = if filled {
+                "idle_rss_after_1k_echo"
+            } else {
+                "idle_rss"
+            };
+            match idle_rss(name, filled) {
+                Ok((base, soon, idle)) => println!(
+                    "net::{what}/{name}: {:.1} MiB resident with {IDLE_CONNS} idle connections ({:.0} bytes each over a {:.1} MiB base); \
+                     after 5 s idle {:.1} MiB ({:.0} bytes each)",
+                    soon as f64 / (1 << 20) as f64,
+                    soon.saturating_sub(base) as f64 / IDLE_CONNS as f64,
+                    base as f64 / (1 << 20) as f64,
+                    idle as f64 / (1 << 20) as f64,
+                    idle.saturating_sub(base) as f64 / IDLE_CONNS as f64,
+                ),
+                Err(e) => println!("net::{what}/{name}: failed: {e}"),
+            }
         }
     }
 }

@@ -3,8 +3,16 @@
 //! timers with distinct deadlines: 10 000 sleeping threads / tasks, each
 //! sleeping 10 times, so 10 000 timers are pending at once) beside tokio.
 //! (may with one worker did not finish this workload's warm-up within several
-//! minutes here, so it is left out.) (100 000 sleeping green threads would need 200 000 memory mappings for
-//! their guarded stacks, past Linux's default `vm.max_map_count` of 65 530.)
+//! minutes here, so it is left out.)
+//!
+//! `timer::pending_100k` keeps 100 000 timers pending at once: 100 000 green
+//! threads / tasks, each doing 5 rounds of a sleep inside a 60 s timeout
+//! (`with_timeout` / `tokio::time::timeout`), so every round inserts two
+//! timers per thread (the sleep's, which fires, and the scope's, which is
+//! cancelled) while the other 99 999 threads' are pending. One iteration =
+//! one round of one thread; the time is the runtime thread's CPU time
+//! (the deadlines are spread over seconds, so wall time would mostly be
+//! waiting).
 
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
 
@@ -112,9 +120,92 @@ fn timers_100k(c: &mut Criterion) {
     g.finish();
 }
 
+const PENDING: u64 = 100_000;
+const PENDING_ROUNDS: u64 = 5;
+
+/// Deadline offset of round `r` of thread `i` for `pending_100k`: rounds
+/// 200 ms apart, threads spread over 100 ms inside a round.
+fn pending_offset(r: u64, i: u64) -> Duration {
+    Duration::from_micros(300_000 + r * 200_000 + i)
+}
+
+fn timers_pending_100k(c: &mut Criterion) {
+    let mut g = c.benchmark_group("timer::pending_100k");
+    g.sample_size(10);
+    let per =
+        |cpu: Duration, iters: u64| cpu.mul_f64(iters as f64 / (PENDING * PENDING_ROUNDS) as f64);
+    let mut rt = coro_benches::coro_rt();
+    g.bench_function("coro", |b| {
+        b.iter_custom(|iters| {
+            let reps = iters.div_ceil(PENDING * PENDING_ROUNDS);
+            let mut cpu = Duration::ZERO;
+            for _ in 0..reps {
+                cpu += rt.block_on(|| {
+                    let t = coro_benches::thread_cpu();
+                    let base = coro::clock::now();
+                    let hs: Vec<_> = (0..PENDING)
+                        .map(|i| {
+                            coro::spawn(move || {
+                                for r in 0..PENDING_ROUNDS {
+                                    let d = base + pending_offset(r, i);
+                                    coro::with_timeout(Duration::from_secs(60), || {
+                                        coro::sleep_until(d)
+                                    })
+                                    .unwrap()
+                                    .unwrap();
+                                }
+                            })
+                        })
+                        .collect();
+                    for h in hs {
+                        h.join().unwrap();
+                    }
+                    assert_eq!(coro::stats().pending_timers, 0);
+                    coro_benches::thread_cpu() - t
+                });
+            }
+            per(cpu, iters / reps)
+        })
+    });
+    let tokio = coro_benches::tokio_rt();
+    g.bench_function("tokio", |b| {
+        b.iter_custom(|iters| {
+            let reps = iters.div_ceil(PENDING * PENDING_ROUNDS);
+            let mut cpu = Duration::ZERO;
+            for _ in 0..reps {
+                cpu += tokio.block_on(async {
+                    let t = coro_benches::thread_cpu();
+                    let base = tokio::time::Instant::now();
+                    let hs: Vec<_> = (0..PENDING)
+                        .map(|i| {
+                            tokio::spawn(async move {
+                                for r in 0..PENDING_ROUNDS {
+                                    let d = base + pending_offset(r, i);
+                                    tokio::time::timeout(
+                                        Duration::from_secs(60),
+                                        tokio::time::sleep_until(d),
+                                    )
+                                    .await
+                                    .unwrap();
+                                }
+                            })
+                        })
+                        .collect();
+                    for h in hs {
+                        h.await.unwrap();
+                    }
+                    coro_benches::thread_cpu() - t
+                });
+            }
+            per(cpu, iters / reps)
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = with_timeout_fast_path, timers_100k
+    targets = with_timeout_fast_path, timers_100k, timers_pending_100k
 }
 criterion_main!(benches);

@@ -21,6 +21,16 @@
 //!    registrations carry their runtime's id; `task::make_ready` and
 //!    `Registration::wait` refuse any other.
 //!
+//! 4. **Nothing outside a parked thread uses its stack.** `spawn` takes
+//!    `'static` closures, the sync primitives hold `Rc<Task>` handles, not
+//!    pointers into stacks, and the runtime's only pointer into a thread's
+//!    stack, its `yielder`, is used by the thread itself while it runs. So
+//!    the loop may copy a long-parked thread's stack out to the heap and
+//!    release its pages (`stack::copy`), writing it back to the same
+//!    addresses before the thread next runs. Code that lets another thread
+//!    borrow from a parked thread's stack (a scoped spawn erasing a
+//!    lifetime) must hold the parked thread's `ThreadStack::pin` meanwhile.
+//!
 //! So while a green thread runs, [`CURRENT`] points at its own live
 //! scheduler, and that scheduler's `current` at its own live task: what the
 //! `unsafe` blocks below (and the yielder in `sched::suspend`) rely on.
@@ -48,13 +58,13 @@ pub(crate) fn enter(s: *const Scheduler) -> *const Scheduler {
 }
 
 /// The current scheduler pointer (null outside a runtime).
-#[inline]
+#[inline(always)]
 pub(crate) fn sched_ptr() -> *const Scheduler {
     CURRENT.with(|c| c.get())
 }
 
 /// Runs `f` with the current scheduler, or returns `None` outside a runtime.
-#[inline]
+#[inline(always)]
 pub(crate) fn try_with_sched<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
     let p = sched_ptr();
     if p.is_null() {
@@ -75,7 +85,7 @@ pub(crate) fn try_with_sched<R>(f: impl FnOnce(&Scheduler) -> R) -> Option<R> {
 /// # Panics
 ///
 /// Outside a runtime, with a message that names `what` (the call made).
-#[inline]
+#[inline(always)]
 #[track_caller]
 pub(crate) fn with_sched<R>(what: &str, f: impl FnOnce(&Scheduler) -> R) -> R {
     match try_with_sched(f) {
@@ -98,7 +108,7 @@ pub(crate) fn no_runtime(what: &str) -> ! {
 /// # Panics
 ///
 /// Outside a runtime, or from the scheduler itself (no green thread running).
-#[inline]
+#[inline(always)]
 #[track_caller]
 pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R) -> R {
     let p = sched_ptr();
@@ -122,9 +132,41 @@ pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R
     f(s, unsafe { &*t })
 }
 
+/// The running scheduler and green thread, for the few hot paths that must
+/// be inlined into their callers whole (a closure passed to
+/// [`with_current`] may stay out of line; see `sched::park_in`).
+///
+/// # Panics
+///
+/// As [`with_current`].
+///
+/// # Safety
+///
+/// The caller uses the references only within its own call from the
+/// running green thread (across a suspend of that thread is fine: its
+/// scheduler lives until `block_on` returns, which is after every thread
+/// finished, and the thread table holds the task while it is suspended),
+/// as the closure of [`with_current`] would.
+#[inline(always)]
+#[track_caller]
+pub(crate) unsafe fn current_unbound<'a>(what: &str) -> (&'a Scheduler, &'a Task) {
+    let p = sched_ptr();
+    if p.is_null() {
+        no_runtime(what);
+    }
+    // SAFETY: see `try_with_sched`; the lifetime is the caller's promise.
+    let s = unsafe { &*p };
+    let t = s.current.get();
+    if t.is_null() {
+        panic!("coro: {what} must be called from a green thread, not from the scheduler itself");
+    }
+    // SAFETY: see `with_current`; the lifetime is the caller's promise.
+    (s, unsafe { &*t })
+}
+
 /// Runs `f` with the running green thread, or returns `None` where none
 /// runs (outside a runtime, or in the scheduler itself).
-#[inline]
+#[inline(always)]
 pub(crate) fn try_with_current<R>(f: impl FnOnce(&Scheduler, &Task) -> R) -> Option<R> {
     try_with_sched(|s| {
         let t = s.current.get();
@@ -137,5 +179,16 @@ pub(crate) fn try_with_current<R>(f: impl FnOnce(&Scheduler, &Task) -> R) -> Opt
 /// An `Rc` to the running green thread.
 #[track_caller]
 pub(crate) fn current_task_rc(what: &str) -> Rc<Task> {
-    with_current(what, |s, t| s.tasks.borrow()[t.key.get()].clone())
+    with_current(what, |_, t| {
+        let t: *const Task = t;
+        // SAFETY: `current` is `Rc::as_ptr` of the `Rc<Task>` the scheduler
+        // holds for the whole resume (`Scheduler::resume`), so `t` points
+        // into a live `Rc` allocation; counting one more strong reference
+        // before `from_raw` makes the result an owned clone of it. (This
+        // skips the thread table's lookup, a cache miss with many threads.)
+        unsafe {
+            Rc::increment_strong_count(t);
+            Rc::from_raw(t)
+        }
+    })
 }

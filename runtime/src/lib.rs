@@ -17,9 +17,11 @@
 //!   [`clock`]), run every ready green thread once in FIFO order, poll mio
 //!   (`reactor`; epoll on Linux with a timerfd for sub-millisecond timers,
 //!   kqueue on BSD and macOS).
-//! * Green threads are corosensei coroutines on `mmap`ed stacks with guard
-//!   pages, from a per-runtime pool (`stack`); a guard-page hit prints the
-//!   thread's name and stack size and aborts.
+//! * Green threads are corosensei coroutines on stacks carved from large
+//!   mappings, each with a guard page (guard regions on Linux 6.13+), from a
+//!   per-OS-thread pool (`stack`); a guard-page hit prints the thread's name
+//!   and stack size and aborts. A thread parked for long has its stack
+//!   copied out to the heap and its pages released (`stack::copy`).
 //! * Each green thread keeps a stack of the scopes it runs inside
 //!   (`with_timeout`, cancel scopes, nurseries); a thread spawned in a
 //!   [`scope`] continues into its owner's stack, so cancellations reach it
@@ -53,10 +55,12 @@
 //! yield itself ([`yield_now`]). A primitive of your own reports an
 //! immediate failure with [`failed_at_once`].
 //!
-//! Three invariants make the unsafe code sound, and are enforced by guards,
+//! Four invariants make the unsafe code sound, and are enforced by guards,
 //! not convention (see the `context` module for where): tasks are resumed
 //! and unwound only by their own scheduler with its runtime current; no panic
-//! ever leaves a coroutine; a task is only woken by the runtime that owns it.
+//! ever leaves a coroutine; a task is only woken by the runtime that owns it;
+//! nothing outside a parked thread uses its stack (so an idle thread's stack
+//! can be copied out and back).
 //!
 //! # Examples
 //!
@@ -117,7 +121,8 @@ pub use panic_hook::panic_hook_line;
 pub use reactor::{Direction, Registration};
 pub use remote::{handle, Handle, RemoteWaker};
 pub use runtime::{
-    run, Runtime, RuntimeBuilder, DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
+    run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_WARNING,
+    DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
 pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
 pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};

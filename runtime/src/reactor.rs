@@ -280,6 +280,7 @@ impl Registration {
     /// An error naming the mix-up if the source was registered with another
     /// runtime than the one running (its readiness is reported to that
     /// runtime's poller only, so waiting here would never end).
+    #[inline]
     pub fn wait(&self, dir: Direction) -> io::Result<()> {
         loop {
             if self.state.closed.get() {
@@ -331,6 +332,7 @@ impl Registration {
     /// read does not prove the socket is empty (Linux stops a TCP read at the
     /// urgent mark, `readv` at `IOV_MAX` buffers, a Unix stream read at an
     /// `SCM_RIGHTS` boundary), and no new edge would come for what is left.
+    #[inline]
     pub fn io_stream(
         &self,
         dir: Direction,
@@ -343,6 +345,7 @@ impl Registration {
         }
     }
 
+    #[inline]
     fn run<R>(
         &self,
         dir: Direction,

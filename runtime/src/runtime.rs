@@ -62,6 +62,9 @@ use crate::task::{make_ready, Task, ThreadState};
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 /// Default selfishness budget.
 pub const DEFAULT_SELFISHNESS: u32 = 4;
+/// Default time a green thread stays parked before its stack is copied out
+/// ([`RuntimeBuilder::idle_stack_release`]).
+pub const DEFAULT_IDLE_STACK_RELEASE: Duration = Duration::from_secs(2);
 /// Default latency-warning threshold.
 pub const DEFAULT_LATENCY_WARNING: Duration = Duration::from_millis(200);
 
@@ -91,6 +94,7 @@ pub struct RuntimeBuilder {
     blocking_threads: usize,
     blocking_keep_alive: Duration,
     stack_pool: usize,
+    idle_stack_release: Option<Duration>,
 }
 
 impl Default for RuntimeBuilder {
@@ -101,7 +105,8 @@ impl Default for RuntimeBuilder {
             latency_warning: Some(DEFAULT_LATENCY_WARNING),
             blocking_threads: crate::blocking::DEFAULT_MAX_THREADS,
             blocking_keep_alive: crate::blocking::DEFAULT_KEEP_ALIVE,
-            stack_pool: 1024,
+            stack_pool: usize::MAX,
+            idle_stack_release: Some(DEFAULT_IDLE_STACK_RELEASE),
         }
     }
 }
@@ -154,9 +159,48 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Most finished threads' stacks kept for reuse.
+    /// Most finished threads' stacks that keep their memory for reuse
+    /// (unbounded by default).
+    ///
+    /// A finished thread's stack keeps the pages it touched for 2 s, so
+    /// that threads spawned soon after reuse them without page faults; then
+    /// the pages go back to the kernel. By default the pool is sized by
+    /// demand: whatever finished in the last 2 s. With a bound, past `n`
+    /// freed stacks the oldest gives its pages back at once. See README,
+    /// "Memory".
     pub fn stack_pool(mut self, n: usize) -> Self {
         self.stack_pool = n;
+        self
+    }
+
+    /// How long a green thread stays parked before its stack is copied out
+    /// to the heap and its pages given back (2 s by default; `None` keeps
+    /// every stack in place).
+    ///
+    /// An idle thread then costs the bytes its frames use (zero words left
+    /// out) instead of the 4 KiB pages they touched, and pays one copy and
+    /// a page fault or two when it next runs. Threads that wake more often
+    /// than this never pay. See README, "Memory".
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use coro_runtime as coro;
+    /// use std::time::Duration;
+    ///
+    /// let mut rt = coro::Runtime::builder()
+    ///     .idle_stack_release(Some(Duration::from_millis(50)))
+    ///     .build()
+    ///     .unwrap();
+    /// rt.block_on(|| {
+    ///     let sleeper = coro::spawn(|| coro::sleep(Duration::from_millis(300)));
+    ///     coro::sleep(Duration::from_millis(200)).unwrap();
+    ///     assert_eq!(coro::stats().idle_stacks, 1); // the sleeper's
+    ///     sleeper.join().unwrap().unwrap();
+    /// });
+    /// ```
+    pub fn idle_stack_release(mut self, after: Option<Duration>) -> Self {
+        self.idle_stack_release = after;
         self
     }
 
@@ -200,6 +244,7 @@ impl RuntimeBuilder {
             blocking_threads: self.blocking_threads,
             blocking_keep_alive: self.blocking_keep_alive,
             stack_pool: self.stack_pool,
+            idle_stack_release: self.idle_stack_release,
         })?;
         Ok(Runtime {
             sched: Box::new(sched),

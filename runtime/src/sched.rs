@@ -54,7 +54,7 @@ use crate::clock::{self, Instant};
 use crate::context;
 use crate::error::WaitError;
 use crate::reactor::Reactor;
-use crate::stack::StackPool;
+use crate::stack::{self, StackPool};
 use crate::sys::PreciseTimer;
 use crate::task::{make_ready, Task, ThreadState};
 use crate::timer::{TimerHeap, TimerKind};
@@ -67,6 +67,10 @@ pub(crate) const POLL_INTERVAL: u64 = 256;
 /// ([`clock::recalibrate`]), and the least time between refinements.
 const RECALIBRATE_POLLS: u64 = 1024;
 const RECALIBRATE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Passes with at least this many ready threads prefetch each next one
+/// (see `Scheduler::next_ready`).
+const PREFETCH_BATCH: usize = 32;
 
 /// Non-blocking polls between two stack-pool trims while threads keep the
 /// loop busy (see `stack`, "What the pool keeps").
@@ -81,6 +85,7 @@ pub(crate) struct Config {
     pub(crate) blocking_threads: usize,
     pub(crate) blocking_keep_alive: Duration,
     pub(crate) stack_pool: usize,
+    pub(crate) idle_stack_release: Option<Duration>,
 }
 
 /// Counters behind [`Stats`](crate::Stats).
@@ -154,7 +159,11 @@ impl Scheduler {
         Ok(Scheduler {
             id,
             remote: crate::remote::Remote::new(id, reactor.waker.clone()),
-            stacks: RefCell::new(StackPool::new(config.stack_size, config.stack_pool)),
+            stacks: RefCell::new(StackPool::new(
+                config.stack_size,
+                config.stack_pool,
+                config.idle_stack_release,
+            )),
             config,
             ready: RefCell::new(VecDeque::new()),
             tasks: RefCell::new(Slab::new()),
@@ -177,8 +186,9 @@ impl Scheduler {
         loop {
             self.fire_timers();
             let n = self.ready.borrow().len();
+            let prefetch = n >= PREFETCH_BATCH;
             for _ in 0..n {
-                let task = self.ready.borrow_mut().pop_front();
+                let task = self.next_ready(prefetch);
                 match task {
                     Some(t) => self.resume(t),
                     None => break,
@@ -196,6 +206,32 @@ impl Scheduler {
                 self.since_poll.set(since);
             }
         }
+    }
+
+    /// Takes the next ready task; with `prefetch`, starts bringing the ones
+    /// after it into the cache while it runs: the task after next's control
+    /// block, and the stack top of the next one (whose control block was
+    /// asked for one resume earlier). With thousands of threads alive each
+    /// resume would otherwise wait on a cold stack (a TLB and cache miss);
+    /// with a few, everything is in the cache already and the hints would
+    /// only cost.
+    #[inline]
+    fn next_ready(&self, prefetch: bool) -> Option<Rc<Task>> {
+        let mut ready = self.ready.borrow_mut();
+        let t = ready.pop_front()?;
+        if !prefetch {
+            return Some(t);
+        }
+        if let Some(next) = ready.front() {
+            stack::prefetch_stack(next.stack.sp.get());
+            if let Some(after) = ready.get(1) {
+                let p = Rc::as_ptr(after) as *const i8;
+                for off in (0..std::mem::size_of::<Task>()).step_by(64) {
+                    stack::prefetch(p.wrapping_add(off));
+                }
+            }
+        }
+        Some(t)
     }
 
     /// Runs passes without blocking until nothing is ready or `max_passes`
@@ -247,6 +283,9 @@ impl Scheduler {
             w.shared.slice.store(n, Ordering::Relaxed);
             w.shared.running.store(task.id, Ordering::Relaxed);
         }
+        if task.stack.is_copied_out() {
+            self.copy_in(&task);
+        }
         let result = {
             let mut co = task.coroutine.borrow_mut();
             let co = co.as_mut().expect("ready task has a coroutine");
@@ -265,6 +304,15 @@ impl Scheduler {
             Ok(CoroutineResult::Return(())) => self.finish(&task),
             Err(p) => self.escaped(&task, p),
         }
+    }
+
+    /// Writes a copied-out thread's stack back before it runs (`stack::copy`).
+    #[cold]
+    #[inline(never)]
+    fn copy_in(&self, task: &Task) {
+        stack::copy_in(task);
+        let mut stacks = self.stacks.borrow_mut();
+        stacks.idle.out = stacks.idle.out.saturating_sub(1);
     }
 
     /// A panic escaped a task's coroutine (which `entry` is built to
@@ -355,18 +403,24 @@ impl Scheduler {
         self.counters.polls.set(polls);
         let timeout = if !block {
             if polls.is_multiple_of(TRIM_POLLS) {
-                self.stacks.borrow_mut().trim(clock::now().ticks());
+                self.stacks_housekeeping(clock::now().ticks());
             }
             Some(Duration::ZERO)
         } else {
             let now = clock::now();
-            let trim_due = self.stacks.borrow_mut().trim(now.ticks());
+            let (sweeping, stacks_due) = self.stacks_housekeeping(now.ticks());
             let next = self.timers.borrow_mut().next_live_deadline();
             if next.is_none() {
                 self.check_deadlock();
             }
-            // Wake for the next timer, or for the next stack trim.
-            match next.into_iter().chain(trim_due).min() {
+            // Wake for the next timer, or for the next stack trim or sweep
+            // (at once while a sweep pass has threads left to visit).
+            let stacks_due = if sweeping {
+                Some(now.ticks())
+            } else {
+                stacks_due
+            };
+            match next.into_iter().chain(stacks_due).min() {
                 Some(d) => {
                     let d = Instant::from_ticks(d);
                     if d <= now {
@@ -394,6 +448,16 @@ impl Scheduler {
             }
             Err(e) => panic!("coro: polling the OS for events failed: {e}"),
         }
+    }
+
+    /// Trims the stack pool and sweeps idle threads' stacks (see `stack`).
+    /// Returns whether a sweep pass has threads left to visit, and when
+    /// this is next due.
+    fn stacks_housekeeping(&self, now: u64) -> (bool, Option<u64>) {
+        let mut stacks = self.stacks.borrow_mut();
+        let trim_due = stacks.trim(now);
+        let (sweeping, sweep_due) = stacks.idle.step(&self.tasks.borrow(), now);
+        (sweeping, trim_due.into_iter().chain(sweep_due).min())
     }
 
     /// Nothing is ready, no timer is pending, and nothing outside the runtime
@@ -433,6 +497,7 @@ impl Scheduler {
 fn suspend(t: &Task) {
     let y = t.yielder.get();
     debug_assert!(!y.is_null());
+    t.stack.sp.set(stack::stack_pointer());
     // SAFETY: by the invariant on `Task::yielder`, a running task's yielder
     // points at the live `Yielder` on its own stack, and we are that task.
     unsafe { (*y).suspend(()) }
@@ -597,37 +662,57 @@ fn spend_selfishness(s: &Scheduler, t: &Task) -> bool {
 /// # Panics
 ///
 /// Outside a green thread (in a plain OS thread, or with no runtime).
+#[inline]
 pub fn park() -> Result<(), WaitError> {
     park_named("park", "coro::park")
 }
 
 /// [`park`], recording `what` the thread waits on for [`threads`](crate::threads).
+#[inline]
 pub fn park_as(what: &'static str) -> Result<(), WaitError> {
     park_named(what, "coro::park_as")
 }
 
 /// [`park_as`]; `call` names the public call in the panic outside a green
-/// thread.
-fn park_named(what: &'static str, call: &str) -> Result<(), WaitError> {
-    context::with_current(call, |s, t| {
-        if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
-            if e == WaitError::SuspendForbidden {
-                log_forbidden(t, call, what);
-            }
-            // This park is over before it began: a waiter or a timer made
-            // for it must not match the thread's next park.
-            t.park_gen.set(t.park_gen.get() + 1);
-            failed_at_once(s, t);
-            return Err(e);
-        }
-        park_suspended(t, what);
-        check(s, t)
-    })
+/// thread. Inlined into its callers down to the stack switch: the thread
+/// returns from the switch into its own code without first returning
+/// through runtime frames, whose return addresses the CPU's return
+/// predictor no longer holds after another thread ran (each such return
+/// mispredicts; BENCHMARKS.md, "Park/unpark").
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn park_named(what: &'static str, call: &'static str) -> Result<(), WaitError> {
+    // SAFETY: `s` and `t` are used only inside this call of the running
+    // thread, across its suspend (see `context::current_unbound`).
+    let (s, t) = unsafe { context::current_unbound(call) };
+    if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
+        return park_refused(s, t, e, what, call);
+    }
+    park_suspended(t, what);
+    check(s, t)
+}
+
+/// A park that is over before it began: a waiter or a timer made for it
+/// must not match the thread's next park.
+#[cold]
+#[inline(never)]
+fn park_refused(
+    s: &Scheduler,
+    t: &Task,
+    e: WaitError,
+    what: &'static str,
+    call: &'static str,
+) -> Result<(), WaitError> {
+    if e == WaitError::SuspendForbidden {
+        log_forbidden(t, call, what);
+    }
+    t.park_gen.set(t.park_gen.get() + 1);
+    failed_at_once(s, t);
+    Err(e)
 }
 
 /// Suspends the running task `t` as parked on `what` until it is woken,
 /// and ends the park (its generation, its selfishness budget).
-#[inline]
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn park_suspended(t: &Task, what: &'static str) {
     t.waiting_on.set(what);
     t.state.set(ThreadState::Parked);

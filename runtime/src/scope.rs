@@ -188,6 +188,10 @@ where
         env: PhantomData,
     };
     let state = &*scope.state;
+    // The scope's threads borrow from the owner's stack while the owner is
+    // parked in `wait_all`: it must stay in place, not be copied out when
+    // the owner has waited long (`stack::copy`'s invariant).
+    let pin = state.owner.stack.pin();
     let waiting = Waiting(state);
     let body = panic::catch_unwind(AssertUnwindSafe(|| f(&scope)));
     if body.is_err() {
@@ -196,6 +200,7 @@ where
     state.wait_all();
     // Every thread has ended: nothing can touch `'scope` data any more.
     mem::forget(waiting);
+    drop(pin);
     let failures = mem::take(&mut *state.failures.borrow_mut());
     let outcomes: Vec<(u64, Option<Arc<str>>, Outcome)> = failures
         .into_iter()

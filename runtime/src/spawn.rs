@@ -20,13 +20,12 @@ use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use corosensei::stack::Stack;
 use corosensei::{Coroutine, Yielder};
 
 use crate::context;
 use crate::error::{JoinError, WaitError};
 use crate::sched::{self, Scheduler};
-use crate::stack::{self, MIN_STACK_SIZE};
+use crate::stack::MIN_STACK_SIZE;
 use crate::task::{Coro, Task, ThreadState, Waiter};
 
 /// Closures up to this size are moved onto the new stack directly.
@@ -151,8 +150,8 @@ impl Builder {
         let id = s.next_id.get();
         s.next_id.set(id + 1);
         let name: Option<Arc<str>> = self.name.map(Into::into);
-        let limit = stack.limit().get();
-        let usable = stack::usable_size(&stack);
+        let limit = stack.limit_addr();
+        let usable = stack.usable_size();
         let task = Rc::new(Task::new(id, s.id, name, selfishness, limit, usable));
         let packet = Rc::new(Packet {
             result: RefCell::new(None),

@@ -53,8 +53,11 @@ pub struct Stats {
     pub blocking_threads: usize,
     /// Blocking-offload jobs waiting for a worker.
     pub blocking_queued: usize,
-    /// Stacks waiting in the pool for reuse.
+    /// Stacks waiting in the pool for reuse (on this OS thread).
     pub pooled_stacks: usize,
+    /// Parked threads whose stacks are copied out to the heap (see
+    /// [`RuntimeBuilder::idle_stack_release`](crate::RuntimeBuilder::idle_stack_release)).
+    pub idle_stacks: usize,
 }
 
 /// What one green thread is doing.
@@ -111,6 +114,7 @@ pub fn stats() -> Stats {
             blocking_threads,
             blocking_queued,
             pooled_stacks: s.stacks.borrow().pooled(),
+            idle_stacks: s.stacks.borrow().idle.out,
         }
     })
 }

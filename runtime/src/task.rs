@@ -28,14 +28,14 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, Yielder};
 
 use crate::cancel::TaskCancel;
 use crate::context;
 use crate::error::ScheduleError;
+use crate::stack::{GreenStack, ThreadStack};
 
-pub(crate) type GreenCoroutine = Coroutine<(), (), (), DefaultStack>;
+pub(crate) type GreenCoroutine = Coroutine<(), (), (), GreenStack>;
 
 /// Where a green thread is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,6 +114,8 @@ pub(crate) struct Task {
     pub(crate) yield_refusal_logged: Cell<bool>,
     /// Clock ticks when it was spawned (its age in `threads()`).
     pub(crate) spawned_at: u64,
+    /// Its stack's state: where it last suspended (`stack`).
+    pub(crate) stack: ThreadStack,
     /// Its `green_local!` values (see `local`).
     pub(crate) locals: RefCell<crate::local::Locals>,
 }
@@ -150,6 +152,7 @@ impl Task {
             timer_fired: Cell::new(false),
             yield_refusal_logged: Cell::new(false),
             spawned_at: crate::clock::now().ticks(),
+            stack: ThreadStack::default(),
             locals: RefCell::new(Vec::new()),
         }
     }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use coro_runtime as coro;
 
 mod util;
-use util::{child, child_ok, is_child};
+use util::{child, child_ok, child_with_env, is_child};
 
 #[inline(never)]
 fn recurse(n: u64) -> u64 {
@@ -33,7 +33,21 @@ fn stack_overflow_names_the_thread_and_aborts() {
         });
         unreachable!("the overflow must abort the process");
     }
-    let out = child(NAME);
+    check_overflow_report(child(NAME));
+}
+
+/// The same overflow with guard pages made by `mprotect`, the path taken
+/// where the kernel has no guard regions.
+#[test]
+fn stack_overflow_is_reported_with_mprotect_guard_pages() {
+    check_overflow_report(child_with_env(
+        "stack_overflow_names_the_thread_and_aborts",
+        &[("CORO_NO_GUARD_REGIONS", "1")],
+    ));
+}
+
+#[track_caller]
+fn check_overflow_report(out: std::process::Output) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     #[cfg(unix)]
@@ -152,33 +166,93 @@ fn out_of_memory_for_stacks_is_an_error_from_spawn() {
     assert!(stdout.contains("vm.max_map_count"), "{stdout}");
 }
 
+/// With guard pages made by `mprotect` (kernels without guard regions;
+/// forced here with `CORO_NO_GUARD_REGIONS`) each stack takes two kernel
+/// mappings, and reaching `vm.max_map_count` is an error from spawn that
+/// names the limit.
 #[test]
 fn reaching_the_mapping_limit_is_an_error_from_spawn() {
     const NAME: &str = "reaching_the_mapping_limit_is_an_error_from_spawn";
-    let Some(max) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-    else {
+    let Some(max) = max_map_count() else {
         return; // not Linux: nothing to check
     };
     if max > 300_000 {
         return; // raised far above the default: too slow to reach here
     }
     if is_child(NAME) {
-        let (n, err) = coro::run(|| {
+        let (n, err) = coro::run(move || {
             let mut hs = Vec::new();
             loop {
                 match coro::Builder::new().stack_size(16 * 1024).spawn(coro::park) {
                     Ok(h) => hs.push(h),
                     Err(e) => break (hs.len(), e),
                 }
+                assert!(hs.len() <= max, "no error after {max} threads");
             }
         });
         println!("SPAWNED {n} SPAWN-ERROR: {err}");
         return;
     }
-    let stdout = child_ok(NAME);
+    let out = child_with_env(NAME, &[("CORO_NO_GUARD_REGIONS", "1")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("vm.max_map_count"), "{stdout}");
+    assert!(stdout.contains("2 mappings"), "{stdout}");
+}
+
+/// Issue #12, item 5: with guard regions (Linux 6.13+) stacks share their
+/// chunk's mapping, so more threads than the mapping limit allowed before
+/// (about `vm.max_map_count / 2`) live at once, each with a working guard
+/// page (the overflow tests above fault on it).
+#[test]
+fn issue_12_5_more_threads_than_mappings_allow() {
+    const NAME: &str = "issue_12_5_more_threads_than_mappings_allow";
+    let Some(max) = max_map_count() else {
+        return; // not Linux
+    };
+    if max > 300_000 {
+        return; // raised: the old ceiling is not in the way here
+    }
+    if is_child(NAME) {
+        let n = max / 2 + 2_000;
+        coro::run(move || {
+            let hs: Vec<_> = (0..n)
+                .map(|_| {
+                    coro::Builder::new()
+                        .spawn(coro::park)
+                        .unwrap_or_else(|e| panic!("spawn failed: {e}"))
+                })
+                .collect();
+            coro::yield_now(); // every thread runs and parks
+            assert_eq!(coro::stats().live, n + 1);
+            println!("LIVE {}", n + 1);
+            for h in &hs {
+                h.thread().unpark().unwrap();
+            }
+            for h in hs {
+                h.join().unwrap().unwrap();
+            }
+        });
+        return;
+    }
+    let out = child(NAME);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && stderr.contains("guard regions") {
+        panic!("this kernel has no guard regions (MADV_GUARD_INSTALL, Linux 6.13+): {stderr}");
+    }
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("LIVE"), "{stdout}");
+}
+
+fn max_map_count() -> Option<usize> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
 }
 
 /// Issue #13, item 9 with std's own handler before ours (every Rust program

@@ -1,88 +1,396 @@
-//! Green-thread stacks: a per-runtime pool of `mmap`ed stacks with a guard page,
-//! and the handler that turns a guard-page hit into a clear message.
+//! Green-thread stacks: slots carved from large mappings with a guard page
+//! each ([`GreenStack`], the `corosensei` stack type), the per-OS-thread pool
+//! that recycles them, and the handler that turns a guard-page hit into a
+//! clear message (`overflow`).
 //!
-//! # Layout
+//! # Design
 //!
-//! Each stack is one anonymous mapping, allocated by corosensei's
-//! `DefaultStack` (`mmap` of the whole range as `PROT_NONE`, then `mprotect`
-//! of all but the lowest page to read/write):
+//! Mapping a stack per thread costs an `mmap`, an `mprotect` (which splits
+//! the mapping: two of the process's `vm.max_map_count` mappings per stack)
+//! and a `munmap` later, mostly kernel time. Here stacks of one size (a
+//! *class*) are *slots* of a *chunk*, one mapping of about 32 MiB of address
+//! space (see `unix` for the layout and the guard pages). A slot is carved
+//! from a chunk the first time it is needed (its guard page installed then),
+//! and a finished thread's slot goes on its class's free list; spawning
+//! takes the most recently freed slot first (its pages are likely still in
+//! the caches and resident), then carves, then maps a new chunk.
 //!
-//! ```text
-//!   high addresses
-//!   +------------------------+  <- base (stack pointer starts here)
-//!   |                        |
-//!   |   usable stack         |  size bytes, read/write, committed lazily
-//!   |   (grows downwards)    |  by the kernel as pages are touched
-//!   |                        |
-//!   +------------------------+  <- limit + page
-//!   |   guard page           |  PROT_NONE: touching it raises SIGSEGV,
-//!   +------------------------+  <- limit     caught by `overflow`
-//!   low addresses
-//! ```
+//! The chunks and free lists belong to the OS thread (a thread-local arena),
+//! not to one runtime: runtimes on one OS thread run one after another, and
+//! when `block_on` returns all their threads are finished, so a runtime
+//! built later on the same OS thread reuses the stacks, and a fresh runtime
+//! spawns as cheaply as a warm one.
 //!
-//! Only touched pages are resident, so an idle thread costs the few pages its
-//! frames reached (see README, "Memory"). Each stack is two kernel mappings
-//! (the guard and the rest), which is what `vm.max_map_count` limits.
+//! # What the pool keeps, and when it gives it back
 //!
-//! Finished threads give their stack back to the pool; spawning takes one from
-//! the pool before mapping a new one, the most recently returned first (its
-//! pages are likely still in the caches). The pool keeps stacks of the
-//! runtime's default size only, up to a bound (1 024 by default).
-//!
-//! # What the pool keeps
-//!
-//! A pooled stack keeps the pages its thread touched, so that reusing it soon
-//! costs no page faults. A stack that has waited in the pool for
-//! [`TRIM_AFTER`] is *trimmed*: its pages are given back to the kernel
-//! (`madvise(MADV_DONTNEED)`; the mapping stays, and a later reuse faults in
-//! fresh zeroed pages). The loop trims when it is about to block and every
-//! few dozen polls while busy, and a blocking poll wakes up when the next
-//! trim is due, so after a burst of deep threads a quiet server gives the
-//! memory back within a few seconds; while threads come and go quickly, the
-//! stacks they reuse are never trimmed.
+//! * A freed stack keeps the pages its thread touched for [`TRIM_AFTER`],
+//!   so that reusing it soon costs no page faults; then it is *trimmed*
+//!   (`MADV_DONTNEED`: the pages go back to the kernel, the slot stays
+//!   reserved). At most the runtime's `stack_pool` bound of freed stacks
+//!   (1 024 by default) keep their pages: past it, the oldest is trimmed at
+//!   once.
+//! * A chunk whose slots are all free and trimmed is unmapped, so after a
+//!   burst the address space and the page tables go back as well.
+//! * The loop trims when it is about to block and every few dozen polls
+//!   while busy, and a blocking poll wakes up when the next trim is due, so
+//!   a quiet server gives the memory back within a few seconds. Between two
+//!   runtimes on one OS thread nothing trims: what the last one freed in its
+//!   last 2 s stays until the next runtime on that thread runs (it trims
+//!   what is overdue at once) or the thread exits (everything is unmapped).
 
+mod copy;
 #[cfg(unix)]
 pub(crate) mod overflow;
+#[cfg(unix)]
+mod unix;
 
+pub(crate) use copy::{copy_in, IdleSweep, ThreadStack};
+
+use std::cell::RefCell;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::time::Duration;
 
-use corosensei::stack::{DefaultStack, Stack};
+use corosensei::stack::valgrind::ValgrindStackRegistration;
+use corosensei::stack::{Stack, StackPointer};
+use slab::Slab;
 
 use crate::clock;
+use unix::page_size;
 
 /// Smallest stack a green thread may ask for.
 pub const MIN_STACK_SIZE: usize = 16 * 1024;
 
-/// How long a stack waits in the pool before its pages are given back.
+/// How long a freed stack keeps its pages before they are given back.
 pub(crate) const TRIM_AFTER: Duration = Duration::from_secs(2);
 
-/// A stack waiting in the pool.
-struct Pooled {
-    stack: DefaultStack,
-    /// Tick count when it was returned.
+/// Address space a chunk aims at; a chunk holds at least one slot.
+const CHUNK_BYTES: usize = 32 << 20;
+/// Most slots in one chunk.
+const MAX_SLOTS: usize = 1024;
+
+/// A green thread's stack: one slot of a chunk, with its guard page.
+///
+/// The memory belongs to the OS thread's arena; a `GreenStack` only names a
+/// slot that is handed out. Dropping one (rather than giving it back with
+/// [`StackPool::put`]) leaks the slot: it stays reserved and its chunk
+/// mapped, which is always safe.
+pub(crate) struct GreenStack {
+    base: StackPointer,
+    limit: StackPointer,
+    class: u32,
+    chunk: u32,
+    valgrind: ManuallyDrop<ValgrindStackRegistration>,
+}
+
+impl GreenStack {
+    /// Usable bytes (without the guard page).
+    pub(crate) fn usable_size(&self) -> usize {
+        self.base.get() - self.limit.get() - page_size()
+    }
+
+    /// Lowest address of the slot: the guard page starts here.
+    pub(crate) fn limit_addr(&self) -> usize {
+        self.limit.get()
+    }
+}
+
+impl Drop for GreenStack {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here or in `StackPool::put` (which forgets
+        // the stack after dropping the registration).
+        unsafe { ManuallyDrop::drop(&mut self.valgrind) };
+    }
+}
+
+// SAFETY: `base` and `limit` bound one slot of a chunk mapped read/write,
+// with the slot's lowest page made a guard page (`unix::install_guard`)
+// before the slot is first handed out. The guard stays while the slot is
+// handed out: guard pages are only removed by unmapping the chunk, which
+// `Arena::release_chunks` does only when every carved slot of the chunk is
+// back on the free list, i.e. no `GreenStack` names any of them (a dropped
+// `GreenStack` leaves its slot counted as used, so its chunk is never
+// unmapped). Usable size is at least `MIN_STACK_SIZE` (16 KiB, above
+// corosensei's 4 KiB minimum), and both addresses are page-aligned, which
+// satisfies `STACK_ALIGNMENT`.
+unsafe impl Stack for GreenStack {
+    #[inline]
+    fn base(&self) -> StackPointer {
+        self.base
+    }
+
+    #[inline]
+    fn limit(&self) -> StackPointer {
+        self.limit
+    }
+}
+
+/// The current stack pointer (an address in the caller's frame where the
+/// architecture has no instruction for it here).
+#[inline(always)]
+pub(crate) fn stack_pointer() -> usize {
+    let sp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: reads a register into another; touches no memory.
+    unsafe {
+        std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags))
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as above.
+    unsafe {
+        std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let here = 0u8;
+        sp = std::hint::black_box(&here) as *const u8 as usize;
+    }
+    sp
+}
+
+/// Asks the CPU to bring the lines around a suspended thread's stack
+/// pointer into the cache (and its page into the TLB) before it is resumed.
+#[inline(always)]
+pub(crate) fn prefetch_stack(sp: usize) {
+    if sp == 0 {
+        return;
+    }
+    let p = (sp & !63).wrapping_sub(64) as *const i8;
+    for i in 0..4 {
+        prefetch(p.wrapping_add(i * 64));
+    }
+}
+
+/// A prefetch hint for the line at `p` (which need not be mapped).
+#[inline(always)]
+pub(crate) fn prefetch(p: *const i8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and changes no architectural state.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// A freed slot waiting for reuse.
+struct Free {
+    base: usize,
+    chunk: u32,
+    /// Tick count when it was freed.
     returned: u64,
 }
 
-/// A bounded pool of stacks of one size.
+/// One mapping of `slots` slots.
+struct Chunk {
+    addr: usize,
+    slots: u32,
+    /// Slots carved so far (`[0, carved)`: each has its guard page).
+    carved: u32,
+    /// Carved slots handed out (alive, or leaked with their thread).
+    used: u32,
+    /// Carved slots on the free list that were trimmed.
+    trimmed: u32,
+}
+
+/// The stacks of one usable size.
+struct Class {
+    usable: usize,
+    /// `usable` plus the guard page.
+    slot: usize,
+    chunks: Slab<Chunk>,
+    /// The chunk slots are carved from, while it has uncarved ones.
+    carving: Option<usize>,
+    /// Oldest first; reuse takes from the end.
+    free: Vec<Free>,
+    /// # Invariant
+    /// `free[..trimmed]` have had their pages given back. Slots are pushed
+    /// and popped at the end and trimmed oldest first, so the trimmed ones
+    /// are a prefix.
+    trimmed: usize,
+    /// A slot was trimmed since chunks were last checked for release.
+    release_pending: bool,
+}
+
+impl Class {
+    fn new(usable: usize) -> Class {
+        Class {
+            usable,
+            slot: usable + page_size(),
+            chunks: Slab::new(),
+            carving: None,
+            free: Vec::new(),
+            trimmed: 0,
+            release_pending: false,
+        }
+    }
+
+    /// Takes the most recently freed slot; its base and chunk.
+    fn reuse(&mut self) -> Option<(usize, u32)> {
+        let f = self.free.pop()?;
+        let chunk = &mut self.chunks[f.chunk as usize];
+        if self.free.len() < self.trimmed {
+            self.trimmed -= 1;
+            chunk.trimmed -= 1;
+        }
+        chunk.used += 1;
+        Some((f.base, f.chunk))
+    }
+
+    /// Carves a new slot (mapping a chunk if needed); its base and chunk.
+    fn carve(&mut self) -> io::Result<(usize, u32)> {
+        let key = match self.carving {
+            Some(k) => k,
+            None => {
+                let k = self.map_chunk()?;
+                self.carving = Some(k);
+                k
+            }
+        };
+        let limit = self.chunks[key].addr + self.chunks[key].carved as usize * self.slot;
+        // SAFETY: the slot's lowest page, in a chunk of ours, never handed
+        // out (it is past `carved`).
+        unsafe { unix::install_guard(limit) }.map_err(|e| self.error(e))?;
+        let chunk = &mut self.chunks[key];
+        chunk.carved += 1;
+        chunk.used += 1;
+        if chunk.carved == chunk.slots {
+            self.carving = None;
+        }
+        Ok((limit + self.slot, key as u32))
+    }
+
+    /// Maps a chunk, with fewer slots if a large one does not fit.
+    fn map_chunk(&mut self) -> io::Result<usize> {
+        let mut slots = (CHUNK_BYTES / self.slot).clamp(1, MAX_SLOTS);
+        loop {
+            match unix::map(slots * self.slot) {
+                Ok(addr) => {
+                    return Ok(self.chunks.insert(Chunk {
+                        addr,
+                        slots: slots as u32,
+                        carved: 0,
+                        used: 0,
+                        trimmed: 0,
+                    }))
+                }
+                Err(e) if slots > 1 && e.raw_os_error() == Some(libc::ENOMEM) => slots /= 2,
+                Err(e) => return Err(self.error(e)),
+            }
+        }
+    }
+
+    /// Gives back the pages of the free slot at `free[i]`.
+    fn trim_one(&mut self, i: usize) {
+        let f = &self.free[i];
+        // SAFETY: a free slot's usable part: its thread has finished, so
+        // nothing lives there.
+        unsafe { unix::release(f.base - self.usable, self.usable) };
+        self.chunks[f.chunk as usize].trimmed += 1;
+        self.release_pending = true;
+    }
+
+    /// Unmaps every chunk whose carved slots are all free and trimmed.
+    fn release_chunks(&mut self) {
+        let idle: Vec<usize> = self
+            .chunks
+            .iter()
+            .filter(|(_, c)| c.used == 0 && c.trimmed == c.carved)
+            .map(|(k, _)| k)
+            .collect();
+        for k in idle {
+            let c = self.chunks.remove(k);
+            let before = self.free.len();
+            self.free.retain(|f| f.chunk as usize != k);
+            // Its slots were all trimmed, so all in the prefix.
+            self.trimmed -= before - self.free.len();
+            if self.carving == Some(k) {
+                self.carving = None;
+            }
+            // SAFETY: no slot of the chunk is handed out (`used == 0`), and
+            // its free slots left the free list just now.
+            unsafe { unix::unmap(c.addr, c.slots as usize * self.slot) };
+        }
+    }
+
+    /// The error for a stack that could not be made, saying what to raise.
+    fn error(&self, e: io::Error) -> io::Error {
+        let size = self.usable;
+        if e.raw_os_error() != Some(libc::ENOMEM) {
+            return io::Error::new(
+                e.kind(),
+                format!("cannot map a {size}-byte stack for a new green thread: {e}"),
+            );
+        }
+        let limit = match max_map_count() {
+            Some(n) => format!("vm.max_map_count = {n}"),
+            None => "the kernel's limit on memory mappings".to_string(),
+        };
+        let per = if unix::guard_regions() {
+            "stacks share mappings (guard regions)".to_string()
+        } else {
+            format!("each green thread's stack takes 2 mappings, so {limit} allows about half as many threads")
+        };
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!(
+                "cannot map a {size}-byte stack for a new green thread: out of memory or \
+                 address space (RLIMIT_AS), or the process reached {limit} ({per}); \
+                 raise vm.max_map_count (sysctl -w vm.max_map_count=N) or RLIMIT_AS, \
+                 lower the stack size, or run fewer green threads"
+            ),
+        )
+    }
+}
+
+/// Every stack class of one OS thread.
+#[derive(Default)]
+struct Arena {
+    classes: Vec<Class>,
+}
+
+impl Drop for Arena {
+    /// The OS thread exits: unmaps every chunk no thread uses (a leaked
+    /// thread's chunk stays mapped: its stack is still referenced).
+    fn drop(&mut self) {
+        for class in &mut self.classes {
+            for (_, c) in class.chunks.iter() {
+                if c.used == 0 {
+                    // SAFETY: no slot of the chunk is handed out, and the
+                    // arena (with its free list) goes away now.
+                    unsafe { unix::unmap(c.addr, c.slots as usize * class.slot) };
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// This OS thread's stacks (see the module docs).
+    static ARENA: RefCell<Arena> = RefCell::new(Arena::default());
+}
+
+/// Runs `f` on this OS thread's arena; `None` while the thread exits.
+fn with_arena<R>(f: impl FnOnce(&mut Arena) -> R) -> Option<R> {
+    ARENA.try_with(|a| f(&mut a.borrow_mut())).ok()
+}
+
+/// A runtime's view of its OS thread's stacks: its default size and how
+/// many freed stacks may keep their pages.
 pub(crate) struct StackPool {
     size: usize,
     max: usize,
-    /// Oldest first; reuse takes from the end.
-    free: Vec<Pooled>,
-    /// # Invariant
-    /// `free[..trimmed]` have had their pages given back. Stacks are pushed
-    /// and popped at the end, so the trimmed ones are the oldest.
-    trimmed: usize,
+    /// Copies out the stacks of threads parked for long (`copy`).
+    pub(crate) idle: IdleSweep,
 }
 
 impl StackPool {
-    pub(crate) fn new(size: usize, max: usize) -> StackPool {
+    pub(crate) fn new(size: usize, max: usize, idle_after: Option<Duration>) -> StackPool {
+        unix::init_guard_mode();
         StackPool {
             size,
             max,
-            free: Vec::new(),
-            trimmed: 0,
+            idle: IdleSweep::new(idle_after),
         }
     }
 
@@ -92,68 +400,96 @@ impl StackPool {
     }
 
     /// A stack with at least `size` usable bytes.
-    pub(crate) fn get(&mut self, size: usize) -> io::Result<DefaultStack> {
-        if size == self.size {
-            if let Some(p) = self.free.pop() {
-                self.trimmed = self.trimmed.min(self.free.len());
-                return Ok(p.stack);
-            }
-        }
-        map_stack(size)
+    pub(crate) fn get(&mut self, size: usize) -> io::Result<GreenStack> {
+        let usable = round_up(size.max(MIN_STACK_SIZE));
+        let got = with_arena(|a| {
+            let ci = match a.classes.iter().position(|c| c.usable == usable) {
+                Some(i) => i,
+                None => {
+                    a.classes.push(Class::new(usable));
+                    a.classes.len() - 1
+                }
+            };
+            let class = &mut a.classes[ci];
+            let (base, chunk) = match class.reuse() {
+                Some(s) => s,
+                None => class.carve()?,
+            };
+            Ok::<_, io::Error>((base, base - class.slot, ci as u32, chunk))
+        })
+        .unwrap_or_else(|| {
+            Err(io::Error::other(
+                "cannot give a green thread a stack: this OS thread is exiting",
+            ))
+        });
+        let (base, limit, class, chunk) = got?;
+        Ok(GreenStack {
+            base: StackPointer::new(base).expect("stack base is not null"),
+            limit: StackPointer::new(limit).expect("stack limit is not null"),
+            class,
+            chunk,
+            valgrind: ManuallyDrop::new(ValgrindStackRegistration::new(
+                limit as *mut u8,
+                base - limit,
+            )),
+        })
     }
 
-    /// Returns a stack to the pool (or unmaps it if the pool is full or the
-    /// stack has another size).
-    pub(crate) fn put(&mut self, stack: DefaultStack) {
-        if self.free.len() < self.max && usable_size(&stack) == round_up(self.size) {
-            self.free.push(Pooled {
-                stack,
+    /// Gives a finished thread's stack back to the pool.
+    pub(crate) fn put(&mut self, stack: GreenStack) {
+        let mut stack = ManuallyDrop::new(stack);
+        // SAFETY: the registration is dropped once: `stack` is never
+        // dropped (ManuallyDrop), so `GreenStack::drop` does not run.
+        unsafe { ManuallyDrop::drop(&mut stack.valgrind) };
+        let (base, class, chunk) = (stack.base.get(), stack.class, stack.chunk);
+        let max = self.max;
+        with_arena(|a| {
+            let c = &mut a.classes[class as usize];
+            c.chunks[chunk as usize].used -= 1;
+            c.free.push(Free {
+                base,
+                chunk,
                 returned: clock::now().ticks(),
             });
-        }
+            // At most `max` freed stacks keep their pages.
+            if c.free.len() - c.trimmed > max {
+                let i = c.trimmed;
+                c.trim_one(i);
+                c.trimmed += 1;
+            }
+        });
     }
 
     /// Gives back the pages of the stacks that have waited [`TRIM_AFTER`]
-    /// by `now` (ticks). Returns when the next one is due, if any.
+    /// by `now` (ticks), and unmaps chunks left with nothing in use.
+    /// Returns when the next trim is due, if any.
     pub(crate) fn trim(&mut self, now: u64) -> Option<u64> {
         let age = clock::duration_to_ticks(TRIM_AFTER);
-        while let Some(p) = self.free.get(self.trimmed) {
-            let due = p.returned.saturating_add(age);
-            if due > now {
-                return Some(due);
+        with_arena(|a| {
+            let mut next: Option<u64> = None;
+            for c in &mut a.classes {
+                while let Some(f) = c.free.get(c.trimmed) {
+                    let due = f.returned.saturating_add(age);
+                    if due > now {
+                        next = Some(next.map_or(due, |n| n.min(due)));
+                        break;
+                    }
+                    let i = c.trimmed;
+                    c.trim_one(i);
+                    c.trimmed += 1;
+                }
+                if std::mem::take(&mut c.release_pending) {
+                    c.release_chunks();
+                }
             }
-            release_pages(&p.stack);
-            self.trimmed += 1;
-        }
-        None
+            next
+        })
+        .flatten()
     }
 
-    /// Stacks waiting in the pool.
+    /// Stacks waiting on this OS thread for reuse.
     pub(crate) fn pooled(&self) -> usize {
-        self.free.len()
-    }
-}
-
-/// Gives a stack's usable pages back to the kernel (the guard page and the
-/// mapping stay). Failure only means the memory stays resident.
-fn release_pages(s: &DefaultStack) {
-    let page = page_size();
-    let start = s.limit().get() + page;
-    let len = s.base().get() - start;
-    // SAFETY: [start, start + len) is the read/write part of a stack mapping
-    // this pool owns; its thread has finished, so nothing lives on it, and
-    // MADV_DONTNEED on private anonymous memory only makes later reads see
-    // zeroed pages.
-    unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
+        with_arena(|a| a.classes.iter().map(|c| c.free.len()).sum()).unwrap_or(0)
     }
 }
 
@@ -162,41 +498,10 @@ fn round_up(size: usize) -> usize {
     size.div_ceil(p) * p
 }
 
-/// Usable bytes of a stack (without its guard page).
-pub(crate) fn usable_size(s: &DefaultStack) -> usize {
-    s.base().get() - s.limit().get() - page_size()
-}
-
 fn max_map_count() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .ok()?
         .trim()
         .parse()
         .ok()
-}
-
-/// Maps a new stack, turning `ENOMEM` into an error that says what to raise.
-fn map_stack(size: usize) -> io::Result<DefaultStack> {
-    DefaultStack::new(size).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENOMEM) {
-            let limit = match max_map_count() {
-                Some(n) => format!("vm.max_map_count = {n}"),
-                None => "the kernel's limit on memory mappings".to_string(),
-            };
-            io::Error::new(
-                io::ErrorKind::OutOfMemory,
-                format!(
-                    "cannot map a {size}-byte stack for a new green thread: out of memory, \
-                     or the process reached {limit} (each green thread's stack takes 2 mappings); \
-                     raise vm.max_map_count (sysctl -w vm.max_map_count=N) or RLIMIT_AS, \
-                     lower the stack size, or run fewer green threads"
-                ),
-            )
-        } else {
-            io::Error::new(
-                e.kind(),
-                format!("cannot map a {size}-byte stack for a new green thread: {e}"),
-            )
-        }
-    })
 }

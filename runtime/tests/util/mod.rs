@@ -10,9 +10,15 @@ const CHILD: &str = "CORO_TEST_CHILD";
 
 /// Runs the test named `test` of this binary in a child process.
 pub fn child(test: &str) -> Output {
+    child_with_env(test, &[])
+}
+
+/// [`child`] with extra environment variables.
+pub fn child_with_env(test: &str, env: &[(&str, &str)]) -> Output {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, test)
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }
