@@ -121,11 +121,7 @@ impl Ord for Entry {
 struct Level {
     /// Bit `s` set: `slots[s]` is not empty.
     occupied: u64,
-    /// `SLOTS` lists, on the heap: the wheel is built at the first far
-    /// insert, on whichever green thread's stack that runs, and a 1.5 KiB
-    /// array per level (several times that in a debug build's temporaries)
-    /// would overflow a small stack there.
-    slots: Box<[Vec<Entry>]>,
+    slots: [Vec<Entry>; SLOTS],
 }
 
 impl Level {
@@ -140,7 +136,7 @@ impl Default for Level {
     fn default() -> Level {
         Level {
             occupied: 0,
-            slots: (0..SLOTS).map(|_| Vec::new()).collect(),
+            slots: [const { Vec::new() }; SLOTS],
         }
     }
 }
@@ -164,7 +160,6 @@ fn level_for(elapsed: u64, unit: u64) -> usize {
 }
 
 /// Timers in deadline order, with lazy cancellation.
-#[derive(Default)]
 pub(crate) struct TimerHeap {
     /// # Invariant
     /// Holds every stored entry whose unit is below `elapsed`.
@@ -183,6 +178,23 @@ pub(crate) struct TimerHeap {
     live: usize,
     /// Entries stored (in the heap and the wheel), stale ones included.
     stored: usize,
+}
+
+impl Default for TimerHeap {
+    /// An empty wheel, all levels built: the runtime makes its timers when
+    /// it is built, on the OS thread's stack. (Built lazily at the first
+    /// far insert, the 9 KiB of levels were made on a green thread's stack,
+    /// and a debug build's temporaries overflowed a 16 KiB one.)
+    fn default() -> TimerHeap {
+        TimerHeap {
+            near: BinaryHeap::new(),
+            levels: (0..LEVELS).map(|_| Level::default()).collect(),
+            elapsed: 0,
+            seq: 0,
+            live: 0,
+            stored: 0,
+        }
+    }
 }
 
 impl TimerHeap {
@@ -228,9 +240,6 @@ impl TimerHeap {
         if unit < self.elapsed {
             return None;
         }
-        if self.levels.is_empty() {
-            self.make_levels();
-        }
         // Past the span: at the far end, the top-level slot just before
         // the current one (never the current one, which would be opened
         // again and again without the entry moving down).
@@ -239,12 +248,6 @@ impl TimerHeap {
         let level = level_for(self.elapsed, unit);
         let slot = ((unit >> (level as u32 * LEVEL_BITS)) as usize) & (SLOTS - 1);
         Some((level, slot))
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn make_levels(&mut self) {
-        self.levels = (0..LEVELS).map(|_| Level::default()).collect();
     }
 
     /// The wheel's next occupied slot, if any (lower levels first: all of
