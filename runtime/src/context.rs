@@ -111,30 +111,15 @@ pub(crate) fn no_runtime(what: &str) -> ! {
 #[inline(always)]
 #[track_caller]
 pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R) -> R {
-    let p = sched_ptr();
-    if p.is_null() {
-        no_runtime(what);
-    }
-    // SAFETY: see `try_with_sched`.
-    let s = unsafe { &*p };
-    let t = s.current.get();
-    if t.is_null() {
-        panic!("coro: {what} must be called from a green thread, not from the scheduler itself");
-    }
-    // SAFETY: `current` is non-null only while the scheduler resumes that task
-    // (set and reset around the resume in `Scheduler::resume`, which catches
-    // any unwind), and the scheduler holds an `Rc` to it for the whole resume.
-    // Callers keep the `&Task` across a suspend (`park_as`): then the task
-    // table's `Rc` keeps it alive until `Scheduler::finish`, which only runs
-    // once the coroutine has returned or has been leaked, and a leaked
-    // coroutine is never resumed, so no frame holding the reference runs
-    // after that.
-    f(s, unsafe { &*t })
+    // SAFETY: the references are used only inside `f`, within this call
+    // from the running green thread, as `current_unbound` requires.
+    let (s, t) = unsafe { current_unbound(what) };
+    f(s, t)
 }
 
 /// The running scheduler and green thread, for the few hot paths that must
 /// be inlined into their callers whole (a closure passed to
-/// [`with_current`] may stay out of line; see `sched::park_in`).
+/// [`with_current`] may stay out of line; see `sched::park_named`).
 ///
 /// # Panics
 ///
@@ -160,7 +145,14 @@ pub(crate) unsafe fn current_unbound<'a>(what: &str) -> (&'a Scheduler, &'a Task
     if t.is_null() {
         panic!("coro: {what} must be called from a green thread, not from the scheduler itself");
     }
-    // SAFETY: see `with_current`; the lifetime is the caller's promise.
+    // SAFETY: `current` is non-null only while the scheduler resumes that
+    // task (set and reset around the resume in `Scheduler::resume`, which
+    // catches any unwind), and the scheduler holds an `Rc` to it for the
+    // whole resume. Callers keep the `&Task` across a suspend (`park_as`):
+    // then the task table's `Rc` keeps it alive until `Scheduler::finish`,
+    // which only runs once the coroutine has returned or has been leaked,
+    // and a leaked coroutine is never resumed, so no frame holding the
+    // reference runs after that. The lifetime is the caller's promise.
     (s, unsafe { &*t })
 }
 
@@ -170,7 +162,7 @@ pub(crate) unsafe fn current_unbound<'a>(what: &str) -> (&'a Scheduler, &'a Task
 pub(crate) fn try_with_current<R>(f: impl FnOnce(&Scheduler, &Task) -> R) -> Option<R> {
     try_with_sched(|s| {
         let t = s.current.get();
-        // SAFETY: as in `with_current`.
+        // SAFETY: as in `current_unbound`.
         (!t.is_null()).then(|| f(s, unsafe { &*t }))
     })
     .flatten()
