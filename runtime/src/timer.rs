@@ -23,12 +23,17 @@
 //! `elapsed` (6 bits per level), in the slot given by its unit's bits at
 //! that level. Inserting into the wheel is a push onto a slot's list; as
 //! time passes, the next occupied slot is found with one bitmap per level;
-//! a level-0 slot whose unit has come moves into the heap, a higher slot
-//! is redistributed onto the levels below. So an entry is moved at most
-//! once per level, and the heap holds only what is due within the current
-//! unit or so: a few entries, not every pending timer. The heap keeps the
-//! exact order, so timers never fire early and sub-unit deadlines stay
-//! precise; the wheel only decides when an entry enters the heap.
+//! a level-0 slot whose unit has come is sorted as a batch and queued
+//! behind the slots opened before it (`batch`: a slot holds one unit, so
+//! the queue stays in order), a higher slot is redistributed onto the
+//! levels below. So an entry is moved at most once per level. The heap
+//! holds only the entries inserted for a unit already opened (a sleep that
+//! is due or nearly so), a few at a time; the heap and the batch queue keep
+//! the exact order between them, so timers never fire early and sub-unit
+//! deadlines stay precise; the wheel only decides when an entry comes near.
+//! (Sorting a slot's entries at once costs a fraction of pushing each into
+//! the heap and popping it: with 10 000 sleepers, 2 500 deadlines fall in
+//! one unit.)
 //!
 //! Entries are never removed from the middle. An entry whose operation
 //! finished first (a sleep that was interrupted, a `with_timeout` scope that
@@ -46,7 +51,7 @@
 //! whether the owner gives up before or after its entry is dropped.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 use crate::task::{Task, ThreadState};
@@ -162,8 +167,13 @@ fn level_for(elapsed: u64, unit: u64) -> usize {
 /// Timers in deadline order, with lazy cancellation.
 pub(crate) struct TimerHeap {
     /// # Invariant
-    /// Holds every stored entry whose unit is below `elapsed`.
+    /// With `batch`, holds every stored entry whose unit is below
+    /// `elapsed`: the ones inserted after their unit's slot was opened,
+    /// earlier than the batch queue's last.
     near: BinaryHeap<Entry>,
+    /// The entries of opened level-0 slots, and those inserted below
+    /// `elapsed` at or after the last one, in `(deadline, seq)` order.
+    batch: VecDeque<Entry>,
     /// # Invariant
     /// Holds every stored entry whose unit is at least `elapsed`, each on
     /// `level_for(elapsed_then, unit)` for an `elapsed_then` between the
@@ -188,6 +198,7 @@ impl Default for TimerHeap {
     fn default() -> TimerHeap {
         TimerHeap {
             near: BinaryHeap::new(),
+            batch: VecDeque::new(),
             levels: (0..LEVELS).map(|_| Level::default()).collect(),
             elapsed: 0,
             seq: 0,
@@ -207,6 +218,19 @@ impl TimerHeap {
         // The entry is built where it goes (building it first and moving
         // it costs a stalled load here: its fields were just stored).
         match self.spot(deadline >> SHIFT) {
+            // Due or nearly so, and not before the last queued entry (its
+            // seq is lower): at the back of the batch queue, in order. So
+            // threads woken in deadline order that sleep again by the same
+            // step (every thread of a periodic tick running late) never
+            // touch the heap.
+            None if self.batch.back().is_none_or(|b| b.deadline <= deadline) => {
+                self.batch.push_back(Entry {
+                    deadline,
+                    seq,
+                    task,
+                    kind,
+                })
+            }
             None => self.near.push(Entry {
                 deadline,
                 seq,
@@ -289,7 +313,8 @@ impl TimerHeap {
     }
 
     /// Opens the next occupied slot: a level-0 slot's entries go to the
-    /// heap, a higher slot's are placed again on the levels below.
+    /// batch queue, sorted, a higher slot's are placed again on the levels
+    /// below.
     fn open(&mut self, exp: Expiration) {
         let l = &mut self.levels[exp.level];
         l.occupied &= !(1 << exp.slot);
@@ -302,6 +327,18 @@ impl TimerHeap {
         // Liveness is not checked here: it reads the entry's task, a cache
         // miss per entry on a path every entry takes up to once per level.
         // Stale entries are dropped when they pop, or by `compact`.
+        if exp.level == 0 {
+            // One unit, now below `elapsed`: sorted, it goes behind the
+            // slots opened before (earlier units) in the batch queue.
+            entries.sort_unstable_by_key(|e| (e.deadline, e.seq));
+            let in_order = match (self.batch.back(), entries.first()) {
+                (Some(b), Some(f)) => (b.deadline, b.seq) <= (f.deadline, f.seq),
+                _ => true,
+            };
+            if in_order {
+                self.batch.extend(entries.drain(..));
+            }
+        }
         for e in entries.drain(..) {
             self.place(e);
         }
@@ -328,17 +365,49 @@ impl TimerHeap {
         self.elapsed = self.elapsed.max(now_unit + 1);
     }
 
+    /// Whether the first entry below `elapsed` is the batch queue's (else
+    /// the heap's); `None` when both are empty.
+    #[inline]
+    fn first_is_batched(&self) -> Option<bool> {
+        match (self.near.peek(), self.batch.front()) {
+            (None, None) => None,
+            (Some(_), None) => Some(false),
+            (None, Some(_)) => Some(true),
+            (Some(h), Some(b)) => Some((b.deadline, b.seq) < (h.deadline, h.seq)),
+        }
+    }
+
+    /// The first entry below `elapsed`, in `(deadline, seq)` order.
+    #[inline]
+    fn first(&self) -> Option<&Entry> {
+        if self.first_is_batched()? {
+            self.batch.front()
+        } else {
+            self.near.peek()
+        }
+    }
+
+    /// Takes off [`first`](Self::first).
+    #[inline]
+    fn pop_first(&mut self) -> Option<Entry> {
+        if self.first_is_batched()? {
+            self.batch.pop_front()
+        } else {
+            self.near.pop()
+        }
+    }
+
     /// Earliest deadline of an entry that would still do something, or a
     /// time at or before it (the start of the wheel slot it is in: the
     /// loop wakes then and looks again). `None` when no entry would do
     /// anything. Stale entries met on the way are dropped.
     pub(crate) fn next_live_deadline(&mut self) -> Option<u64> {
         loop {
-            while let Some(e) = self.near.peek() {
+            while let Some(e) = self.first() {
                 if e.is_live() {
                     return Some(e.deadline);
                 }
-                self.near.pop();
+                self.pop_first();
                 self.stored -= 1;
             }
             let exp = self.next_expiration()?;
@@ -365,12 +434,12 @@ impl TimerHeap {
 
     /// Pops the earliest entry if its deadline is at or before `now`.
     pub(crate) fn pop_expired(&mut self, now: u64) -> Option<Entry> {
-        if self.near.peek().is_none_or(|e| e.deadline > now) {
+        if self.first().is_none_or(|e| e.deadline > now) {
             self.advance(now);
         }
-        if self.near.peek()?.deadline <= now {
+        if self.first()?.deadline <= now {
             self.stored -= 1;
-            self.near.pop()
+            self.pop_first()
         } else {
             None
         }
@@ -394,6 +463,7 @@ impl TimerHeap {
     /// Drops every stale entry.
     pub(crate) fn compact(&mut self) {
         let mut keep: Vec<Entry> = std::mem::take(&mut self.near).into_vec();
+        keep.extend(self.batch.drain(..));
         for l in &mut self.levels {
             l.occupied = 0;
             for s in &mut l.slots {
@@ -416,6 +486,7 @@ impl TimerHeap {
     pub(crate) fn live_entries(&self) -> impl Iterator<Item = &Entry> {
         self.near
             .iter()
+            .chain(self.batch.iter())
             .chain(
                 self.levels
                     .iter()
@@ -431,6 +502,7 @@ impl TimerHeap {
 
     pub(crate) fn clear(&mut self) {
         self.near.clear();
+        self.batch.clear();
         for l in &mut self.levels {
             l.occupied = 0;
             for s in &mut l.slots {
