@@ -138,7 +138,17 @@ fn issue_13_9_other_signals_reach_the_previous_handler_and_ours_stays() {
 fn out_of_memory_for_stacks_is_an_error_from_spawn() {
     const NAME: &str = "out_of_memory_for_stacks_is_an_error_from_spawn";
     if is_child(NAME) {
-        let err = coro::run(|| {
+        // No watchdog thread: started with the runtime, it may not have run
+        // yet when the address space fills up, and then std's thread start
+        // fails to map its signal stack and panics, on a machine whose
+        // RUST_BACKTRACE=1 hangs in the panic hook (the backtrace needs
+        // memory too, while it holds the lock the allocation-failure hook
+        // takes).
+        let mut rt = coro::Runtime::builder()
+            .latency_warning(None)
+            .build()
+            .unwrap();
+        let err = rt.block_on(|| {
             // Cap the address space, then spawn 1 MiB stacks until one fails.
             let lim = libc::rlimit {
                 rlim_cur: 1 << 30,
