@@ -1,29 +1,14 @@
 //! Blocking offload: the call runs on another OS thread while green threads go on.
 
 use std::cell::Cell;
-use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use coro_runtime::{self as coro, Timeout};
 
-/// Runs `f` on its own OS thread; `Err` if it does not finish within `secs`.
-fn within<T: Send + 'static>(
-    secs: u64,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let r = panic::catch_unwind(AssertUnwindSafe(f));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(p)) => panic::resume_unwind(p),
-        Err(_) => Err(format!("did not finish within {secs} s")),
-    }
-}
+mod util;
+use util::within;
 
 #[test]
 fn blocking_runs_elsewhere_and_others_keep_running() {

@@ -7,47 +7,13 @@ use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::mpsc;
-use std::sync::{Arc, Barrier, Mutex, Once};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use coro_runtime::{self as coro, JoinError, ThreadState, WaitError};
 
-static LOGS: Mutex<Vec<(log::Level, String)>> = Mutex::new(Vec::new());
-
-struct Capture;
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        LOGS.lock().unwrap().push((r.level(), r.args().to_string()));
-    }
-    fn flush(&self) {}
-}
-
-fn capture_logs() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        log::set_logger(&Capture).unwrap();
-        log::set_max_level(log::LevelFilter::Trace);
-    });
-}
-
-/// Runs `f` on its own OS thread and fails the test if it does not finish
-/// within `secs` (a hang is a failure, not a stuck CI run).
-#[track_caller]
-fn bounded<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let r = panic::catch_unwind(AssertUnwindSafe(f));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(p)) => panic::resume_unwind(p),
-        Err(_) => panic!("did not finish within {secs} s"),
-    }
-}
+mod util;
+use util::{bounded, capture_logs, LOGS};
 
 /// Item 1: `block_on` unwinding (the deadlock report) with a parked thread
 /// whose handle outlives the runtime. The thread is unwound before `run`

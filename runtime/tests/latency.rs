@@ -1,31 +1,12 @@
 //! Latency warnings: a thread that runs past the threshold without yielding is
 //! reported once, through `log` at WARN, with its id, name and seconds.
 
-use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use coro_runtime as coro;
 
-static LOGS: Mutex<Vec<(log::Level, String)>> = Mutex::new(Vec::new());
-
-struct Capture;
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        LOGS.lock().unwrap().push((r.level(), r.args().to_string()));
-    }
-    fn flush(&self) {}
-}
-
-fn capture() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        log::set_logger(&Capture).unwrap();
-        log::set_max_level(log::LevelFilter::Trace);
-    });
-}
+mod util;
+use util::{capture_logs, LOGS};
 
 fn warnings_naming(name: &str) -> Vec<String> {
     LOGS.lock()
@@ -45,7 +26,7 @@ fn busy(d: Duration) {
 
 #[test]
 fn a_300ms_busy_thread_gets_exactly_one_warning_and_a_50ms_one_none() {
-    capture();
+    capture_logs();
     let mut rt = coro::Runtime::builder()
         .latency_warning(Some(Duration::from_millis(200)))
         .build()
@@ -75,7 +56,7 @@ fn a_300ms_busy_thread_gets_exactly_one_warning_and_a_50ms_one_none() {
 
 #[test]
 fn warnings_can_be_disabled_and_the_threshold_configured() {
-    capture();
+    capture_logs();
     let mut rt = coro::Runtime::builder()
         .latency_warning(None)
         .build()

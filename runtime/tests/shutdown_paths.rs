@@ -6,28 +6,12 @@
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use coro_runtime as coro;
 
-/// Runs `f` on its own OS thread; `Err` if it does not finish within `secs`.
-/// (A thread that hangs is left spinning; the test process exits anyway.)
-fn within<T: Send + 'static>(
-    secs: u64,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let r = panic::catch_unwind(AssertUnwindSafe(f));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(p)) => panic::resume_unwind(p),
-        Err(_) => Err(format!("did not finish within {secs} s")),
-    }
-}
+mod util;
+use util::within;
 
 fn quiet_runtime() -> coro::Runtime {
     coro::Runtime::builder()

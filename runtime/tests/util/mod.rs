@@ -4,7 +4,10 @@
 
 #![allow(dead_code)]
 
+use std::panic::{self, AssertUnwindSafe};
 use std::process::{Command, Output};
+use std::sync::{mpsc, Mutex, Once};
+use std::time::Duration;
 
 const CHILD: &str = "CORO_TEST_CHILD";
 
@@ -76,4 +79,52 @@ pub fn yield_until(what: &str, mut cond: impl FnMut() -> bool) {
         coro_runtime::yield_now();
     }
     panic!("gave up waiting for {what}");
+}
+
+/// Runs `f` on its own OS thread; `Err` if it does not finish within `secs`
+/// (a hang is a failure, not a stuck CI run; a thread that hangs is left
+/// behind, and the test process exits anyway). A panic in `f` is resumed.
+pub fn within<T: Send + 'static>(
+    secs: u64,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let r = panic::catch_unwind(AssertUnwindSafe(f));
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(p)) => panic::resume_unwind(p),
+        Err(_) => Err(format!("did not finish within {secs} s")),
+    }
+}
+
+/// [`within`], failing the test on a timeout.
+#[track_caller]
+pub fn bounded<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    within(secs, f).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every record logged in this process since [`capture_logs`], with its level.
+pub static LOGS: Mutex<Vec<(log::Level, String)>> = Mutex::new(Vec::new());
+
+struct Capture;
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        LOGS.lock().unwrap().push((r.level(), r.args().to_string()));
+    }
+    fn flush(&self) {}
+}
+
+/// Installs the logger that records into [`LOGS`] (once per process).
+pub fn capture_logs() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        log::set_logger(&Capture).unwrap();
+        log::set_max_level(log::LevelFilter::Trace);
+    });
 }

@@ -11,6 +11,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Upper bound on any wait of a test, so that a bug fails instead of hanging.
+///
+/// Never a speed check: every step it bounds (a session ending, a bounce
+/// written, a process exiting) takes milliseconds, and well under a second
+/// on a loaded 2-core machine with the whole suite running; 30 s is only
+/// reached by a step that never happens.
 pub const LIMIT: Duration = Duration::from_secs(30);
 
 /// A directory under the system temp dir, removed on drop.
