@@ -612,13 +612,12 @@ fn hostile_clients_cost_bounded_memory_and_a_ticking_thread_keeps_its_schedule()
         ),
         "{huge_err}"
     );
-    // A thousand connections: at most the limit got sessions, the rest were
-    // told, and the session count never passed the limit.
-    assert!(
-        greeted <= 4 && greeted + busy == 1000,
-        "greeted {greeted}, busy {busy}"
-    );
-    assert!(turned_away >= 996, "{turned_away}");
+    // A thousand connections: each was greeted (an idle session gave way to
+    // it) or told the back door is busy, and the session count never passed
+    // the limit.
+    assert!(greeted + busy == 1000, "greeted {greeted}, busy {busy}");
+    assert!(greeted >= 4, "greeted {greeted}");
+    assert_eq!(turned_away, busy as u64);
     assert!(max_seen <= 4, "{max_seen} sessions at once");
     assert_eq!(left, 0);
     assert!(after.contains("live "), "{after}");

@@ -271,6 +271,7 @@ fn stats(s: &mut Session<'_>) -> io::Result<()> {
         writeln!(s, "{k:<20} {v}")?;
     }
     writeln!(s, "{:<20} {}", "backdoor_refused", s.shared().refused.get())?;
+    writeln!(s, "{:<20} {}", "backdoor_evicted", s.shared().evicted.get())?;
     writeln!(s, "{:<20} {}", "profiling", profile::is_running())
 }
 

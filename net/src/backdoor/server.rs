@@ -8,7 +8,7 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use coro_runtime::profile::Profile;
 use coro_runtime::{Coro, WaitError};
@@ -46,12 +46,14 @@ pub(crate) struct Shared {
     /// Commands the application registered, by name.
     pub(crate) commands: RefCell<BTreeMap<String, Command>>,
     /// Sessions open now, by thread id.
-    pub(crate) open: RefCell<BTreeMap<u64, Coro>>,
+    pub(crate) open: RefCell<BTreeMap<u64, Rc<OpenSession>>>,
     pub(crate) sessions: Cell<usize>,
     /// Connections refused for their credentials.
     pub(crate) refused: Cell<u64>,
     /// Connections turned away because `max_sessions` were open.
     pub(crate) busy: Cell<u64>,
+    /// Idle sessions closed to make room for a newcomer.
+    pub(crate) evicted: Cell<u64>,
     /// The last profile stopped with `profile stop`, for `profile dump`.
     pub(crate) last_profile: RefCell<Option<Profile>>,
     listener: UnixListener,
@@ -114,8 +116,14 @@ impl Builder {
         }
     }
 
-    /// Most sessions open at once (default 8); a client beyond that is told
-    /// so and disconnected.
+    /// Most sessions open at once (default 8).
+    ///
+    /// When a client connects while this many are open, the session that
+    /// has waited longest for its next command line gives way: it is told
+    /// why and closed, and the newcomer is served (so forgotten `socat`
+    /// windows never lock the owner out). A session running a command is
+    /// never cut; if every session is running one, the newcomer is told
+    /// the back door is busy and disconnected.
     pub fn max_sessions(mut self, n: usize) -> Builder {
         self.limits.max_sessions = n;
         self
@@ -208,6 +216,7 @@ impl Builder {
             open: RefCell::new(BTreeMap::new()),
             sessions: Cell::new(0),
             refused: Cell::new(0),
+            evicted: Cell::new(0),
             busy: Cell::new(0),
             last_profile: RefCell::new(None),
             listener,
@@ -285,7 +294,14 @@ impl BackDoor {
         self.shared.refused.get()
     }
 
-    /// Connections turned away because the session limit was reached.
+    /// Idle sessions closed to make room for a newcomer (see
+    /// [`Builder::max_sessions`]).
+    pub fn evicted(&self) -> u64 {
+        self.shared.evicted.get()
+    }
+
+    /// Connections turned away because every open session was running a
+    /// command when the session limit was reached.
     pub fn turned_away(&self) -> u64 {
         self.shared.busy.get()
     }
@@ -313,7 +329,13 @@ impl BackDoor {
     /// file. Idempotent.
     pub fn close(&self) {
         self.shared.listener.close();
-        let open: Vec<Coro> = self.shared.open.borrow().values().cloned().collect();
+        let open: Vec<Coro> = self
+            .shared
+            .open
+            .borrow()
+            .values()
+            .map(|s| s.thread.clone())
+            .collect();
         for s in open {
             let _ = s.interrupt();
         }
@@ -389,7 +411,7 @@ fn admit(shared: &Rc<Shared>, stream: UnixStream) {
         );
         return;
     }
-    if shared.sessions.get() >= shared.limits.max_sessions {
+    if shared.sessions.get() >= shared.limits.max_sessions && !evict_idlest(shared) {
         let n = shared.busy.get();
         shared.busy.set(n + 1);
         if n.is_power_of_two() || n == 0 {
@@ -415,13 +437,24 @@ fn admit(shared: &Rc<Shared>, stream: UnixStream) {
     let spawned = coro_runtime::Builder::new()
         .name("backdoor-session".into())
         .spawn(move || {
-            let _count = SessionCount(&s, coro_runtime::current().id());
-            session::run(s.clone(), stream, peer);
+            let id = coro_runtime::current().id();
+            let _count = SessionCount(&s, id);
+            let me = s.open.borrow().get(&id).cloned();
+            if let Some(me) = me {
+                session::run(s.clone(), stream, peer, &me);
+            }
         });
     match spawned {
         Ok(h) => {
             let t = h.thread().clone();
-            shared.open.borrow_mut().insert(t.id(), t);
+            shared.open.borrow_mut().insert(
+                t.id(),
+                Rc::new(OpenSession {
+                    thread: t,
+                    idle_since: Cell::new(None),
+                    evicted: Cell::new(false),
+                }),
+            );
         }
         Err(e) => {
             shared.sessions.set(shared.sessions.get() - 1);
@@ -434,12 +467,56 @@ fn admit(shared: &Rc<Shared>, stream: UnixStream) {
     }
 }
 
-/// Counts a session out on every path.
+/// An open session, as the acceptor sees it.
+pub(crate) struct OpenSession {
+    pub(crate) thread: Coro,
+    /// When it started waiting for its next command line (`None` while it
+    /// runs a command or writes a reply).
+    pub(crate) idle_since: Cell<Option<Instant>>,
+    /// It was closed to make room for a newcomer (its read is interrupted).
+    pub(crate) evicted: Cell<bool>,
+}
+
+/// Closes the session that has waited longest for a command line, to make
+/// room for a newcomer; `false` if every session is busy running a command.
+/// The evicted session is counted out at once (it only says goodbye).
+fn evict_idlest(shared: &Shared) -> bool {
+    let victim = shared
+        .open
+        .borrow()
+        .values()
+        .filter(|s| !s.evicted.get())
+        .filter_map(|s| s.idle_since.get().map(|t| (t, s.clone())))
+        .min_by_key(|(t, _)| *t)
+        .map(|(_, s)| s);
+    let Some(victim) = victim else {
+        return false;
+    };
+    if victim.thread.interrupt().is_err() {
+        return false;
+    }
+    victim.evicted.set(true);
+    shared.open.borrow_mut().remove(&victim.thread.id());
+    shared.sessions.set(shared.sessions.get() - 1);
+    shared.evicted.set(shared.evicted.get() + 1);
+    log::info!(
+        target: "coro::backdoor",
+        "back door {}: {} sessions open (the limit); closed session #{}, idle for {:?}, for a newcomer",
+        shared.path.display(),
+        shared.limits.max_sessions,
+        victim.thread.id(),
+        victim.idle_since.get().map(|t| t.elapsed()).unwrap_or_default(),
+    );
+    true
+}
+
+/// Counts a session out on every path (unless eviction already did).
 struct SessionCount<'a>(&'a Shared, u64);
 
 impl Drop for SessionCount<'_> {
     fn drop(&mut self) {
-        self.0.sessions.set(self.0.sessions.get() - 1);
-        self.0.open.borrow_mut().remove(&self.1);
+        if self.0.open.borrow_mut().remove(&self.1).is_some() {
+            self.0.sessions.set(self.0.sessions.get() - 1);
+        }
     }
 }

@@ -17,7 +17,7 @@ use std::rc::Rc;
 
 use super::commands;
 use super::secure::Peer;
-use super::server::Shared;
+use super::server::{OpenSession, Shared};
 use crate::UnixStream;
 
 /// Output buffered before it is written to the client.
@@ -181,7 +181,7 @@ impl Lines {
 }
 
 /// Runs one session to its end; the connection is closed when it returns.
-pub(crate) fn run(shared: Rc<Shared>, stream: UnixStream, peer: Peer) {
+pub(crate) fn run(shared: Rc<Shared>, stream: UnixStream, peer: Peer, me: &OpenSession) {
     let limits = &shared.limits;
     if stream.set_read_timeout(Some(limits.idle_timeout)).is_err()
         || stream
@@ -202,7 +202,7 @@ pub(crate) fn run(shared: Rc<Shared>, stream: UnixStream, peer: Peer) {
         buf: Vec::new(),
         max: limits.max_line,
     };
-    let end = serve(&mut s, &mut lines);
+    let end = serve(&mut s, &mut lines, me);
     let why = match &end {
         Ok(why) => why.to_string(),
         Err(e) => e.to_string(),
@@ -219,12 +219,24 @@ pub(crate) fn run(shared: Rc<Shared>, stream: UnixStream, peer: Peer) {
 }
 
 /// Reads and runs commands until the client leaves; says why it ended.
-fn serve(s: &mut Session<'_>, lines: &mut Lines) -> io::Result<&'static str> {
+fn serve(s: &mut Session<'_>, lines: &mut Lines, me: &OpenSession) -> io::Result<&'static str> {
     commands::greet(s)?;
     loop {
         s.write_all(PROMPT)?;
         s.flush()?;
-        let line = match lines.next(s.stream) {
+        // Only while it waits here may the session give way to a newcomer
+        // (`server::evict_idlest`).
+        me.idle_since.set(Some(std::time::Instant::now()));
+        let next = lines.next(s.stream);
+        me.idle_since.set(None);
+        if me.evicted.get() {
+            let _ = writeln!(
+                s,
+                "\nthe back door is full and this session waited longest for a command; closing it for a newcomer"
+            );
+            return Ok("closed for a newcomer (the back door was full)");
+        }
+        let line = match next {
             Ok(Input::Line(l)) => l,
             Ok(Input::End) => return Ok("the client closed the connection"),
             Ok(Input::TooLong) => {
