@@ -205,11 +205,44 @@ impl CancelScope {
     /// was called or its deadline passed. It does not say whether the code
     /// inside noticed (a cancel after its last blocking call changes
     /// nothing there); see [`cancelled_caught`](CancelScope::cancelled_caught).
+    ///
+    /// # Latching
+    ///
+    /// As in Trio, once cancelled, always cancelled: a deadline that has
+    /// passed (before the scope was left) cancels the scope for good, so
+    /// moving the deadline later afterwards, or removing it, does not make
+    /// this `false` again (and a scope not entered yet is entered
+    /// cancelled).
     pub fn cancel_called(&self) -> bool {
+        self.latch_expired()
+    }
+
+    /// Latches an expired deadline into a cancellation (see
+    /// [`cancel_called`](CancelScope::cancel_called), "Latching"); returns
+    /// whether the scope is cancelled.
+    fn latch_expired(&self) -> bool {
         let sh = &self.shared;
-        sh.cancelled.get().is_some()
-            || (sh.phase.get() != Phase::Exited
-                && matches!(sh.deadline.get(), Deadline::At(d) if d <= clock::now().ticks()))
+        if sh.cancelled.get().is_some() {
+            return true;
+        }
+        if sh.phase.get() == Phase::Exited {
+            return false;
+        }
+        let Deadline::At(d) = sh.deadline.get() else {
+            return false;
+        };
+        if d > clock::now().ticks() {
+            return false;
+        }
+        let cause = Cause {
+            at: d,
+            deadline: true,
+        };
+        sh.cancelled.set(Some(cause));
+        if sh.phase.get() == Phase::Entered {
+            cancel::cancel_entered(sh, cause);
+        }
+        true
     }
 
     /// Whether a blocking call inside the scope failed because of this
@@ -236,7 +269,12 @@ impl CancelScope {
     /// once if it has passed). Moving a deadline leaves no stale timer in
     /// the runtime's heap beyond its usual bounded slack (see
     /// [`Stats::timer_heap_len`](crate::Stats)).
+    ///
+    /// A deadline that has already passed stays a cancellation: moving it
+    /// later does not un-cancel the scope (see
+    /// [`cancel_called`](CancelScope::cancel_called), "Latching").
     pub fn set_deadline(&self, deadline: Option<Instant>) {
+        self.latch_expired();
         let ticks = deadline.map_or(NO_DEADLINE, Instant::ticks);
         let sh = &self.shared;
         sh.deadline.set(if ticks == NO_DEADLINE {

@@ -21,15 +21,18 @@
 //!    registrations carry their runtime's id; `task::make_ready` and
 //!    `Registration::wait` refuse any other.
 //!
-//! 4. **Nothing outside a parked thread uses its stack.** `spawn` takes
-//!    `'static` closures, the sync primitives hold `Rc<Task>` handles, not
-//!    pointers into stacks, and the runtime's only pointer into a thread's
-//!    stack, its `yielder`, is used by the thread itself while it runs. So
-//!    the loop may copy a long-parked thread's stack out to the heap and
-//!    release its pages (`stack::copy`), writing it back to the same
-//!    addresses before the thread next runs. Code that lets another thread
-//!    borrow from a parked thread's stack (a scoped spawn erasing a
-//!    lifetime) must hold the parked thread's `ThreadStack::pin` meanwhile.
+//! 4. **A parked thread's live stack is left alone.** Safe code may lend a
+//!    green thread's locals to OS threads (`std::thread::scope`) and to
+//!    sibling green threads (`coro::scope`) while it parks, so by default
+//!    the runtime only gives back the pages below a parked thread's stack
+//!    pointer, where no live frame is (`stack::copy::trim_below_sp`). The
+//!    runtime's own pointers into a thread's stack are its `yielder`, used
+//!    by the thread itself while it runs, and `coro::scope`'s erased
+//!    borrows, which hold the owner's `ThreadStack::pin`. Copying a whole
+//!    stack out to the heap (`stack::copy::copy_out`) happens only under
+//!    the `unsafe` opt-in `RuntimeBuilder::idle_stack_copy_out`, whose
+//!    caller promises that nothing outside the runtime borrows a green
+//!    thread's stack across a park.
 //!
 //! So while a green thread runs, [`CURRENT`] points at its own live
 //! scheduler, and that scheduler's `current` at its own live task: what the

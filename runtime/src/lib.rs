@@ -130,7 +130,7 @@ pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
 pub use spawn::{
     current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
 };
-pub use stack::MIN_STACK_SIZE;
+pub use stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
 pub use stats::{stats, threads, Stats, ThreadInfo};
 pub use task::{Coro, ThreadState};
 pub use timeout::{no_suspend, with_deadline, with_timeout};

@@ -12,7 +12,9 @@
 //! keep the green thread's name. The hook only reads the running task's id
 //! and name; it never blocks or switches.
 
-use std::panic;
+use std::any::Any;
+use std::io::Write;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
 use crate::context;
@@ -34,6 +36,44 @@ pub(crate) fn install() {
             previous(info);
         }));
     });
+}
+
+/// A panic payload's message (`&str` or `String` payloads).
+pub(crate) fn payload_message(p: &(dyn Any + Send)) -> &str {
+    p.downcast_ref::<&'static str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("<non-string payload>")
+}
+
+/// Runs user code the runtime calls from the scheduler's own stack (a
+/// `log` backend, a destructor) so that a panic in it cannot unwind
+/// through the runtime: the panic is swallowed and its payload leaked
+/// (dropping it could panic again). Returns whether `f` completed.
+pub(crate) fn caught(f: impl FnOnce()) -> bool {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => true,
+        Err(p) => {
+            std::mem::forget(p);
+            false
+        }
+    }
+}
+
+/// Ends the process after a panic that would otherwise leave green threads
+/// alive past the frame they may borrow from (see `runtime::shutdown`):
+/// says which panic on stderr, then aborts. Never unwinds.
+#[cold]
+pub(crate) fn abort_after(what: &str, p: Box<dyn Any + Send>) -> ! {
+    let msg = payload_message(&*p).to_owned();
+    std::mem::forget(p);
+    // A failed write to stderr must not panic here: `eprintln!` would.
+    let _ = writeln!(
+        std::io::stderr(),
+        "coro: {what} panicked ({msg}); green threads that may borrow from \
+         block_on's caller could not be finished, so the process aborts"
+    );
+    std::process::abort()
 }
 
 /// The line the runtime's panic hook prints before std's message when a

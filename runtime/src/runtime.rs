@@ -53,6 +53,7 @@ use std::time::Duration;
 use crate::clock;
 use crate::context;
 use crate::error::JoinError;
+use crate::panic_hook::caught;
 use crate::sched::{Config, Scheduler};
 use crate::spawn::{check_selfishness, check_stack_size, Builder};
 use crate::task::{make_ready, Task, ThreadState};
@@ -62,8 +63,8 @@ use crate::task::{make_ready, Task, ThreadState};
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 /// Default selfishness budget.
 pub const DEFAULT_SELFISHNESS: u32 = 4;
-/// Default time a green thread stays parked before its stack is copied out
-/// ([`RuntimeBuilder::idle_stack_release`]).
+/// Default time a green thread stays parked before the runtime gives back
+/// the stack memory it does not use ([`RuntimeBuilder::idle_stack_release`]).
 pub const DEFAULT_IDLE_STACK_RELEASE: Duration = Duration::from_secs(2);
 /// Default latency-warning threshold.
 pub const DEFAULT_LATENCY_WARNING: Duration = Duration::from_millis(200);
@@ -89,24 +90,28 @@ const SHUTDOWN_PASSES: usize = 64;
 #[derive(Debug, Clone)]
 pub struct RuntimeBuilder {
     stack_size: usize,
+    stack_guard: usize,
     selfishness: u32,
     latency_warning: Option<Duration>,
     blocking_threads: usize,
     blocking_keep_alive: Duration,
     stack_pool: usize,
     idle_stack_release: Option<Duration>,
+    idle_stack_copy_out: bool,
 }
 
 impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
             stack_size: DEFAULT_STACK_SIZE,
+            stack_guard: crate::stack::DEFAULT_STACK_GUARD,
             selfishness: DEFAULT_SELFISHNESS,
             latency_warning: Some(DEFAULT_LATENCY_WARNING),
             blocking_threads: crate::blocking::DEFAULT_MAX_THREADS,
             blocking_keep_alive: crate::blocking::DEFAULT_KEEP_ALIVE,
             stack_pool: usize::MAX,
             idle_stack_release: Some(DEFAULT_IDLE_STACK_RELEASE),
+            idle_stack_copy_out: false,
         }
     }
 }
@@ -115,6 +120,32 @@ impl RuntimeBuilder {
     /// Default usable stack size of green threads, in bytes.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
+        self
+    }
+
+    /// Bytes of guard gap below each green thread's stack (1 MiB by
+    /// default, the kernel's `stack_guard_gap` for the main thread's stack;
+    /// rounded up to whole pages; at least one page, at most 1 GiB).
+    ///
+    /// Any access to the gap faults, and the fault is reported as that
+    /// thread's stack overflow. Rust code touches every page of a large
+    /// frame in order (stack probes), so one page would catch its
+    /// overflows; the gap is for frames that skip pages: C or assembly
+    /// built without `-fstack-clash-protection` (Debian's gcc default) can
+    /// allocate a frame of tens of KiB and write to its far end first,
+    /// past a one-page guard into the next thread's live stack, silently.
+    /// A frame larger than the gap can still do that (see README,
+    /// "Memory").
+    ///
+    /// The gap costs address space, never memory or mappings: it is a
+    /// guard region (Linux 6.13+) or part of the one `mprotect`ed range
+    /// below each stack, and chunks of stacks are reserved without
+    /// committing memory. Stacks further apart do need more page-table
+    /// pages (about 2 KiB per thread with the default gap; see
+    /// BENCHMARKS.md), which a program with a million tiny threads may
+    /// trade back with a smaller gap.
+    pub fn stack_guard_size(mut self, bytes: usize) -> Self {
+        self.stack_guard = bytes;
         self
     }
 
@@ -173,14 +204,18 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How long a green thread stays parked before its stack is copied out
-    /// to the heap and its pages given back (2 s by default; `None` keeps
-    /// every stack in place).
+    /// How long a green thread stays parked before the runtime gives back
+    /// the stack memory it provably does not use (2 s by default; `None`
+    /// never does).
     ///
-    /// An idle thread then costs the bytes its frames use (zero words left
-    /// out) instead of the 4 KiB pages they touched, and pays one copy and
-    /// a page fault or two when it next runs. Threads that wake more often
-    /// than this never pay. See README, "Memory".
+    /// By default that is the pages below the parked thread's stack
+    /// pointer: what it touched when it ran deeper (a large buffer, a deep
+    /// call) and no longer uses. Nothing can point there, whatever the
+    /// program does, so this is always sound; an idle thread keeps the one
+    /// or two pages its live frames occupy. With the `unsafe` opt-in
+    /// [`idle_stack_copy_out`](Self::idle_stack_copy_out), its whole stack
+    /// is copied out to the heap instead, after the same time. Threads
+    /// that wake more often than this never pay. See README, "Memory".
     ///
     /// # Examples
     ///
@@ -193,14 +228,77 @@ impl RuntimeBuilder {
     ///     .build()
     ///     .unwrap();
     /// rt.block_on(|| {
+    ///     let sleeper = coro::spawn(|| {
+    ///         let deep = [1u8; 64 * 1024]; // touches 16 pages...
+    ///         std::hint::black_box(&deep);
+    ///         coro::sleep(Duration::from_millis(300)) // ...then parks shallow
+    ///     });
+    ///     coro::sleep(Duration::from_millis(200)).unwrap();
+    ///     assert!(coro::stats().idle_stack_trims >= 1); // the sleeper's, given back
+    ///     sleeper.join().unwrap().unwrap();
+    /// });
+    /// ```
+    pub fn idle_stack_release(mut self, after: Option<Duration>) -> Self {
+        self.idle_stack_release = after;
+        self
+    }
+
+    /// Copies the whole stack of a thread parked for
+    /// [`idle_stack_release`](Self::idle_stack_release) out to the heap and
+    /// gives all its pages back (off by default).
+    ///
+    /// An idle thread then costs the bytes its frames use (zero words left
+    /// out, usually a few hundred bytes to a few KiB) instead of the pages
+    /// they occupy, and pays one copy and a page fault or two when it next
+    /// runs; it resumes at the same addresses. The stack of a thread that
+    /// owns a running [`coro::scope`](crate::scope) stays in place (its
+    /// threads borrow from it) and is only trimmed.
+    ///
+    /// # Safety
+    ///
+    /// While a green thread of this runtime is parked, nothing outside the
+    /// runtime may read or write its stack: the caller promises that no
+    /// part of a green thread's stack (a local, or anything pointing into
+    /// one) is lent to another OS thread, or to the kernel, across a park.
+    /// In particular, no green thread of this runtime parks (blocks on a
+    /// coro call, or yields) while
+    ///
+    /// * OS threads it started with `std::thread::scope` or
+    ///   `std::thread::Builder::spawn_scoped`, or through crossbeam's or
+    ///   rayon's scopes (`rayon::scope`, `rayon::join`, `par_iter` on
+    ///   borrowed data), may still use its locals;
+    /// * a pointer into its stack is held by another OS thread (sent as a
+    ///   raw pointer, or by unsafe code) or by the kernel (an asynchronous
+    ///   I/O buffer on the stack).
+    ///
+    /// Otherwise those threads would read zeros from a copied-out stack and
+    /// their writes would be lost when it is copied back: undefined
+    /// behaviour. Borrows among green threads of this runtime through
+    /// [`coro::scope`](crate::scope), and data moved into `spawn`ed,
+    /// `blocking` or `Handle::spawn`ed closures (which are `'static`), are
+    /// fine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use coro_runtime as coro;
+    /// use std::time::Duration;
+    ///
+    /// // SAFETY: no green thread of this runtime lends its stack outside
+    /// // the runtime (no std::thread::scope, no raw pointers to its locals).
+    /// let mut rt = unsafe { coro::Runtime::builder().idle_stack_copy_out(true) }
+    ///     .idle_stack_release(Some(Duration::from_millis(50)))
+    ///     .build()
+    ///     .unwrap();
+    /// rt.block_on(|| {
     ///     let sleeper = coro::spawn(|| coro::sleep(Duration::from_millis(300)));
     ///     coro::sleep(Duration::from_millis(200)).unwrap();
     ///     assert_eq!(coro::stats().idle_stacks, 1); // the sleeper's
     ///     sleeper.join().unwrap().unwrap();
     /// });
     /// ```
-    pub fn idle_stack_release(mut self, after: Option<Duration>) -> Self {
-        self.idle_stack_release = after;
+    pub unsafe fn idle_stack_copy_out(mut self, on: bool) -> Self {
+        self.idle_stack_copy_out = on;
         self
     }
 
@@ -214,6 +312,15 @@ impl RuntimeBuilder {
     /// error of creating the poller or the watchdog thread.
     pub fn build(self) -> io::Result<Runtime> {
         let stack_size = check_stack_size(self.stack_size)?;
+        if self.stack_guard == 0 || self.stack_guard > 1 << 30 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "stack_guard_size must be from one page to 1 GiB, not {} bytes",
+                    self.stack_guard
+                ),
+            ));
+        }
         let selfishness = check_selfishness(self.selfishness)?;
         if self.blocking_threads == 0 {
             return Err(io::Error::new(
@@ -239,15 +346,18 @@ impl RuntimeBuilder {
         crate::stack::overflow::install();
         let sched = Scheduler::new(Config {
             stack_size,
+            stack_guard: self.stack_guard,
             selfishness,
             latency_warning: self.latency_warning,
             blocking_threads: self.blocking_threads,
             blocking_keep_alive: self.blocking_keep_alive,
             stack_pool: self.stack_pool,
             idle_stack_release: self.idle_stack_release,
+            idle_stack_copy_out: self.idle_stack_copy_out,
         })?;
         Ok(Runtime {
             sched: Box::new(sched),
+            poisoned: std::cell::Cell::new(false),
         })
     }
 }
@@ -267,12 +377,15 @@ impl RuntimeBuilder {
 /// ```
 pub struct Runtime {
     sched: Box<Scheduler>,
+    /// An earlier `block_on` unwound (see [`Runtime::is_poisoned`]).
+    poisoned: std::cell::Cell<bool>,
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
             .field("config", &self.sched.config)
+            .field("poisoned", &self.poisoned.get())
             .finish_non_exhaustive()
     }
 }
@@ -302,7 +415,20 @@ impl Runtime {
     /// # Panics
     ///
     /// If `f` panics (after the other threads were stopped), if called from
-    /// inside a runtime, or if the main thread cannot get a stack.
+    /// inside a runtime, if the main thread cannot get a stack, or if the
+    /// runtime is poisoned.
+    ///
+    /// # Poisoning
+    ///
+    /// A `block_on` that unwinds (`f` panicked, or the loop did: a deadlock
+    /// report) first finishes every green thread, as on a normal return,
+    /// and then poisons the runtime: later calls panic at once with a
+    /// message that says so ([`is_poisoned`](Self::is_poisoned) tells
+    /// beforehand). Build a new runtime to go on. Shutdown itself never
+    /// unwinds: user code it calls (a logger, a destructor) runs under a
+    /// catch, and a panic it could not contain aborts the process with a
+    /// message naming the panic, so `block_on` never returns or unwinds
+    /// while a green thread that may borrow from its caller is alive.
     ///
     /// Called from a destructor while the OS thread unwinds from a panic,
     /// the runtime runs, but no green thread may block or switch: the panic
@@ -324,6 +450,7 @@ impl Runtime {
     /// let longest = rt.block_on(|| names.iter().max_by_key(|n| n.len()));
     /// assert_eq!(longest, Some(&names[1])); // a borrow of the caller's data
     /// ```
+    #[track_caller]
     pub fn block_on<F, T>(&mut self, f: F) -> T
     where
         F: FnOnce() -> T,
@@ -334,6 +461,22 @@ impl Runtime {
         if !context::sched_ptr().is_null() {
             panic!("coro: Runtime::block_on / coro::run called from inside a runtime (nested runtimes on one OS thread are not supported)");
         }
+        if self.poisoned.get() {
+            panic!(
+                "coro: Runtime::block_on on a poisoned runtime: an earlier block_on on it \
+                 unwound (a panic of its main closure or of the loop); build a new Runtime"
+            );
+        }
+        /// Poisons the runtime unless `block_on` returns normally (it is
+        /// forgotten then). Declared before the shutdown guard, so it is
+        /// dropped after shutdown finished.
+        struct Poison<'a>(&'a std::cell::Cell<bool>);
+        impl Drop for Poison<'_> {
+            fn drop(&mut self) {
+                self.0.set(true);
+            }
+        }
+        let poison = Poison(&self.poisoned);
         #[cfg(unix)]
         let _alt = crate::stack::overflow::AltStack::ensure()
             .unwrap_or_else(|e| panic!("coro: cannot set up a signal stack: {e}"));
@@ -349,10 +492,16 @@ impl Runtime {
             }
         }
         let _exit = Exit(prev);
+        /// Finishes every green thread on every path out of `block_on`.
+        /// Nothing unwinds out of it: the green threads may borrow from the
+        /// frame `block_on` is about to leave (see `borrow`), so a panic
+        /// that stopped shutdown half-way ends the process instead.
         struct Shutdown<'a>(&'a Scheduler);
         impl Drop for Shutdown<'_> {
             fn drop(&mut self) {
-                shutdown(self.0);
+                if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| shutdown(self.0))) {
+                    crate::panic_hook::abort_after("the runtime's shutdown", p);
+                }
             }
         }
         let stop = Shutdown(s);
@@ -380,17 +529,33 @@ impl Runtime {
         }
         drop(main);
         match handle.join() {
-            Ok(()) => out
-                .take()
-                .expect("the main green thread returned without a value"),
+            Ok(()) => {
+                std::mem::forget(poison);
+                out.take()
+                    .expect("the main green thread returned without a value")
+            }
             Err(JoinError::Panicked(p)) => panic::resume_unwind(p),
             Err(e) => panic!("coro: main green thread did not finish: {e}"),
         }
     }
+
+    /// Whether an earlier [`block_on`](Self::block_on) on this runtime
+    /// unwound, so that it refuses to run again (see "Poisoning" there).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.get()
+    }
 }
 
 /// Stops every green thread still alive (see the module docs). Runs with
-/// this runtime current; never panics.
+/// this runtime current, on the scheduler's stack (the OS thread's).
+///
+/// # Panics
+///
+/// User code that runs here (a `log` backend, the destructor of a hook
+/// another runtime left behind) runs under [`caught`]; whatever else
+/// would still panic is the runtime's bug, and `block_on`'s `Shutdown`
+/// guard aborts the process on it rather than let `block_on` unwind with
+/// threads alive that may borrow from its caller's frame.
 fn shutdown(s: &Scheduler) {
     crate::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
@@ -459,18 +624,22 @@ fn why_leaked(pass: usize) -> &'static str {
 
 /// Leaks a thread shutdown cannot unwind: its coroutine is forgotten (its
 /// stack and what lives on it stay allocated, and it never runs again).
+/// The thread is out of the table before the log line, so a logger that
+/// panics cannot leave it behind to be resumed by a later `block_on`.
 fn leak(s: &Scheduler, t: &Rc<Task>, why: &str) {
-    log::error!(
-        target: "coro",
-        "green thread #{} '{}' is leaked at shutdown: {why} (its stack and what lives on it \
-         stay allocated; it never runs again)",
-        t.id,
-        t.display_name(),
-    );
     if let Some(co) = t.coroutine.borrow_mut().take() {
         std::mem::forget(co);
     }
     s.finish(t);
+    caught(|| {
+        log::error!(
+            target: "coro",
+            "green thread #{} '{}' is leaked at shutdown: {why} (its stack and what lives on it \
+             stay allocated; it never runs again)",
+            t.id,
+            t.display_name(),
+        )
+    });
 }
 
 /// Unwinds one thread on its own stack by resuming it with its unwind

@@ -80,12 +80,14 @@ const TRIM_POLLS: u64 = 64;
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) stack_size: usize,
+    pub(crate) stack_guard: usize,
     pub(crate) selfishness: u32,
     pub(crate) latency_warning: Option<Duration>,
     pub(crate) blocking_threads: usize,
     pub(crate) blocking_keep_alive: Duration,
     pub(crate) stack_pool: usize,
     pub(crate) idle_stack_release: Option<Duration>,
+    pub(crate) idle_stack_copy_out: bool,
 }
 
 /// Counters behind [`Stats`](crate::Stats).
@@ -161,8 +163,10 @@ impl Scheduler {
             remote: crate::remote::Remote::new(id, reactor.waker.clone()),
             stacks: RefCell::new(StackPool::new(
                 config.stack_size,
+                config.stack_guard,
                 config.stack_pool,
                 config.idle_stack_release,
+                config.idle_stack_copy_out,
             )),
             config,
             ready: RefCell::new(VecDeque::new()),
@@ -321,15 +325,17 @@ impl Scheduler {
     #[inline(never)]
     fn escaped(&self, task: &Rc<Task>, p: Box<dyn std::any::Any + Send>) {
         self.counters.panicked.set(self.counters.panicked.get() + 1);
-        log::error!(
-            target: "coro",
-            "green thread #{} '{}': a panic escaped the thread; it is finished",
-            task.id,
-            task.display_name(),
-        );
         // Its payload's destructor could panic too: leak it.
         std::mem::forget(p);
         self.finish(task);
+        crate::panic_hook::caught(|| {
+            log::error!(
+                target: "coro",
+                "green thread #{} '{}': a panic escaped the thread; it is finished",
+                task.id,
+                task.display_name(),
+            )
+        });
     }
 
     /// A task's coroutine returned: recycle its stack and forget it.

@@ -86,10 +86,16 @@ pub fn on_shutdown(f: impl FnOnce() + 'static) {
 pub(crate) fn run(s: &Scheduler) {
     for _ in 0..MAX_ROUNDS {
         let all = HOOKS.with(|h| std::mem::take(&mut *h.borrow_mut()));
-        let mine: Vec<Hook> = all
-            .into_iter()
-            .filter_map(|(owner, f)| (owner == s.id).then_some(f))
-            .collect();
+        let (mine, foreign): (Vec<_>, Vec<_>) =
+            all.into_iter().partition(|(owner, _)| *owner == s.id);
+        // Hooks another runtime left behind (registered during its own
+        // shutdown, after its hooks ran) are dropped, never run. Their
+        // destructors are user code on the scheduler's stack: a panic in
+        // one is swallowed, and the others are still dropped.
+        for (_, f) in foreign {
+            crate::panic_hook::caught(move || drop(f));
+        }
+        let mine: Vec<Hook> = mine.into_iter().map(|(_, f)| f).collect();
         if mine.is_empty() {
             return;
         }
@@ -99,12 +105,11 @@ pub(crate) fn run(s: &Scheduler) {
                 let _ = with_timeout(HOOKS_LIMIT, move || {
                     for f in mine {
                         if let Err(p) = panic::catch_unwind(AssertUnwindSafe(f)) {
-                            let msg = p
-                                .downcast_ref::<&str>()
-                                .copied()
-                                .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-                                .unwrap_or("<non-string payload>");
-                            log::error!(target: "coro", "a shutdown hook panicked: {msg}");
+                            let msg = crate::panic_hook::payload_message(&*p).to_owned();
+                            std::mem::forget(p);
+                            crate::panic_hook::caught(
+                                || log::error!(target: "coro", "a shutdown hook panicked: {msg}"),
+                            );
                         }
                     }
                 });
@@ -114,13 +119,18 @@ pub(crate) fn run(s: &Scheduler) {
                 // Never unwinds out of shutdown: a panic of the loop here is
                 // logged, and shutdown goes on.
                 let main = h.thread().0.clone();
-                if panic::catch_unwind(AssertUnwindSafe(|| s.run_until(&main))).is_err() {
-                    log::error!(target: "coro", "the loop panicked while shutdown hooks ran");
+                if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| s.run_until(&main))) {
+                    std::mem::forget(p);
+                    crate::panic_hook::caught(
+                        || log::error!(target: "coro", "the loop panicked while shutdown hooks ran"),
+                    );
                     return;
                 }
             }
             Err(e) => {
-                log::error!(target: "coro", "cannot start the shutdown hooks' thread: {e}");
+                crate::panic_hook::caught(
+                    || log::error!(target: "coro", "cannot start the shutdown hooks' thread: {e}"),
+                );
                 return;
             }
         }

@@ -152,7 +152,8 @@ impl Builder {
         let name: Option<Arc<str>> = self.name.map(Into::into);
         let limit = stack.limit_addr();
         let usable = stack.usable_size();
-        let task = Rc::new(Task::new(id, s.id, name, selfishness, limit, usable));
+        let guard = stack.guard_size();
+        let task = Rc::new(Task::new(id, s.id, name, selfishness, limit, guard, usable));
         let packet = Rc::new(Packet {
             result: RefCell::new(None),
             joiners: RefCell::new(Vec::new()),

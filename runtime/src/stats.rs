@@ -55,9 +55,14 @@ pub struct Stats {
     pub blocking_queued: usize,
     /// Stacks waiting in the pool for reuse (on this OS thread).
     pub pooled_stacks: usize,
-    /// Parked threads whose stacks are copied out to the heap (see
-    /// [`RuntimeBuilder::idle_stack_release`](crate::RuntimeBuilder::idle_stack_release)).
+    /// Parked threads whose stacks are copied out to the heap now (only
+    /// with the opt-in
+    /// [`RuntimeBuilder::idle_stack_copy_out`](crate::RuntimeBuilder::idle_stack_copy_out)).
     pub idle_stacks: usize,
+    /// Parks in which a thread's stack pages below its stack pointer were
+    /// given back, since the runtime started (see
+    /// [`RuntimeBuilder::idle_stack_release`](crate::RuntimeBuilder::idle_stack_release)).
+    pub idle_stack_trims: u64,
 }
 
 /// What one green thread is doing.
@@ -115,6 +120,7 @@ pub fn stats() -> Stats {
             blocking_queued,
             pooled_stacks: s.stacks.borrow().pooled(),
             idle_stacks: s.stacks.borrow().idle.out,
+            idle_stack_trims: s.stacks.borrow().idle.trims,
         }
     })
 }

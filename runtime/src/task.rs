@@ -95,9 +95,11 @@ pub(crate) struct Task {
     pub(crate) no_suspend: Cell<u32>,
     /// What the task waits on while parked, for `threads()`.
     pub(crate) waiting_on: Cell<&'static str>,
-    /// Lowest address of the stack mapping (the guard page starts here) and
-    /// usable size; read by the stack-overflow handler.
+    /// Lowest address of the stack's slot (its guard gap starts here), the
+    /// guard gap's size, and the usable size above it; read by the
+    /// stack-overflow handler.
     pub(crate) stack_limit: usize,
+    pub(crate) stack_guard: usize,
     pub(crate) stack_size: usize,
     /// Shutdown asked this task to unwind: its next blocking call or yield
     /// raises `sched::ForcedUnwind` (see `sched::forced_unwind_point`).
@@ -127,6 +129,7 @@ impl Task {
         name: Option<Arc<str>>,
         selfishness: u32,
         stack_limit: usize,
+        stack_guard: usize,
         stack_size: usize,
     ) -> Task {
         Task {
@@ -145,6 +148,7 @@ impl Task {
             no_suspend: Cell::new(0),
             waiting_on: Cell::new(""),
             stack_limit,
+            stack_guard,
             stack_size,
             unwinding: Cell::new(false),
             unwind_rounds: Cell::new(0),

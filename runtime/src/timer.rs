@@ -519,7 +519,7 @@ mod tests {
     use super::*;
 
     fn task() -> Rc<Task> {
-        let t = Rc::new(Task::new(1, 0, None, 4, 0, 0));
+        let t = Rc::new(Task::new(1, 0, None, 4, 0, 0, 0));
         t.state.set(ThreadState::Parked);
         t
     }

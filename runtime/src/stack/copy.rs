@@ -1,9 +1,34 @@
-//! Idle stacks copied out (Shrapnel's way of keeping idle threads small):
-//! the used part of a long-parked thread's stack goes to the heap,
-//! compressed, and its pages go back to the kernel; it is copied back just
-//! before the thread next runs.
+//! What the runtime gives back of a long-parked thread's stack: by
+//! default the pages below its stack pointer ([`trim_below_sp`]: provably
+//! unused, whatever any program does), and with the `unsafe` opt-in
+//! [`RuntimeBuilder::idle_stack_copy_out`](crate::RuntimeBuilder::idle_stack_copy_out)
+//! the whole stack (Shrapnel's way of keeping idle threads small): the
+//! used part goes to the heap, compressed, and its pages go back to the
+//! kernel; it is copied back just before the thread next runs.
 //!
-//! # Design
+//! # Why copying out is an opt-in
+//!
+//! A green thread's stack is its own, and safe code may lend it:
+//! `std::thread::scope` (and crossbeam's and rayon's scopes) let OS threads
+//! borrow a green thread's locals while it parks waiting for them, and
+//! `coro::scope` lets sibling green threads do the same. A copied-out stack
+//! reads as zeros to those borrowers, and their writes are lost when it is
+//! copied back (std's own `&Scope`, on that stack, reads as null). The
+//! runtime cannot see such loans, so copying out is sound only under the
+//! promise the opt-in's `# Safety` section spells out. The default trims
+//! only what lies below the stack pointer: no live frame is there, so no
+//! borrow can point there.
+//!
+//! # Trimming below the stack pointer
+//!
+//! The live part of a parked thread's stack starts [`switch_depth`] bytes
+//! below its recorded stack pointer (the switch's own saved registers); the
+//! whole pages below that (and below the x86-64 red zone) belong to frames
+//! that have returned. A thread that once ran deep (a large buffer, a deep
+//! recursion) and then parked long gives those pages back; a shallow one
+//! keeps the one or two pages its frames occupy. Each park is trimmed once.
+//!
+//! # Copying out
 //!
 //! A parked thread's live stack is the range from its stack pointer at the
 //! switch (recorded by `sched::suspend` in [`ThreadStack::sp`], less the
@@ -24,17 +49,19 @@
 //! never pays for it. A copied-out thread pays one copy and a page fault
 //! or two when it wakes.
 //!
-//! # Invariant (see `context`)
+//! # What copying out rests on (see `context`, invariant 4)
 //!
-//! While a thread is parked, nothing outside it reads or writes its stack:
-//! `spawn`, `blocking` and `Handle::spawn` take `'static` closures,
-//! `block_on`'s closure borrows from the OS thread's own stack (never a
-//! green one), and the runtime keeps no pointer into a thread's stack but
-//! the thread's own `yielder` (used only while it runs). The one place
+//! The runtime itself keeps no pointer into a parked thread's live stack
+//! but the thread's own `yielder` (used only while it runs): `spawn`,
+//! `blocking` and `Handle::spawn` take `'static` closures, and `block_on`'s
+//! closure borrows from the OS thread's own stack. The one place of ours
 //! that erases a lifetime so that other threads may borrow from a parked
 //! thread's stack, `coro::scope`, [`pin`](ThreadStack::pin)s the owner's
-//! stack until the last of its threads has ended; code that adds another
-//! must do the same.
+//! stack until the last of its threads has ended (a pinned stack is only
+//! trimmed below its stack pointer). Everything else that could borrow a
+//! parked thread's stack (OS threads through `std::thread::scope`, the
+//! kernel through a buffer it holds across a park) is excluded by the
+//! caller of the `unsafe` opt-in, and only there.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -62,6 +89,9 @@ pub(crate) struct ThreadStack {
     seen: Cell<u64>,
     /// Pins that keep the stack in place (see [`ThreadStack::pin`]).
     pins: Cell<u32>,
+    /// `park_gen + 1` of the park in which the pages below the stack
+    /// pointer were last given back (0: never).
+    trimmed: Cell<u64>,
 }
 
 impl ThreadStack {
@@ -140,7 +170,46 @@ fn measure(pattern: u64) -> Option<usize> {
 
 /// The base (highest address) of a task's stack.
 fn base(t: &Task) -> usize {
-    t.stack_limit + page_size() + t.stack_size
+    t.stack_limit + t.stack_guard + t.stack_size
+}
+
+/// Bytes below the stack pointer that a suspended frame may still use
+/// without owning them (the x86-64 System V red zone; none elsewhere here).
+const RED_ZONE: usize = if cfg!(target_arch = "x86_64") { 128 } else { 0 };
+
+/// Gives back the whole pages of a parked thread's stack below its live
+/// part (see the module docs); returns whether anything was released.
+pub(crate) fn trim_below_sp(t: &Task) -> bool {
+    let Some(depth) = switch_depth() else {
+        return false;
+    };
+    let sp = t.stack.sp.get();
+    if t.state.get() != ThreadState::Parked || sp == 0 || t.stack.is_copied_out() {
+        return false;
+    }
+    let usable_lo = t.stack_limit + t.stack_guard;
+    let hi = sp.saturating_sub(depth + RED_ZONE) & !(page_size() - 1);
+    if hi <= usable_lo {
+        return false;
+    }
+    // SAFETY: [usable_lo, hi) lies in the thread's stack slot, above its
+    // guard page and whole pages below everything live on the stack. The
+    // thread is parked, so its stack pointer is the one `sched::suspend`
+    // recorded, and its live data is its frames from `sp - depth` up (the
+    // switch's saved registers reach at most `depth` below `sp`, measured
+    // by `switch_depth`; `RED_ZONE` covers what a frame may keep below its
+    // own stack pointer). Below that are only frames that have returned:
+    // no reference into them can exist in a safe program, on any thread
+    // (a borrow of a local lives no longer than the local's frame; lending
+    // to OS threads, to `coro::scope`'s threads or to the kernel lends
+    // locals of live frames, which are all above `hi`). No signal handler
+    // runs on a parked thread's stack (it is not the OS thread's stack
+    // pointer). So nothing reads the discarded contents: `MADV_DONTNEED`
+    // only makes those pages read as zeros when the thread next grows its
+    // stack over them. Unwinding (shutdown's forced unwind, a panic) runs
+    // from the top frames down, through live frames only.
+    unsafe { unix::release(usable_lo, hi - usable_lo) };
+    true
 }
 
 /// Copies a parked thread's live stack out and releases its pages.
@@ -156,7 +225,7 @@ pub(crate) fn copy_out(t: &Task) -> Option<usize> {
     {
         return None;
     }
-    let usable_lo = t.stack_limit + page_size();
+    let usable_lo = t.stack_limit + t.stack_guard;
     let hi = base(t);
     let lo = (sp.saturating_sub(depth) & !15).max(usable_lo);
     if lo >= hi {
@@ -164,15 +233,22 @@ pub(crate) fn copy_out(t: &Task) -> Option<usize> {
     }
     // SAFETY: [lo, hi) lies in the thread's stack slot, mapped read/write
     // (its guard page is below `usable_lo`). The thread is parked: no code
-    // runs on this stack, and by the invariant in the module docs nothing
-    // else accesses it, so reading it through a shared slice is sound.
+    // runs on this stack, and nothing else accesses it: the runtime keeps
+    // no pointer into it, `coro::scope` owners are pinned (checked above),
+    // and every other loan (an OS thread in `std::thread::scope`, the
+    // kernel) is excluded by the caller of the `unsafe` opt-in
+    // `RuntimeBuilder::idle_stack_copy_out`, the only way `copy_out` runs.
+    // So reading it through a shared slice is sound.
     let live = unsafe { std::slice::from_raw_parts(lo as *const u64, (hi - lo) / 8) };
     let saved = encode(live);
     let n = saved.len();
     t.stack.saved.set(Some(saved));
     // SAFETY: everything live on the stack is saved; the rest of the usable
-    // range is dead frames of earlier calls. The thread does not run until
-    // `copy_in` has written its words back.
+    // range is dead frames of earlier calls, and by the opt-in's contract
+    // (above) no one outside the thread reads or writes the live part until
+    // it runs again. The thread does not run until `copy_in` has written
+    // its words back (`Scheduler::resume_unprofiled`, also on shutdown's
+    // unwind path, which resumes it the same way).
     unsafe { unix::release(usable_lo, hi - usable_lo) };
     Some(n)
 }
@@ -242,10 +318,13 @@ unsafe fn decode(saved: &[u8], hi: usize) {
 
 /// The loop's sweep over parked threads: a pass visits every thread (a few
 /// hundred per call, so a million threads do not stall the loop); a thread
-/// found parked in the same park by two passes at least `after` apart is
-/// copied out.
+/// found parked in the same park by two passes at least `after` apart has
+/// its stack trimmed below its stack pointer, or copied out (with the
+/// opt-in, unless pinned).
 pub(crate) struct IdleSweep {
     after: Option<u64>,
+    /// Copy whole stacks out (the `unsafe` opt-in), not only trim them.
+    copy_out: bool,
     /// Next thread-table key to visit in the current pass.
     cursor: usize,
     /// A pass is under way.
@@ -254,16 +333,21 @@ pub(crate) struct IdleSweep {
     next_pass: u64,
     /// Threads whose stacks are copied out now.
     pub(crate) out: usize,
+    /// Parks whose stacks were trimmed below the stack pointer, in all.
+    pub(crate) trims: u64,
 }
 
 /// Threads one sweep call visits.
 const SWEEP_BATCH: usize = 512;
 
 impl IdleSweep {
-    /// A sweep that copies out threads parked for `after` (never, `None`).
-    pub(crate) fn new(after: Option<std::time::Duration>) -> IdleSweep {
+    /// A sweep that trims (or, with `copy_out`, copies out) the stacks of
+    /// threads parked for `after` (never, `None`).
+    pub(crate) fn new(after: Option<std::time::Duration>, copy_out: bool) -> IdleSweep {
         IdleSweep {
             after: after.map(clock::duration_to_ticks),
+            copy_out,
+            trims: 0,
             cursor: 0,
             running: false,
             next_pass: 0,
@@ -298,8 +382,13 @@ impl IdleSweep {
             if t.state.get() != ThreadState::Parked {
                 t.stack.seen.set(0);
             } else if t.stack.seen.get() == gen {
-                if copy_out(t).is_some() {
+                if self.copy_out && copy_out(t).is_some() {
                     self.out += 1;
+                } else if t.stack.trimmed.get() != gen {
+                    t.stack.trimmed.set(gen);
+                    if trim_below_sp(t) {
+                        self.trims += 1;
+                    }
                 }
             } else {
                 t.stack.seen.set(gen);

@@ -64,12 +64,21 @@ pub const MIN_STACK_SIZE: usize = 16 * 1024;
 /// How long a freed stack keeps its pages before they are given back.
 pub(crate) const TRIM_AFTER: Duration = Duration::from_secs(2);
 
-/// Address space a chunk aims at; a chunk holds at least one slot.
+/// Usable stack bytes a chunk aims at (its address space adds a guard gap
+/// per slot); a chunk holds at least one slot.
 const CHUNK_BYTES: usize = 32 << 20;
+
+/// Default guard gap below each stack: the kernel's own `stack_guard_gap`
+/// for the main thread's stack (256 pages, 1 MiB). A frame that steps over
+/// a smaller guard without touching it (a large frame without stack
+/// probes: C built without `-fstack-clash-protection`, as Debian's gcc
+/// builds by default) would write into the neighbouring thread's live
+/// stack; one of up to this size lands in the gap and faults.
+pub const DEFAULT_STACK_GUARD: usize = 1 << 20;
 /// Most slots in one chunk.
 const MAX_SLOTS: usize = 1024;
 
-/// A green thread's stack: one slot of a chunk, with its guard page.
+/// A green thread's stack: one slot of a chunk, with its guard gap.
 ///
 /// The memory belongs to the OS thread's arena; a `GreenStack` only names a
 /// slot that is handed out. Dropping one (rather than giving it back with
@@ -78,18 +87,25 @@ const MAX_SLOTS: usize = 1024;
 pub(crate) struct GreenStack {
     base: StackPointer,
     limit: StackPointer,
+    /// Bytes of guard gap from `limit` up.
+    guard: usize,
     class: u32,
     chunk: u32,
     valgrind: ManuallyDrop<ValgrindStackRegistration>,
 }
 
 impl GreenStack {
-    /// Usable bytes (without the guard page).
+    /// Usable bytes (without the guard gap).
     pub(crate) fn usable_size(&self) -> usize {
-        self.base.get() - self.limit.get() - page_size()
+        self.base.get() - self.limit.get() - self.guard
     }
 
-    /// Lowest address of the slot: the guard page starts here.
+    /// Bytes of the guard gap below the usable part.
+    pub(crate) fn guard_size(&self) -> usize {
+        self.guard
+    }
+
+    /// Lowest address of the slot: the guard gap starts here.
     pub(crate) fn limit_addr(&self) -> usize {
         self.limit.get()
     }
@@ -104,8 +120,11 @@ impl Drop for GreenStack {
 }
 
 // SAFETY: `base` and `limit` bound one slot of a chunk mapped read/write,
-// with the slot's lowest page made a guard page (`unix::install_guard`)
-// before the slot is first handed out. The guard stays while the slot is
+// with the slot's lowest `guard` bytes made a guard gap
+// (`unix::install_guard`) before the slot is first handed out; a frame
+// that runs off the usable part faults there instead of reaching the slot
+// below (for frames larger than the gap, see README's FFI caveat: Rust
+// code probes every page of a large frame). The guard stays while the slot is
 // handed out: guard pages are only removed by unmapping the chunk, which
 // `Arena::release_chunks` does only when every carved slot of the chunk is
 // back on the free list, i.e. no `GreenStack` names any of them (a dropped
@@ -193,10 +212,12 @@ struct Chunk {
     trimmed: u32,
 }
 
-/// The stacks of one usable size.
+/// The stacks of one usable size and guard gap.
 struct Class {
     usable: usize,
-    /// `usable` plus the guard page.
+    /// Bytes of guard gap below each slot's usable part (whole pages).
+    guard: usize,
+    /// `usable` plus the guard gap.
     slot: usize,
     chunks: Slab<Chunk>,
     /// The chunk slots are carved from, while it has uncarved ones.
@@ -213,10 +234,11 @@ struct Class {
 }
 
 impl Class {
-    fn new(usable: usize) -> Class {
+    fn new(usable: usize, guard: usize) -> Class {
         Class {
             usable,
-            slot: usable + page_size(),
+            guard,
+            slot: usable + guard,
             chunks: Slab::new(),
             carving: None,
             free: Vec::new(),
@@ -248,9 +270,9 @@ impl Class {
             }
         };
         let limit = self.chunks[key].addr + self.chunks[key].carved as usize * self.slot;
-        // SAFETY: the slot's lowest page, in a chunk of ours, never handed
-        // out (it is past `carved`).
-        unsafe { unix::install_guard(limit) }.map_err(|e| self.error(e))?;
+        // SAFETY: the slot's lowest `guard` bytes, in a chunk of ours, never
+        // handed out (it is past `carved`).
+        unsafe { unix::install_guard(limit, self.guard) }.map_err(|e| self.error(e))?;
         let chunk = &mut self.chunks[key];
         chunk.carved += 1;
         chunk.used += 1;
@@ -262,7 +284,7 @@ impl Class {
 
     /// Maps a chunk, with fewer slots if a large one does not fit.
     fn map_chunk(&mut self) -> io::Result<usize> {
-        let mut slots = (CHUNK_BYTES / self.slot).clamp(1, MAX_SLOTS);
+        let mut slots = (CHUNK_BYTES / self.usable).clamp(1, MAX_SLOTS);
         loop {
             match unix::map(slots * self.slot) {
                 Ok(addr) => {
@@ -379,18 +401,27 @@ fn with_arena<R>(f: impl FnOnce(&mut Arena) -> R) -> Option<R> {
 /// many freed stacks may keep their pages.
 pub(crate) struct StackPool {
     size: usize,
+    /// Guard gap below each stack (whole pages).
+    guard: usize,
     max: usize,
-    /// Copies out the stacks of threads parked for long (`copy`).
+    /// Trims (or copies out) the stacks of threads parked for long (`copy`).
     pub(crate) idle: IdleSweep,
 }
 
 impl StackPool {
-    pub(crate) fn new(size: usize, max: usize, idle_after: Option<Duration>) -> StackPool {
+    pub(crate) fn new(
+        size: usize,
+        guard: usize,
+        max: usize,
+        idle_after: Option<Duration>,
+        copy_out: bool,
+    ) -> StackPool {
         unix::init_guard_mode();
         StackPool {
             size,
+            guard: round_up(guard.max(page_size())),
             max,
-            idle: IdleSweep::new(idle_after),
+            idle: IdleSweep::new(idle_after, copy_out),
         }
     }
 
@@ -402,11 +433,16 @@ impl StackPool {
     /// A stack with at least `size` usable bytes.
     pub(crate) fn get(&mut self, size: usize) -> io::Result<GreenStack> {
         let usable = round_up(size.max(MIN_STACK_SIZE));
+        let guard = self.guard;
         let got = with_arena(|a| {
-            let ci = match a.classes.iter().position(|c| c.usable == usable) {
+            let ci = match a
+                .classes
+                .iter()
+                .position(|c| c.usable == usable && c.guard == guard)
+            {
                 Some(i) => i,
                 None => {
-                    a.classes.push(Class::new(usable));
+                    a.classes.push(Class::new(usable, guard));
                     a.classes.len() - 1
                 }
             };
@@ -426,6 +462,7 @@ impl StackPool {
         Ok(GreenStack {
             base: StackPointer::new(base).expect("stack base is not null"),
             limit: StackPointer::new(limit).expect("stack limit is not null"),
+            guard,
             class,
             chunk,
             valgrind: ManuallyDrop::new(ValgrindStackRegistration::new(

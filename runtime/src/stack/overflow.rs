@@ -1,9 +1,9 @@
 //! Stack-overflow reporting for green threads (Linux, BSD, macOS).
 //!
-//! A green thread that runs off its stack touches the guard page below it and
+//! A green thread that runs off its stack touches the guard gap below it and
 //! the kernel raises `SIGSEGV` (`SIGBUS` on macOS). The handler installed here
 //! runs on the OS thread's alternate signal stack, checks whether the faulting
-//! address lies in the guard page of the green thread that is running, and if
+//! address lies in the guard gap of the green thread that is running, and if
 //! so writes one line naming that thread and its stack size to stderr and
 //! aborts. Any other signal is passed on, and later overflows are still
 //! reported:
@@ -213,11 +213,12 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         // (we are on its OS thread, interrupting it); its id, name, stack
         // bounds are immutable after spawn.
         let t = unsafe { &*t };
-        (fault && addr >= t.stack_limit && addr < t.stack_limit + page)
-            .then(|| (t.id, t.display_name(), t.stack_size))
+        let usable_lo = t.stack_limit + t.stack_guard.max(page);
+        (fault && addr >= t.stack_limit && addr < usable_lo)
+            .then(|| (t.id, t.display_name(), t.stack_size, usable_lo - addr))
     })
     .flatten();
-    if let Some((id, name, size)) = hit {
+    if let Some((id, name, size, below)) = hit {
         let mut buf = Buf {
             bytes: [0; 512],
             len: 0,
@@ -225,7 +226,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         let _ = write!(
             buf,
             "\ncoro: green thread #{id} '{name}' overflowed its stack of {size} bytes \
-             (guard page hit at {addr:#x}); aborting. Give it a bigger stack with \
+             (guard gap hit at {addr:#x}, {below} bytes below it); aborting. Give it a bigger stack with \
              coro::Builder::stack_size or Runtime::builder().stack_size.\n"
         );
         // SAFETY: write(2) and abort(3) are async-signal-safe; the buffer is

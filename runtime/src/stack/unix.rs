@@ -124,23 +124,23 @@ pub(crate) unsafe fn unmap(addr: usize, len: usize) {
     debug_assert_eq!(rc, 0, "munmap of a stack chunk failed");
 }
 
-/// Makes the page at `addr` (page-aligned, inside a chunk) a guard page.
+/// Makes the `len` bytes at `addr` (page-aligned, inside a chunk) a guard
+/// gap: any access faults.
 ///
 /// # Errors
 ///
-/// The OS error of `mprotect` (`ENOMEM` when the process reached
-/// `vm.max_map_count`) on the fallback path.
+/// The OS error of `madvise` or `mprotect` (`ENOMEM` when the process
+/// reached `vm.max_map_count`, on the fallback path).
 ///
 /// # Safety
 ///
-/// The page belongs to a chunk made by [`map`] and nothing lives on it.
-pub(crate) unsafe fn install_guard(addr: usize) -> io::Result<()> {
-    let page = page_size();
+/// The range belongs to a chunk made by [`map`] and nothing lives on it.
+pub(crate) unsafe fn install_guard(addr: usize, len: usize) -> io::Result<()> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     if GUARD_MODE.load(Ordering::Relaxed) != GUARD_MPROTECT {
-        // SAFETY: advice on a page of our own mapping that nothing uses;
+        // SAFETY: advice on a range of our own mapping that nothing uses;
         // installing a guard region only makes later accesses fault.
-        let rc = unsafe { libc::madvise(addr as *mut libc::c_void, page, MADV_GUARD_INSTALL) };
+        let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_GUARD_INSTALL) };
         if rc == 0 {
             GUARD_MODE.store(GUARD_REGIONS, Ordering::Relaxed);
             return Ok(());
@@ -158,7 +158,7 @@ pub(crate) unsafe fn install_guard(addr: usize) -> io::Result<()> {
         GUARD_MODE.store(GUARD_MPROTECT, Ordering::Relaxed);
     }
     // SAFETY: as above; PROT_NONE only makes later accesses fault.
-    if unsafe { libc::mprotect(addr as *mut libc::c_void, page, libc::PROT_NONE) } != 0 {
+    if unsafe { libc::mprotect(addr as *mut libc::c_void, len, libc::PROT_NONE) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
@@ -208,7 +208,7 @@ mod tests {
         let base = map(4 * page).unwrap();
         // SAFETY: a fresh mapping of ours.
         unsafe {
-            install_guard(base + page).unwrap();
+            install_guard(base + page, page).unwrap();
             *((base + 2 * page) as *mut u8) = 7;
             release(base + 2 * page, page);
             assert_eq!(*((base + 2 * page) as *const u8), 0);
