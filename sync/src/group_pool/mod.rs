@@ -12,12 +12,19 @@
 //! `mutate_*` functions say. Spawning never happens inside a caller's
 //! critical section: every spawn (also a group's first) runs on a spawner
 //! green thread of its group, counts towards `max` while it runs, and the
-//! callers wait for the worker it adds. A spawn error reaches the callers
-//! waiting for that group. The cleaner is a [`PeriodicExecutor`];
+//! callers wait for the worker it adds. The caller that started a spawn
+//! and waits for it holds a ticket: the spawn's first worker is checked
+//! out for it at once (the document's caller gets the process it spawned),
+//! or its error is put there. A failed spawn removes its group, as the
+//! document says; the other callers waiting for the group start over (and
+//! may spawn for themselves), and keys that keep failing are backed off
+//! (`backoff.rs`). The cleaner is a [`PeriodicExecutor`];
 //! detached workers are shut down on a [`Deferred`] queue, since that may
 //! block and detaching happens in a session's `Drop`.
 
+mod backoff;
 mod builder;
+mod error;
 mod list;
 mod session;
 mod spawner;
@@ -30,17 +37,18 @@ use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use coro_runtime::clock;
-use coro_runtime::WaitError;
 
 use crate::condvar::Condvar;
 use crate::deferred::Deferred;
 use crate::executor::{CloseOnDrop, PeriodicExecutor};
 use crate::pool::quietly;
+pub use backoff::{GroupPoolStats, KeyBackoff, SpawnBackoff};
 use builder::cleaner_interval;
 pub use builder::{GroupOptions, GroupPoolBuilder};
+pub use error::GetError;
 pub use session::Session;
 pub use spawner::Spawner;
-use state::{GroupShared, State};
+use state::{GroupShared, State, Ticket};
 
 /// Attempts of `get` when connecting to the checked-out worker fails (the
 /// document's `MAX_ATTEMPTS`).
@@ -53,51 +61,6 @@ pub const DEFAULT_MAX_IDLE_TIME: Duration = Duration::from_secs(300);
 pub const DEFAULT_MAX_QUEUE: usize = 100;
 
 const LOG_TARGET: &str = "coro_sync::group_pool";
-
-/// Why [`GroupPool::get`] returned no session.
-#[derive(Debug)]
-pub enum GetError<E> {
-    /// The group already has `max_queue` callers waiting.
-    QueueFull {
-        /// The limit that was reached.
-        max_queue: usize,
-    },
-    /// Spawning the group's worker failed; every caller waiting for the
-    /// group gets the same error, and the group is removed so a later `get`
-    /// tries again.
-    Spawn(Rc<E>),
-    /// Connecting to a worker failed [`MAX_ATTEMPTS`] times.
-    Connect(E),
-    /// Waiting was cut short (interrupt, an enclosing `with_timeout`,
-    /// shutdown).
-    Wait(WaitError),
-    /// No green thread could be started for the spawn.
-    Thread(io::Error),
-}
-
-impl<E: fmt::Display> fmt::Display for GetError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GetError::QueueFull { max_queue } => {
-                write!(
-                    f,
-                    "the group's wait queue is full ({max_queue} callers waiting)"
-                )
-            }
-            GetError::Spawn(e) => write!(f, "cannot spawn a worker: {e}"),
-            GetError::Connect(e) => {
-                write!(
-                    f,
-                    "cannot connect to a worker after {MAX_ATTEMPTS} attempts: {e}"
-                )
-            }
-            GetError::Wait(e) => write!(f, "waiting for a worker stopped: {e}"),
-            GetError::Thread(e) => write!(f, "cannot start a spawner thread: {e}"),
-        }
-    }
-}
-
-impl<E: std::error::Error + 'static> std::error::Error for GetError<E> {}
 
 struct Inner<S: Spawner> {
     /// This pool, for its spawner threads to hold.
@@ -189,6 +152,27 @@ impl<S: Spawner> GroupPool<S> {
 
     /// A session on a worker of `key`'s group, with the builder's
     /// [`GroupOptions`].
+    ///
+    /// # Spawn failures
+    ///
+    /// A failed spawn's error reaches the caller whose `get` started the
+    /// spawn and waits for it ([`GetError::Spawn`]), and nobody else: the
+    /// group is removed (the document's rule, also when it still has
+    /// workers; their sessions go on), and the callers that were only
+    /// waiting for the group start over, each able to spawn for itself. So
+    /// one failure of a flaky spawner costs one caller. A spawn that no
+    /// caller waits for (a background one, the `min_processes` ones) fails
+    /// in the log only; the next `get` finds no group and spawns itself.
+    ///
+    /// A key's spawns that fail [`SpawnBackoff::after`] times in a row put
+    /// it in backoff: until the delay is over, no spawn starts for it, and
+    /// a `get` that needs one fails at once with [`GetError::Backoff`]
+    /// (the last error, and the time until the next try). The first spawn
+    /// that succeeds ends the run. [`stats`](GroupPool::stats) lists the
+    /// keys in backoff.
+    ///
+    /// The caller that started a spawn gets its first worker as soon as
+    /// that one is ready, even while more are spawned for `min_processes`.
     ///
     /// # Errors
     ///
@@ -387,6 +371,40 @@ impl<S: Spawner> GroupPool<S> {
     pub fn spawner(&self) -> &S {
         &self.inner.spawner
     }
+
+    /// The pool's counts and the keys whose spawns failed (those in
+    /// backoff among them); its `Display` is what a back door prints.
+    pub fn stats(&self) -> GroupPoolStats<S::Key> {
+        let st = self.inner.state.borrow();
+        let now = clock::now();
+        let mut failing: Vec<KeyBackoff<S::Key>> = st
+            .failing
+            .iter()
+            .map(|(k, f)| KeyBackoff {
+                key: k.clone(),
+                failures: f.failures,
+                retry_in: f.wait_left(now),
+                error: f.error.to_string(),
+            })
+            .collect();
+        failing.sort_by_key(|k| std::cmp::Reverse(k.failures));
+        GroupPoolStats {
+            name: self.inner.config.name.clone(),
+            count: st.count,
+            active: st.active,
+            spawning: st.spawning,
+            max: st.max,
+            groups: st.groups.len(),
+            failing,
+        }
+    }
+
+    /// Forgets `key`'s run of failed spawns, ending its backoff: the next
+    /// `get` spawns (an operator's "try now", like a mail queue's flush).
+    /// Returns whether the key had failures.
+    pub fn reset_backoff(&self, key: &S::Key) -> bool {
+        self.inner.with_state(|st| st.failing.remove(key).is_some())
+    }
 }
 
 impl<S: Spawner> Inner<S> {
@@ -446,9 +464,10 @@ impl<S: Spawner> Inner<S> {
         options: GroupOptions,
     ) -> Result<Checkout<S::Worker>, GetError<S::Error>> {
         enum Step<E> {
-            Got(usize),
+            Got(usize, u64),
             WaitRoom,
-            WaitQueue(Rc<GroupShared<E>>),
+            WaitQueue(Rc<GroupShared>),
+            WaitSpawn(Rc<GroupShared>, Rc<Ticket<E>>),
             Fail(GetError<E>),
         }
         // Once per get: the waits below restart the function, and with an
@@ -458,6 +477,7 @@ impl<S: Spawner> Inner<S> {
         loop {
             let restart = std::mem::take(&mut restart);
             let step = self.with_state(|st| {
+                let now = clock::now();
                 let mut g = st.groups.get(key).copied();
                 if restart {
                     if let Some(gk) = g.take() {
@@ -472,18 +492,23 @@ impl<S: Spawner> Inner<S> {
                         grp.min_processes = options.min_processes;
                         if let Some(p) = st.take_inactive(g) {
                             st.proc_mut(p).sessions = 1;
-                            return Step::Got(p);
+                            return Step::Got(p, st.proc(p).id);
                         }
-                        if st.spawning_allowed(g) && !st.group(g).spawning {
+                        let mut started = false;
+                        if st.spawning_allowed(g)
+                            && !st.group(g).spawning
+                            && st.in_backoff(key, now).is_none()
+                        {
                             if let Err(e) = self.spawn_in_background(st, g) {
                                 return Step::Fail(GetError::Thread(e));
                             }
+                            started = true;
                         }
                         let busy_wait = self.config.global_queue || st.group(g).procs.len == 0;
                         if !busy_wait {
                             if let Some(p) = st.least_busy(g, self.config.session_limit) {
                                 st.proc_mut(p).sessions += 1;
-                                return Step::Got(p);
+                                return Step::Got(p, st.proc(p).id);
                             }
                         }
                         let shared = st.group(g).shared.clone();
@@ -492,9 +517,22 @@ impl<S: Spawner> Inner<S> {
                                 max_queue: self.config.max_queue,
                             });
                         }
+                        if started {
+                            // This caller waits for the spawn it started.
+                            let t = Rc::new(Ticket::default());
+                            st.group_mut(g).owner = Some(t.clone());
+                            return Step::WaitSpawn(shared, t);
+                        }
                         Step::WaitQueue(shared)
                     }
                     None => {
+                        if let Some(f) = st.in_backoff(key, now) {
+                            return Step::Fail(GetError::Backoff {
+                                error: f.error.clone(),
+                                failures: f.failures,
+                                retry_in: f.wait_left(now).unwrap_or_default(),
+                            });
+                        }
                         if st.active >= st.max || st.count + st.spawning >= st.max {
                             if st.active < st.max && st.inactive.len > 0 {
                                 // Full, but some worker is idle: evict the
@@ -516,37 +554,88 @@ impl<S: Spawner> Inner<S> {
                             st.detach_group(g);
                             return Step::Fail(GetError::Thread(e));
                         }
-                        Step::WaitQueue(st.group(g).shared.clone())
+                        let t = Rc::new(Ticket::default());
+                        let grp = st.group_mut(g);
+                        grp.owner = Some(t.clone());
+                        Step::WaitSpawn(grp.shared.clone(), t)
                     }
                 }
             });
-            match step {
-                Step::Got(p) => {
-                    return Ok(self.with_state(|st| {
-                        let now = clock::now();
-                        let x = st.proc_mut(p);
-                        x.last_used = now;
-                        (p, x.id, x.worker.clone())
-                    }))
-                }
+            let (p, id) = match step {
+                Step::Got(p, id) => (p, id),
                 Step::Fail(e) => return Err(e),
                 Step::WaitRoom => {
                     self.state.borrow_mut().waiting_for_room += 1;
                     let r = self.room.notified();
                     self.state.borrow_mut().waiting_for_room -= 1;
                     r.map_err(GetError::Wait)?;
+                    continue;
                 }
                 Step::WaitQueue(shared) => {
                     shared.waiting.set(shared.waiting.get() + 1);
                     let r = self.queue.notified();
                     shared.waiting.set(shared.waiting.get() - 1);
                     r.map_err(GetError::Wait)?;
-                    if let Some(e) = shared.spawn_error.borrow().clone() {
-                        return Err(GetError::Spawn(e));
-                    }
+                    continue;
                 }
+                Step::WaitSpawn(shared, ticket) => match self.wait_spawn(&shared, &ticket)? {
+                    Some(got) => got,
+                    None => continue,
+                },
+            };
+            // The worker may have left the pool while a spawn's caller
+            // was being woken: then it starts over.
+            let got = self.with_state(|st| {
+                if !st.live(p, id) {
+                    return None;
+                }
+                let x = st.proc_mut(p);
+                x.last_used = clock::now();
+                Some((p, id, x.worker.clone()))
+            });
+            if let Some(got) = got {
+                return Ok(got);
             }
         }
+    }
+
+    /// Waits for the spawn `ticket`'s caller started: its first worker
+    /// (checked out for the caller), its error, or `None` when the group
+    /// left the pool otherwise (the caller starts over).
+    fn wait_spawn(
+        &self,
+        shared: &GroupShared,
+        ticket: &Ticket<S::Error>,
+    ) -> Result<Option<(usize, u64)>, GetError<S::Error>> {
+        shared.waiting.set(shared.waiting.get() + 1);
+        let r = loop {
+            if let Some(got) = ticket.got.get() {
+                break Ok(Some(got));
+            }
+            if let Some(e) = ticket.error.borrow_mut().take() {
+                break Err(GetError::Spawn(e));
+            }
+            if shared.detached.get() {
+                break Ok(None);
+            }
+            if let Err(e) = self.queue.notified() {
+                break Err(GetError::Wait(e));
+            }
+        };
+        shared.waiting.set(shared.waiting.get() - 1);
+        ticket.gone.set(true);
+        if r.is_err() {
+            // A worker handed over as the wait was cut short goes back.
+            if let Some((p, id)) = ticket.got.take() {
+                let limit = self.config.session_limit;
+                self.with_state(|st| {
+                    if st.live(p, id) {
+                        st.give_back(p, clock::now(), limit);
+                    }
+                });
+            }
+        }
+        r
     }
 
     /// The document's `spawn_in_background`: a spawner green thread for
@@ -572,10 +661,11 @@ impl<S: Spawner> Inner<S> {
         Ok(())
     }
 
-    /// The document's `spawner_thread_callback`.
-    fn spawner_thread(&self, g: usize, key: S::Key, shared: Rc<GroupShared<S::Error>>) {
+    /// The document's `spawner_thread_callback`, with the caller's ticket
+    /// and the key's run of failures.
+    fn spawner_thread(&self, g: usize, key: S::Key, shared: Rc<GroupShared>) {
         /// Counts the spawn out on every path, also an unwind at shutdown.
-        struct Done<'a, S: Spawner>(&'a Inner<S>, usize, Rc<GroupShared<S::Error>>);
+        struct Done<'a, S: Spawner>(&'a Inner<S>, usize, Rc<GroupShared>);
         impl<S: Spawner> Drop for Done<'_, S> {
             fn drop(&mut self) {
                 let (inner, g, shared) = (self.0, self.1, &self.2);
@@ -587,6 +677,8 @@ impl<S: Spawner> Inner<S> {
                         let grp = st.group_mut(g);
                         grp.spawning = false;
                         grp.spawner = None;
+                        // Its caller (if any) sees the group leave.
+                        grp.owner = None;
                         if grp.procs.len == 0 {
                             st.detach_group(g);
                         }
@@ -598,17 +690,36 @@ impl<S: Spawner> Inner<S> {
         loop {
             let r = self.spawner.spawn(&key);
             let again = self.with_state(|st| match r {
+                // A spawn cut short by its group's detach is not the key's
+                // failure.
+                Err(_) if shared.detached.get() => false,
                 Err(e) => {
-                    if !shared.detached.get() {
-                        log::warn!(
-                            target: LOG_TARGET,
-                            "{}: spawning a worker for {key:?} failed: {e}",
-                            self.config.name
-                        );
-                        if st.group(g).procs.len == 0 {
-                            *shared.spawn_error.borrow_mut() = Some(Rc::new(e));
+                    let now = clock::now();
+                    let e = Rc::new(e);
+                    let f = st.spawn_failed(&key, e.clone(), now);
+                    let backoff = match f.wait_left(now) {
+                        Some(d) => format!(
+                            " ({} failures in a row; no spawn for {key:?} in the next {d:.1?})",
+                            f.failures
+                        ),
+                        None => String::new(),
+                    };
+                    log::warn!(
+                        target: LOG_TARGET,
+                        "{}: spawning a worker for {key:?} failed: {e}{backoff}; the group is removed",
+                        self.config.name
+                    );
+                    let grp = st.group_mut(g);
+                    grp.spawner = None; // this thread: no need to interrupt it
+                    if let Some(t) = grp.owner.take() {
+                        if !t.gone.get() {
+                            *t.error.borrow_mut() = Some(e);
                         }
                     }
+                    // The document: "remove the entire group and have the
+                    // next get() call spawn the process and display the
+                    // error". Its waiters start over.
+                    st.detach_group(g);
                     false
                 }
                 Ok(w) => {
@@ -616,7 +727,16 @@ impl<S: Spawner> Inner<S> {
                         st.retired.push(Rc::new(w));
                         return false;
                     }
-                    st.add_worker(g, Rc::new(w), clock::now());
+                    st.failing.remove(&key);
+                    let p = st.add_worker(g, Rc::new(w), clock::now());
+                    if let Some(t) = st.group_mut(g).owner.take() {
+                        if !t.gone.get() {
+                            // The first worker serves the caller that
+                            // started the spawn, now, not after the loop.
+                            st.take_worker(p);
+                            t.got.set(Some((p, st.proc(p).id)));
+                        }
+                    }
                     let grp = st.group(g);
                     let size = grp.procs.len;
                     // Still counted in `spawning`: allowed if one more fits.
