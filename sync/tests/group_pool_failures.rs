@@ -332,3 +332,41 @@ fn a_caller_interrupted_as_its_worker_arrives_gives_it_back() {
         assert_eq!(*p.get(&"app").unwrap(), 1);
     });
 }
+
+#[test]
+fn a_caller_waiting_for_the_spawn_it_started_gets_its_error() {
+    run(|| {
+        // One session per worker (a mail relay's connections): a caller
+        // that finds every worker busy starts a spawn and waits for it.
+        let (p, farm) = pool(GroupPool::builder().session_limit(1));
+        let a = p.get(&"host").unwrap();
+        farm.close_gate();
+        let log: Log = Rc::default();
+        let hold = Rc::new(coro_sync::Event::new());
+        let b = client(&p, "host", &log, &hold);
+        yield_until("b's spawn is at the gate", || farm.at_gate() == 1);
+        let c = client(&p, "host", &log, &hold);
+        settle();
+        farm.fail_next.set(1);
+        farm.open(1);
+        yield_until("b has its error", || !log.borrow().is_empty());
+        assert_eq!(
+            *log.borrow(),
+            ["host: cannot spawn a worker: cannot start host"]
+        );
+        // c started over and spawns for itself.
+        yield_until("c's spawn is at the gate", || farm.at_gate() == 1);
+        farm.open(1);
+        yield_until("c is served", || log.borrow().len() == 2);
+        assert_eq!(log.borrow()[1], "host: worker 2");
+        assert_eq!(
+            p.workers(&"host"),
+            [(2, 1, 0)],
+            "the group with worker 1 was removed"
+        );
+        assert_eq!(*a, 1, "a's session went on");
+        drop(a);
+        hold.set();
+        util::join_all(vec![b, c]);
+    });
+}
