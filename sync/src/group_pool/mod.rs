@@ -477,7 +477,6 @@ impl<S: Spawner> Inner<S> {
         loop {
             let restart = std::mem::take(&mut restart);
             let step = self.with_state(|st| {
-                let now = clock::now();
                 let mut g = st.groups.get(key).copied();
                 if restart {
                     if let Some(gk) = g.take() {
@@ -497,7 +496,7 @@ impl<S: Spawner> Inner<S> {
                         let mut started = false;
                         if st.spawning_allowed(g)
                             && !st.group(g).spawning
-                            && st.in_backoff(key, now).is_none()
+                            && st.in_backoff(key, clock::now()).is_none()
                         {
                             if let Err(e) = self.spawn_in_background(st, g) {
                                 return Step::Fail(GetError::Thread(e));
@@ -526,6 +525,7 @@ impl<S: Spawner> Inner<S> {
                         Step::WaitQueue(shared)
                     }
                     None => {
+                        let now = clock::now();
                         if let Some(f) = st.in_backoff(key, now) {
                             return Step::Fail(GetError::Backoff {
                                 error: f.error.clone(),
