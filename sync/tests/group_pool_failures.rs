@@ -370,3 +370,26 @@ fn a_caller_waiting_for_the_spawn_it_started_gets_its_error() {
         util::join_all(vec![b, c]);
     });
 }
+
+#[test]
+fn the_cleaner_forgets_old_runs_of_failures() {
+    run(|| {
+        let backoff = SpawnBackoff {
+            after: 3,
+            initial: Duration::from_millis(250),
+            max: Duration::from_millis(250),
+        };
+        let (p, farm) = pool(GroupPool::builder().spawn_backoff(backoff));
+        farm.fail.borrow_mut().insert("app");
+        assert!(p.get(&"app").is_err());
+        assert_eq!(p.stats().failing.len(), 1);
+        p.clean();
+        assert_eq!(p.stats().failing.len(), 1, "a recent failure is kept");
+        // Older than twice `max`: forgotten, so the pool's memory does not
+        // grow with every key that ever failed.
+        coro::sleep(Duration::from_millis(510)).unwrap();
+        p.clean();
+        assert!(p.stats().failing.is_empty());
+        assert!(!p.reset_backoff(&"app"));
+    });
+}
