@@ -92,7 +92,9 @@ struct Inner<S: Spawner> {
 /// `max_requests` sessions is recycled. The cleaner detaches workers idle
 /// for `max_idle_time` (keeping `min_processes`); touching the group's
 /// `restart.txt` (or having an `always_restart.txt`) restarts the group at
-/// its next `get`.
+/// its next `get`. A spawn that fails removes its group, and its error goes
+/// to the caller that started it; a key whose spawns keep failing is backed
+/// off ([`SpawnBackoff`]); see [`get`](GroupPool::get).
 ///
 /// In debug builds every operation ends by asserting the document's
 /// invariants.
@@ -171,18 +173,59 @@ impl<S: Spawner> GroupPool<S> {
     /// that succeeds ends the run. [`stats`](GroupPool::stats) lists the
     /// keys in backoff.
     ///
-    /// The caller that started a spawn gets its first worker as soon as
-    /// that one is ready, even while more are spawned for `min_processes`.
+    /// The caller that started a spawn waits for it (even if another
+    /// worker frees up meanwhile) and gets its first worker as soon as that
+    /// one is ready, even while more are spawned for `min_processes`.
     ///
     /// # Errors
     ///
     /// See [`GetError`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io;
+    /// use coro_sync::{GetError, GroupPool, Spawner};
+    ///
+    /// /// An application that never starts.
+    /// struct Broken;
+    /// impl Spawner for Broken {
+    ///     type Key = &'static str;
+    ///     type Worker = ();
+    ///     type Conn = ();
+    ///     type Error = io::Error;
+    ///     fn spawn(&self, _: &&'static str) -> io::Result<()> {
+    ///         Err(io::Error::other("exit status 1"))
+    ///     }
+    ///     fn connect(&self, _: &&'static str, _: &()) -> io::Result<()> {
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// coro_runtime::run(|| {
+    ///     let pool = GroupPool::builder().build(Broken).unwrap();
+    ///     for _ in 0..3 {
+    ///         // Each caller's own spawn, and its error.
+    ///         assert!(matches!(pool.get(&"app"), Err(GetError::Spawn(_))));
+    ///     }
+    ///     // Three in a row: the key backs off (1 s by default).
+    ///     match pool.get(&"app") {
+    ///         Err(GetError::Backoff { error, failures: 3, retry_in }) => {
+    ///             assert_eq!(error.to_string(), "exit status 1");
+    ///             assert!(retry_in.as_secs_f64() <= 1.0);
+    ///         }
+    ///         other => panic!("{other:?}"),
+    ///     }
+    ///     assert_eq!(pool.stats().in_backoff().count(), 1);
+    /// });
+    /// ```
     pub fn get(&self, key: &S::Key) -> Result<Session<S>, GetError<S::Error>> {
         self.get_with(key, self.inner.config.options)
     }
 
     /// A session on a worker of `key`'s group, setting the group's options
     /// (the document's `get(app_root, options)` with its retry loop).
+    /// Spawn failures are handled as [`get`](GroupPool::get) says.
     ///
     /// # Errors
     ///
