@@ -463,6 +463,10 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
                 grp.procs.len > 0 || grp.spawning,
                 "an empty group is spawning"
             );
+            assert!(
+                grp.owner.is_none() || grp.spawning,
+                "a caller waits for a group's spawn only while it runs"
+            );
             let mut seen_active = false;
             for p in keys {
                 let proc = self.proc(p);
