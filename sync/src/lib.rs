@@ -97,8 +97,8 @@ pub use error::{LockError, TryAcquireError, TryLockError};
 pub use event::Event;
 pub use executor::{CloseOnDrop, ExecutorExit, PeriodicExecutor, SHUTDOWN_JOIN};
 pub use group_pool::{
-    GetError, GroupOptions, GroupPool, GroupPoolBuilder, Session, Spawner, DEFAULT_MAX,
-    DEFAULT_MAX_IDLE_TIME, DEFAULT_MAX_QUEUE, MAX_ATTEMPTS,
+    GetError, GroupOptions, GroupPool, GroupPoolBuilder, GroupPoolStats, KeyBackoff, Session,
+    SpawnBackoff, Spawner, DEFAULT_MAX, DEFAULT_MAX_IDLE_TIME, DEFAULT_MAX_QUEUE, MAX_ATTEMPTS,
 };
 pub use inverted_semaphore::InvertedSemaphore;
 pub use mutex::{Mutex, MutexGuard};

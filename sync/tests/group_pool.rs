@@ -279,7 +279,7 @@ fn a_failed_connect_detaches_the_worker_and_retries() {
 }
 
 #[test]
-fn a_spawn_error_reaches_every_waiter_and_does_not_wedge_the_group() {
+fn each_waiter_spawns_for_itself_then_the_key_backs_off() {
     run(|| {
         let (p, farm) = pool(GroupPool::builder());
         farm.fail.borrow_mut().insert("app");
@@ -293,9 +293,20 @@ fn a_spawn_error_reaches_every_waiter_and_does_not_wedge_the_group() {
             *log.borrow(),
             vec!["app: cannot spawn a worker: cannot start app"; 3]
         );
+        assert_eq!(
+            *farm.outcomes.borrow(),
+            ["app: failed"; 3],
+            "each caller's own spawn"
+        );
         assert_eq!(p.groups(), Vec::<&str>::new());
         assert_eq!(p.spawning(), 0);
         farm.fail.borrow_mut().clear();
+        // Three in a row: the key is in backoff until reset.
+        assert!(matches!(
+            p.get(&"app"),
+            Err(GetError::Backoff { failures: 3, .. })
+        ));
+        assert!(p.reset_backoff(&"app"));
         assert_eq!(*p.get(&"app").unwrap(), 1);
     });
 }

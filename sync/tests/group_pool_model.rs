@@ -1,7 +1,11 @@
 //! GroupPool against a reference model: thousands of random get / close /
-//! detach / clean / restart / set_max steps; after each, the pool's counts,
-//! group lists (order, sessions, requests served) and inactive list must be
-//! the model's, and the document's invariants must hold.
+//! detach / clean / restart / set_max / fail-the-next-spawns /
+//! reset-backoff steps; after each, the pool's counts, group lists (order,
+//! sessions, requests served), inactive list and failing keys must be the
+//! model's, and the document's invariants must hold. A failed spawn
+//! removes its group (the document's rule) and its error reaches the
+//! caller that started it; three in a row put the key in backoff (an hour
+//! here, so only a reset ends it).
 
 mod util;
 
@@ -9,12 +13,14 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use coro_runtime as coro;
-use coro_sync::{GetError, GroupOptions, GroupPool, Session};
+use coro_sync::{GetError, GroupOptions, GroupPool, Session, SpawnBackoff};
 use util::workers::{Farm, Spawn};
 use util::{run, settle};
 
 const KEYS: [&str; 4] = ["a", "b", "c", "d"];
 const MAX_REQUESTS: u64 = 3;
+/// Failures in a row before a key backs off.
+const AFTER: u32 = 3;
 
 /// xorshift64*: a fixed sequence per seed.
 struct Rng(u64);
@@ -45,11 +51,20 @@ struct Model {
     max: usize,
     next_id: u64,
     restart: HashMap<&'static str, bool>,
+    /// Consecutive failed spawns by key.
+    failing: HashMap<&'static str, u32>,
+    /// The next this many spawns fail.
+    fail_next: u32,
 }
 
+#[derive(Debug)]
 enum Predict {
     Got(u64),
     Blocked,
+    /// The caller's own spawn failed.
+    SpawnFailed,
+    /// The key is in backoff after this many failures.
+    Backoff(u32),
 }
 
 impl Model {
@@ -83,6 +98,22 @@ impl Model {
         }
     }
 
+    /// Whether the next spawn (for `key`) fails; counts it in the key's run.
+    fn spawn_fails(&mut self, key: &'static str) -> bool {
+        if self.fail_next > 0 {
+            self.fail_next -= 1;
+            *self.failing.entry(key).or_default() += 1;
+            true
+        } else {
+            self.failing.remove(key);
+            false
+        }
+    }
+
+    fn in_backoff(&self, key: &'static str) -> Option<u32> {
+        self.failing.get(key).copied().filter(|&n| n >= AFTER)
+    }
+
     fn spawn(&mut self, key: &'static str) {
         self.next_id += 1;
         let id = self.next_id;
@@ -103,6 +134,9 @@ impl Model {
             self.detach_group(key);
         }
         if !self.groups.contains_key(key) {
+            if let Some(n) = self.in_backoff(key) {
+                return Predict::Backoff(n);
+            }
             if self.active >= self.max {
                 return Predict::Blocked;
             }
@@ -113,9 +147,13 @@ impl Model {
                 let (k, id) = self.inactive[0];
                 self.detach(k, id);
             }
+            if self.spawn_fails(key) {
+                return Predict::SpawnFailed;
+            }
             self.spawn(key);
         }
         let count = self.count();
+        let backoff = self.in_backoff(key).is_some();
         let g = self.groups.get_mut(key).unwrap();
         if g[0].sessions == 0 {
             let mut w = g.remove(0);
@@ -126,14 +164,20 @@ impl Model {
             self.active += 1;
             return Predict::Got(id);
         }
-        let spawn = count < self.max;
+        let spawn = count < self.max && !backoff;
         let best = (0..g.len()).min_by_key(|&i| g[i].sessions).unwrap();
         let mut w = g.remove(best);
         w.sessions += 1;
         let id = w.id;
         g.push(w);
         if spawn {
-            self.spawn(key);
+            // In the background: a failure removes the whole group, the
+            // worker just handed out with it (its session goes on).
+            if self.spawn_fails(key) {
+                self.detach_group(key);
+            } else {
+                self.spawn(key);
+            }
         }
         Predict::Got(id)
     }
@@ -190,6 +234,20 @@ fn compare(pool: &GroupPool<Spawn>, m: &Model, step: usize) {
             "size of {k}"
         );
     }
+    let stats = pool.stats();
+    let mut failing: Vec<(&str, u32, bool)> = stats
+        .failing
+        .iter()
+        .map(|f| (f.key, f.failures, f.retry_in.is_some()))
+        .collect();
+    failing.sort();
+    let mut want: Vec<(&str, u32, bool)> = m
+        .failing
+        .iter()
+        .map(|(&k, &n)| (k, n, n >= AFTER))
+        .collect();
+    want.sort();
+    assert_eq!(failing, want, "failing keys after step {step}");
 }
 
 fn touch(dir: &std::path::Path, key: &str, n: u64) {
@@ -210,11 +268,17 @@ fn model_run(seed: u64, steps: usize) {
             max_requests: MAX_REQUESTS,
             min_processes: 0,
         };
+        let hour = Duration::from_secs(3600);
         let pool = GroupPool::builder()
             .max(4)
             .max_idle_time(Duration::ZERO)
             .options(opts)
-            .build(Spawn(farm))
+            .spawn_backoff(SpawnBackoff {
+                after: AFTER,
+                initial: hour,
+                max: hour,
+            })
+            .build(Spawn(farm.clone()))
             .unwrap();
         let mut m = Model {
             max: 4,
@@ -222,7 +286,7 @@ fn model_run(seed: u64, steps: usize) {
         };
         let mut rng = Rng(seed);
         let mut held: Vec<Session<Spawn>> = Vec::new();
-        let (mut gets, mut blocked) = (0, 0);
+        let (mut gets, mut blocked, mut failed, mut backoffs) = (0, 0, 0, 0);
         for step in 0..steps {
             match rng.below(100) {
                 0..=39 => {
@@ -251,6 +315,29 @@ fn model_run(seed: u64, steps: usize) {
                             ));
                             blocked += 1;
                         }
+                        Predict::SpawnFailed => {
+                            assert!(h.is_finished(), "step {step}: get({key}) should fail");
+                            match h.join().unwrap() {
+                                Err(GetError::Spawn(e)) => assert_eq!(e.0, format!("cannot start {key}")),
+                                other => panic!("step {step}: get({key}): expected its spawn's error, got {other:?}"),
+                            }
+                            failed += 1;
+                        }
+                        Predict::Backoff(n) => {
+                            assert!(
+                                h.is_finished(),
+                                "step {step}: get({key}) should fail at once"
+                            );
+                            match h.join().unwrap() {
+                                Err(GetError::Backoff { failures, .. }) => {
+                                    assert_eq!(failures, n, "step {step}")
+                                }
+                                other => panic!(
+                                    "step {step}: get({key}): expected a backoff, got {other:?}"
+                                ),
+                            }
+                            backoffs += 1;
+                        }
                     }
                 }
                 40..=69 if !held.is_empty() => {
@@ -277,7 +364,16 @@ fn model_run(seed: u64, steps: usize) {
                     pool.set_max_idle_time(Duration::ZERO);
                     m.clean();
                 }
-                86..=92 => {
+                86..=88 => {
+                    let n = 1 + rng.below(3) as u32;
+                    farm.fail_next.set(n);
+                    m.fail_next = n;
+                }
+                89 | 90 => {
+                    let key = KEYS[rng.below(KEYS.len())];
+                    assert_eq!(pool.reset_backoff(&key), m.failing.remove(key).is_some());
+                }
+                91..=94 => {
                     let key = KEYS[rng.below(KEYS.len())];
                     touch(&dir, key, step as u64);
                     m.restart.insert(key, true);
@@ -292,8 +388,8 @@ fn model_run(seed: u64, steps: usize) {
             compare(&pool, &m, step);
         }
         assert!(
-            gets > steps / 5 && blocked > 0,
-            "the run covered both: {gets} gets, {blocked} waits"
+            gets > steps / 5 && blocked > 0 && failed > 0 && backoffs > 0,
+            "the run covered all: {gets} gets, {blocked} waits, {failed} failed spawns, {backoffs} backoffs"
         );
         drop(held);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -8,6 +8,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::time::Duration;
 
+use super::backoff::SpawnBackoff;
 use super::state::State;
 use super::{GroupPool, Inner, Spawner, DEFAULT_MAX, DEFAULT_MAX_IDLE_TIME, DEFAULT_MAX_QUEUE};
 use crate::condvar::Condvar;
@@ -34,6 +35,7 @@ pub struct GroupPoolBuilder<S> {
     pub(super) global_queue: bool,
     pub(super) session_limit: usize,
     pub(super) options: GroupOptions,
+    pub(super) spawn_backoff: SpawnBackoff,
     pub(super) _spawner: PhantomData<fn() -> S>,
 }
 
@@ -48,6 +50,7 @@ impl<S> fmt::Debug for GroupPoolBuilder<S> {
             .field("global_queue", &self.global_queue)
             .field("session_limit", &self.session_limit)
             .field("options", &self.options)
+            .field("spawn_backoff", &self.spawn_backoff)
             .finish()
     }
 }
@@ -64,6 +67,7 @@ impl<S> Default for GroupPoolBuilder<S> {
             global_queue: false,
             session_limit: 0,
             options: GroupOptions::default(),
+            spawn_backoff: SpawnBackoff::default(),
         }
     }
 }
@@ -114,11 +118,20 @@ impl<S: Spawner> GroupPoolBuilder<S> {
         self
     }
 
+    /// How a key whose spawns keep failing is backed off (default: after
+    /// 3 failures in a row, 1 s doubling up to 60 s); see [`SpawnBackoff`].
+    pub fn spawn_backoff(mut self, b: SpawnBackoff) -> Self {
+        self.spawn_backoff = b;
+        self
+    }
+
     /// Builds the pool and starts its cleaner and its shutdown queue.
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for a `max` or `max_queue` of 0; the error of
+    /// `InvalidInput` for a `max` or `max_queue` of 0, or a
+    /// [`SpawnBackoff`] (that is on) whose `initial` is 0 or above its
+    /// `max`; the error of
     /// spawning the cleaner's or the shutdown queue's thread.
     ///
     /// # Panics
@@ -134,13 +147,28 @@ impl<S: Spawner> GroupPoolBuilder<S> {
                 ),
             ));
         }
+        let b = self.spawn_backoff;
+        if b.after > 0 && (b.initial.is_zero() || b.initial > b.max) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "group pool '{}': spawn_backoff needs 0 < initial <= max (initial {:?}, max {:?})",
+                    self.name, b.initial, b.max
+                ),
+            ));
+        }
         let spawner = Rc::new(spawner);
         let s = spawner.clone();
         let retirer = Deferred::new(&format!("{}-shutdown", self.name), move |w| s.shutdown(w))?;
         let inner = Rc::new_cyclic(|me| Inner {
             me: me.clone(),
             spawner,
-            state: RefCell::new(State::new(self.max, self.max_per_app, self.max_idle_time)),
+            state: RefCell::new(State::new(
+                self.max,
+                self.max_per_app,
+                self.max_idle_time,
+                self.spawn_backoff,
+            )),
             room: Condvar::new(),
             queue: Condvar::new(),
             retirer,

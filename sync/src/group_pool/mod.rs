@@ -12,35 +12,44 @@
 //! `mutate_*` functions say. Spawning never happens inside a caller's
 //! critical section: every spawn (also a group's first) runs on a spawner
 //! green thread of its group, counts towards `max` while it runs, and the
-//! callers wait for the worker it adds. A spawn error reaches the callers
-//! waiting for that group. The cleaner is a [`PeriodicExecutor`];
-//! detached workers are shut down on a [`Deferred`] queue, since that may
-//! block and detaching happens in a session's `Drop`.
+//! callers wait for the worker it adds. The caller that started a spawn
+//! and waits for it holds a ticket: the spawn's first worker is checked
+//! out for it at once (the document's caller gets the process it spawned),
+//! or its error is put there. A failed spawn removes its group, as the
+//! document says; the other callers waiting for the group start over (and
+//! may spawn for themselves), and keys that keep failing are backed off
+//! (`backoff.rs`); the spawns themselves are in `spawn.rs`. The cleaner
+//! is a [`PeriodicExecutor`]; detached workers are shut down on a
+//! [`Deferred`] queue, since that may block and detaching happens in a
+//! session's `Drop`.
 
+mod backoff;
 mod builder;
+mod error;
 mod list;
 mod session;
+mod spawn;
 mod spawner;
 mod state;
 
 use std::cell::RefCell;
 use std::fmt;
-use std::io;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use coro_runtime::clock;
-use coro_runtime::WaitError;
 
 use crate::condvar::Condvar;
 use crate::deferred::Deferred;
 use crate::executor::{CloseOnDrop, PeriodicExecutor};
 use crate::pool::quietly;
+pub use backoff::{GroupPoolStats, KeyBackoff, SpawnBackoff};
 use builder::cleaner_interval;
 pub use builder::{GroupOptions, GroupPoolBuilder};
+pub use error::GetError;
 pub use session::Session;
 pub use spawner::Spawner;
-use state::{GroupShared, State};
+use state::{GroupShared, State, Ticket};
 
 /// Attempts of `get` when connecting to the checked-out worker fails (the
 /// document's `MAX_ATTEMPTS`).
@@ -53,51 +62,6 @@ pub const DEFAULT_MAX_IDLE_TIME: Duration = Duration::from_secs(300);
 pub const DEFAULT_MAX_QUEUE: usize = 100;
 
 const LOG_TARGET: &str = "coro_sync::group_pool";
-
-/// Why [`GroupPool::get`] returned no session.
-#[derive(Debug)]
-pub enum GetError<E> {
-    /// The group already has `max_queue` callers waiting.
-    QueueFull {
-        /// The limit that was reached.
-        max_queue: usize,
-    },
-    /// Spawning the group's worker failed; every caller waiting for the
-    /// group gets the same error, and the group is removed so a later `get`
-    /// tries again.
-    Spawn(Rc<E>),
-    /// Connecting to a worker failed [`MAX_ATTEMPTS`] times.
-    Connect(E),
-    /// Waiting was cut short (interrupt, an enclosing `with_timeout`,
-    /// shutdown).
-    Wait(WaitError),
-    /// No green thread could be started for the spawn.
-    Thread(io::Error),
-}
-
-impl<E: fmt::Display> fmt::Display for GetError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GetError::QueueFull { max_queue } => {
-                write!(
-                    f,
-                    "the group's wait queue is full ({max_queue} callers waiting)"
-                )
-            }
-            GetError::Spawn(e) => write!(f, "cannot spawn a worker: {e}"),
-            GetError::Connect(e) => {
-                write!(
-                    f,
-                    "cannot connect to a worker after {MAX_ATTEMPTS} attempts: {e}"
-                )
-            }
-            GetError::Wait(e) => write!(f, "waiting for a worker stopped: {e}"),
-            GetError::Thread(e) => write!(f, "cannot start a spawner thread: {e}"),
-        }
-    }
-}
-
-impl<E: std::error::Error + 'static> std::error::Error for GetError<E> {}
 
 struct Inner<S: Spawner> {
     /// This pool, for its spawner threads to hold.
@@ -129,7 +93,9 @@ struct Inner<S: Spawner> {
 /// `max_requests` sessions is recycled. The cleaner detaches workers idle
 /// for `max_idle_time` (keeping `min_processes`); touching the group's
 /// `restart.txt` (or having an `always_restart.txt`) restarts the group at
-/// its next `get`.
+/// its next `get`. A spawn that fails removes its group, and its error goes
+/// to the caller that started it; a key whose spawns keep failing is backed
+/// off ([`SpawnBackoff`]); see [`get`](GroupPool::get).
 ///
 /// In debug builds every operation ends by asserting the document's
 /// invariants.
@@ -190,15 +156,77 @@ impl<S: Spawner> GroupPool<S> {
     /// A session on a worker of `key`'s group, with the builder's
     /// [`GroupOptions`].
     ///
+    /// # Spawn failures
+    ///
+    /// A failed spawn's error reaches the caller whose `get` started the
+    /// spawn and waits for it ([`GetError::Spawn`]), and nobody else: the
+    /// group is removed (the document's rule, also when it still has
+    /// workers; their sessions go on), and the callers that were only
+    /// waiting for the group start over, each able to spawn for itself. So
+    /// one failure of a flaky spawner costs one caller. A spawn that no
+    /// caller waits for (a background one, the `min_processes` ones) fails
+    /// in the log only; the next `get` finds no group and spawns itself.
+    ///
+    /// A key's spawns that fail [`SpawnBackoff::after`] times in a row put
+    /// it in backoff: until the delay is over, no spawn starts for it, and
+    /// a `get` that needs one fails at once with [`GetError::Backoff`]
+    /// (the last error, and the time until the next try). The first spawn
+    /// that succeeds ends the run. [`stats`](GroupPool::stats) lists the
+    /// keys in backoff.
+    ///
+    /// The caller that started a spawn waits for it (even if another
+    /// worker frees up meanwhile) and gets its first worker as soon as that
+    /// one is ready, even while more are spawned for `min_processes`.
+    ///
     /// # Errors
     ///
     /// See [`GetError`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io;
+    /// use coro_sync::{GetError, GroupPool, Spawner};
+    ///
+    /// /// An application that never starts.
+    /// struct Broken;
+    /// impl Spawner for Broken {
+    ///     type Key = &'static str;
+    ///     type Worker = ();
+    ///     type Conn = ();
+    ///     type Error = io::Error;
+    ///     fn spawn(&self, _: &&'static str) -> io::Result<()> {
+    ///         Err(io::Error::other("exit status 1"))
+    ///     }
+    ///     fn connect(&self, _: &&'static str, _: &()) -> io::Result<()> {
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// coro_runtime::run(|| {
+    ///     let pool = GroupPool::builder().build(Broken).unwrap();
+    ///     for _ in 0..3 {
+    ///         // Each caller's own spawn, and its error.
+    ///         assert!(matches!(pool.get(&"app"), Err(GetError::Spawn(_))));
+    ///     }
+    ///     // Three in a row: the key backs off (1 s by default).
+    ///     match pool.get(&"app") {
+    ///         Err(GetError::Backoff { error, failures: 3, retry_in }) => {
+    ///             assert_eq!(error.to_string(), "exit status 1");
+    ///             assert!(retry_in.as_secs_f64() <= 1.0);
+    ///         }
+    ///         other => panic!("{other:?}"),
+    ///     }
+    ///     assert_eq!(pool.stats().in_backoff().count(), 1);
+    /// });
+    /// ```
     pub fn get(&self, key: &S::Key) -> Result<Session<S>, GetError<S::Error>> {
         self.get_with(key, self.inner.config.options)
     }
 
     /// A session on a worker of `key`'s group, setting the group's options
     /// (the document's `get(app_root, options)` with its retry loop).
+    /// Spawn failures are handled as [`get`](GroupPool::get) says.
     ///
     /// # Errors
     ///
@@ -387,6 +415,40 @@ impl<S: Spawner> GroupPool<S> {
     pub fn spawner(&self) -> &S {
         &self.inner.spawner
     }
+
+    /// The pool's counts and the keys whose spawns failed (those in
+    /// backoff among them); its `Display` is what a back door prints.
+    pub fn stats(&self) -> GroupPoolStats<S::Key> {
+        let st = self.inner.state.borrow();
+        let now = clock::now();
+        let mut failing: Vec<KeyBackoff<S::Key>> = st
+            .failing
+            .iter()
+            .map(|(k, f)| KeyBackoff {
+                key: k.clone(),
+                failures: f.failures,
+                retry_in: f.wait_left(now),
+                error: f.error.to_string(),
+            })
+            .collect();
+        failing.sort_by_key(|k| std::cmp::Reverse(k.failures));
+        GroupPoolStats {
+            name: self.inner.config.name.clone(),
+            count: st.count,
+            active: st.active,
+            spawning: st.spawning,
+            max: st.max,
+            groups: st.groups.len(),
+            failing,
+        }
+    }
+
+    /// Forgets `key`'s run of failed spawns, ending its backoff: the next
+    /// `get` spawns (an operator's "try now", like a mail queue's flush).
+    /// Returns whether the key had failures.
+    pub fn reset_backoff(&self, key: &S::Key) -> bool {
+        self.inner.with_state(|st| st.failing.remove(key).is_some())
+    }
 }
 
 impl<S: Spawner> Inner<S> {
@@ -446,9 +508,10 @@ impl<S: Spawner> Inner<S> {
         options: GroupOptions,
     ) -> Result<Checkout<S::Worker>, GetError<S::Error>> {
         enum Step<E> {
-            Got(usize),
+            Got(usize, u64),
             WaitRoom,
-            WaitQueue(Rc<GroupShared<E>>),
+            WaitQueue(Rc<GroupShared>),
+            WaitSpawn(Rc<GroupShared>, Rc<Ticket<E>>),
             Fail(GetError<E>),
         }
         // Once per get: the waits below restart the function, and with an
@@ -472,18 +535,23 @@ impl<S: Spawner> Inner<S> {
                         grp.min_processes = options.min_processes;
                         if let Some(p) = st.take_inactive(g) {
                             st.proc_mut(p).sessions = 1;
-                            return Step::Got(p);
+                            return Step::Got(p, st.proc(p).id);
                         }
-                        if st.spawning_allowed(g) && !st.group(g).spawning {
+                        let mut started = false;
+                        if st.spawning_allowed(g)
+                            && !st.group(g).spawning
+                            && st.in_backoff(key, clock::now()).is_none()
+                        {
                             if let Err(e) = self.spawn_in_background(st, g) {
                                 return Step::Fail(GetError::Thread(e));
                             }
+                            started = true;
                         }
                         let busy_wait = self.config.global_queue || st.group(g).procs.len == 0;
                         if !busy_wait {
                             if let Some(p) = st.least_busy(g, self.config.session_limit) {
                                 st.proc_mut(p).sessions += 1;
-                                return Step::Got(p);
+                                return Step::Got(p, st.proc(p).id);
                             }
                         }
                         let shared = st.group(g).shared.clone();
@@ -492,9 +560,23 @@ impl<S: Spawner> Inner<S> {
                                 max_queue: self.config.max_queue,
                             });
                         }
+                        if started {
+                            // This caller waits for the spawn it started.
+                            let t = Rc::new(Ticket::default());
+                            st.group_mut(g).owner = Some(t.clone());
+                            return Step::WaitSpawn(shared, t);
+                        }
                         Step::WaitQueue(shared)
                     }
                     None => {
+                        let now = clock::now();
+                        if let Some(f) = st.in_backoff(key, now) {
+                            return Step::Fail(GetError::Backoff {
+                                error: f.error.clone(),
+                                failures: f.failures,
+                                retry_in: f.wait_left(now).unwrap_or_default(),
+                            });
+                        }
                         if st.active >= st.max || st.count + st.spawning >= st.max {
                             if st.active < st.max && st.inactive.len > 0 {
                                 // Full, but some worker is idle: evict the
@@ -516,119 +598,88 @@ impl<S: Spawner> Inner<S> {
                             st.detach_group(g);
                             return Step::Fail(GetError::Thread(e));
                         }
-                        Step::WaitQueue(st.group(g).shared.clone())
+                        let t = Rc::new(Ticket::default());
+                        let grp = st.group_mut(g);
+                        grp.owner = Some(t.clone());
+                        Step::WaitSpawn(grp.shared.clone(), t)
                     }
                 }
             });
-            match step {
-                Step::Got(p) => {
-                    return Ok(self.with_state(|st| {
-                        let now = clock::now();
-                        let x = st.proc_mut(p);
-                        x.last_used = now;
-                        (p, x.id, x.worker.clone())
-                    }))
-                }
+            let (p, id) = match step {
+                Step::Got(p, id) => (p, id),
                 Step::Fail(e) => return Err(e),
                 Step::WaitRoom => {
                     self.state.borrow_mut().waiting_for_room += 1;
                     let r = self.room.notified();
                     self.state.borrow_mut().waiting_for_room -= 1;
                     r.map_err(GetError::Wait)?;
+                    continue;
                 }
                 Step::WaitQueue(shared) => {
                     shared.waiting.set(shared.waiting.get() + 1);
                     let r = self.queue.notified();
                     shared.waiting.set(shared.waiting.get() - 1);
                     r.map_err(GetError::Wait)?;
-                    if let Some(e) = shared.spawn_error.borrow().clone() {
-                        return Err(GetError::Spawn(e));
-                    }
+                    continue;
                 }
+                Step::WaitSpawn(shared, ticket) => match self.wait_spawn(&shared, &ticket)? {
+                    Some(got) => got,
+                    None => continue,
+                },
+            };
+            // The worker may have left the pool while a spawn's caller
+            // was being woken: then it starts over.
+            let got = self.with_state(|st| {
+                if !st.live(p, id) {
+                    return None;
+                }
+                let x = st.proc_mut(p);
+                x.last_used = clock::now();
+                Some((p, id, x.worker.clone()))
+            });
+            if let Some(got) = got {
+                return Ok(got);
             }
         }
     }
 
-    /// The document's `spawn_in_background`: a spawner green thread for
-    /// group `g`, counted in `spawning` until it ends.
-    fn spawn_in_background(
-        self: &Inner<S>,
-        st: &mut State<S::Key, S::Worker, S::Error>,
-        g: usize,
-    ) -> io::Result<()> {
-        let me = self
-            .me
-            .upgrade()
-            .expect("the pool is alive while it is used");
-        let grp = st.group(g);
-        let (key, shared) = (grp.key.clone(), grp.shared.clone());
-        let h = coro_runtime::Builder::new()
-            .name(format!("{} spawner {key:?}", self.config.name))
-            .spawn(move || me.spawner_thread(g, key, shared))?;
-        st.spawning += 1;
-        let grp = st.group_mut(g);
-        grp.spawning = true;
-        grp.spawner = Some(h.thread().clone());
-        Ok(())
-    }
-
-    /// The document's `spawner_thread_callback`.
-    fn spawner_thread(&self, g: usize, key: S::Key, shared: Rc<GroupShared<S::Error>>) {
-        /// Counts the spawn out on every path, also an unwind at shutdown.
-        struct Done<'a, S: Spawner>(&'a Inner<S>, usize, Rc<GroupShared<S::Error>>);
-        impl<S: Spawner> Drop for Done<'_, S> {
-            fn drop(&mut self) {
-                let (inner, g, shared) = (self.0, self.1, &self.2);
-                inner.with_state(|st| {
-                    st.spawning -= 1;
-                    st.queue_changed = true;
-                    st.room_changed = true;
-                    if !shared.detached.get() {
-                        let grp = st.group_mut(g);
-                        grp.spawning = false;
-                        grp.spawner = None;
-                        if grp.procs.len == 0 {
-                            st.detach_group(g);
-                        }
+    /// Waits for the spawn `ticket`'s caller started: its first worker
+    /// (checked out for the caller), its error, or `None` when the group
+    /// left the pool otherwise (the caller starts over).
+    fn wait_spawn(
+        &self,
+        shared: &GroupShared,
+        ticket: &Ticket<S::Error>,
+    ) -> Result<Option<(usize, u64)>, GetError<S::Error>> {
+        shared.waiting.set(shared.waiting.get() + 1);
+        let r = loop {
+            if let Some(got) = ticket.got.get() {
+                break Ok(Some(got));
+            }
+            if let Some(e) = ticket.error.borrow_mut().take() {
+                break Err(GetError::Spawn(e));
+            }
+            if shared.detached.get() {
+                break Ok(None);
+            }
+            if let Err(e) = self.queue.notified() {
+                break Err(GetError::Wait(e));
+            }
+        };
+        shared.waiting.set(shared.waiting.get() - 1);
+        ticket.gone.set(true);
+        if r.is_err() {
+            // A worker handed over as the wait was cut short goes back.
+            if let Some((p, id)) = ticket.got.take() {
+                let limit = self.config.session_limit;
+                self.with_state(|st| {
+                    if st.live(p, id) {
+                        st.give_back(p, clock::now(), limit);
                     }
                 });
             }
         }
-        let _done = Done(self, g, shared.clone());
-        loop {
-            let r = self.spawner.spawn(&key);
-            let again = self.with_state(|st| match r {
-                Err(e) => {
-                    if !shared.detached.get() {
-                        log::warn!(
-                            target: LOG_TARGET,
-                            "{}: spawning a worker for {key:?} failed: {e}",
-                            self.config.name
-                        );
-                        if st.group(g).procs.len == 0 {
-                            *shared.spawn_error.borrow_mut() = Some(Rc::new(e));
-                        }
-                    }
-                    false
-                }
-                Ok(w) => {
-                    if shared.detached.get() {
-                        st.retired.push(Rc::new(w));
-                        return false;
-                    }
-                    st.add_worker(g, Rc::new(w), clock::now());
-                    let grp = st.group(g);
-                    let size = grp.procs.len;
-                    // Still counted in `spawning`: allowed if one more fits.
-                    let room = st.count + st.spawning <= st.max
-                        && (st.max_per_app == 0 || size < st.max_per_app);
-                    size < grp.min_processes && room
-                }
-            });
-            if !again {
-                return;
-            }
-        }
+        r
     }
 
     /// The cleaner's pass.

@@ -41,7 +41,9 @@ pub trait Spawner: 'static {
     ///
     /// # Errors
     ///
-    /// Reaches the callers waiting for the group.
+    /// Reaches the caller that started the spawn, removes the group and
+    /// counts towards the key's backoff (see
+    /// [`GroupPool::get`](super::GroupPool::get)).
     fn spawn(&self, key: &Self::Key) -> Result<Self::Worker, Self::Error>;
 
     /// Opens a session on `worker` (the document's `process.connect()`). May

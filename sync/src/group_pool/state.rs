@@ -1,7 +1,8 @@
 //! The group pool's data structures and the document's non-blocking steps:
 //! `detach_without_lock`, `detach_group_without_lock`, the inactive-worker
-//! checkout, `session_has_been_closed`, the cleaner's pass, and the
-//! invariants (checked after every operation in debug builds).
+//! checkout, `session_has_been_closed`, the cleaner's pass, the keys'
+//! runs of failed spawns, and the invariants (checked after every
+//! operation in debug builds).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -12,15 +13,36 @@ use std::time::Duration;
 use coro_runtime::clock::Instant;
 use coro_runtime::Coro;
 
+use super::backoff::{Failing, SpawnBackoff};
 use super::list::{Kind, Link, Linked, List, NIL};
 
-/// What waiters of a group keep after the group leaves the pool: whether it
-/// was detached, and the spawn error that detached it.
-pub(super) struct GroupShared<E> {
+/// What waiters of a group keep after the group leaves the pool.
+pub(super) struct GroupShared {
+    /// The group left the pool: its waiters start over (and may spawn).
     pub(super) detached: Cell<bool>,
-    pub(super) spawn_error: RefCell<Option<Rc<E>>>,
     /// Callers of `get` waiting for this group (bounded by `max_queue`).
     pub(super) waiting: Cell<usize>,
+}
+
+/// The caller that started a group's spawn and waits for it: the spawn's
+/// first worker is handed to it (already checked out), or its error.
+pub(super) struct Ticket<E> {
+    /// The worker checked out for the caller: (slab key, id).
+    pub(super) got: Cell<Option<(usize, u64)>>,
+    /// The spawn's error.
+    pub(super) error: RefCell<Option<Rc<E>>>,
+    /// The caller stopped waiting (interrupted): hand it nothing.
+    pub(super) gone: Cell<bool>,
+}
+
+impl<E> Default for Ticket<E> {
+    fn default() -> Self {
+        Ticket {
+            got: Cell::new(None),
+            error: RefCell::new(None),
+            gone: Cell::new(false),
+        }
+    }
 }
 
 /// A worker in the pool (the document's `ProcessInfo`).
@@ -61,7 +83,10 @@ pub(super) struct Group<K, E> {
     pub(super) spawner: Option<Coro>,
     pub(super) max_requests: u64,
     pub(super) min_processes: usize,
-    pub(super) shared: Rc<GroupShared<E>>,
+    pub(super) shared: Rc<GroupShared>,
+    /// The caller waiting for the spawn in flight, until its first worker
+    /// or its error.
+    pub(super) owner: Option<Rc<Ticket<E>>>,
 }
 
 /// Everything behind the pool's (implicit) lock: in a cooperative runtime a
@@ -87,6 +112,9 @@ pub(super) struct State<K, W, E> {
     pub(super) max_idle_time: Duration,
     /// Callers waiting for a new group to become creatable.
     pub(super) waiting_for_room: usize,
+    /// Keys whose last spawns failed.
+    pub(super) failing: HashMap<K, Failing<E>>,
+    pub(super) backoff: SpawnBackoff,
     /// `restart.txt` modification times seen, by key.
     pub(super) restart_seen: HashMap<K, Option<std::time::SystemTime>>,
     /// Workers detached since the last `take_retired`, to shut down.
@@ -98,7 +126,12 @@ pub(super) struct State<K, W, E> {
 }
 
 impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
-    pub(super) fn new(max: usize, max_per_app: usize, max_idle_time: Duration) -> Self {
+    pub(super) fn new(
+        max: usize,
+        max_per_app: usize,
+        max_idle_time: Duration,
+        backoff: SpawnBackoff,
+    ) -> Self {
         State {
             groups: HashMap::new(),
             gslab: Vec::new(),
@@ -114,6 +147,8 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
             max_per_app,
             max_idle_time,
             waiting_for_room: 0,
+            failing: HashMap::new(),
+            backoff,
             restart_seen: HashMap::new(),
             retired: Vec::new(),
             room_changed: false,
@@ -185,9 +220,9 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
             min_processes,
             shared: Rc::new(GroupShared {
                 detached: Cell::new(false),
-                spawn_error: RefCell::new(None),
                 waiting: Cell::new(0),
             }),
+            owner: None,
         };
         let g = match self.gfree.pop() {
             Some(g) => {
@@ -250,6 +285,58 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
         self.inactive.remove(&mut self.procs, front);
         self.mutate_active(self.active + 1);
         Some(front)
+    }
+
+    /// Checks out the inactive worker `p` for the caller its group's spawn
+    /// was for: it moves to the back of its group and becomes active.
+    pub(super) fn take_worker(&mut self, p: usize) {
+        let g = self.proc(p).group;
+        let mut list = self.group(g).procs;
+        list.move_to_back(&mut self.procs, p);
+        self.group_mut(g).procs = list;
+        self.inactive.remove(&mut self.procs, p);
+        self.proc_mut(p).sessions = 1;
+        self.mutate_active(self.active + 1);
+    }
+
+    /// Undoes one checkout of worker `p` that never became a session (its
+    /// caller stopped waiting): the second half of `session_closed`.
+    pub(super) fn give_back(&mut self, p: usize, now: Instant, session_limit: usize) {
+        let g = self.proc(p).group;
+        let proc = self.proc_mut(p);
+        proc.last_used = now;
+        proc.sessions -= 1;
+        let sessions = proc.sessions;
+        if sessions == 0 {
+            let mut list = self.group(g).procs;
+            list.move_to_front(&mut self.procs, p);
+            self.group_mut(g).procs = list;
+            self.inactive.push_back(&mut self.procs, p);
+            self.mutate_active(self.active - 1);
+        } else if session_limit != 0 && sessions + 1 == session_limit {
+            self.queue_changed = true; // room for one more session
+        }
+    }
+
+    /// A spawn for `key` failed with `error`: one more in its run.
+    pub(super) fn spawn_failed(&mut self, key: &K, error: Rc<E>, now: Instant) -> &Failing<E> {
+        let backoff = self.backoff;
+        let f = self.failing.entry(key.clone()).or_insert(Failing {
+            failures: 0,
+            error: error.clone(),
+            last: now,
+            next_try: None,
+        });
+        f.failures = f.failures.saturating_add(1);
+        f.error = error;
+        f.last = now;
+        f.next_try = backoff.delay(f.failures).map(|d| now.saturating_add(d));
+        f
+    }
+
+    /// `key`'s run of failures if it keeps a spawn from starting now.
+    pub(super) fn in_backoff(&self, key: &K, now: Instant) -> Option<&Failing<E>> {
+        self.failing.get(key).filter(|f| f.wait_left(now).is_some())
     }
 
     /// The document's `select_process` without a global queue: the active
@@ -330,23 +417,14 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
             self.detach_proc(p);
             return;
         }
-        proc.last_used = now;
-        proc.sessions -= 1;
-        let sessions = proc.sessions;
-        if sessions == 0 {
-            let mut list = self.group(g).procs;
-            list.move_to_front(&mut self.procs, p);
-            self.group_mut(g).procs = list;
-            self.inactive.push_back(&mut self.procs, p);
-            self.mutate_active(self.active - 1);
-        } else if session_limit != 0 && sessions + 1 == session_limit {
-            self.queue_changed = true; // room for one more session
-        }
+        self.give_back(p, now, session_limit);
     }
 
     /// The cleaner's pass: detaches inactive workers unused for longer than
     /// `max_idle_time`, keeping each group's `min_processes`.
     pub(super) fn clean(&mut self, now: Instant) -> usize {
+        let forget = self.backoff.max.saturating_mul(2);
+        self.failing.retain(|_, f| now - f.last <= forget);
         if self.max_idle_time.is_zero() {
             return 0;
         }
@@ -384,6 +462,10 @@ impl<K: Clone + Eq + Hash, W, E> State<K, W, E> {
             assert!(
                 grp.procs.len > 0 || grp.spawning,
                 "an empty group is spawning"
+            );
+            assert!(
+                grp.owner.is_none() || grp.spawning,
+                "a caller waits for a group's spawn only while it runs"
             );
             let mut seen_active = false;
             for p in keys {

@@ -1,6 +1,8 @@
-//! A test spawner: workers are numbered; spawning can be made to fail or
-//! block per key; connecting fails for workers marked dead; shutdowns and
-//! spawns are recorded.
+//! A test spawner: workers are numbered; spawning can be made to fail (per
+//! key, or the next n spawns whatever their key), to sleep, or to wait at a
+//! gate (a coro semaphore: each permit lets one spawn through);
+//! connecting fails for workers marked dead; shutdowns and spawns (and
+//! what became of each) are recorded.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -9,7 +11,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
-use coro_sync::Spawner;
+use coro_sync::{Semaphore, Spawner};
 
 #[derive(Debug)]
 pub struct Worker {
@@ -43,6 +45,34 @@ pub struct Farm {
     pub restart_root: RefCell<Option<PathBuf>>,
     /// Spawns that ran, by spawner thread name.
     pub spawn_threads: RefCell<Vec<String>>,
+    /// The next this many spawns fail, whatever their key.
+    pub fail_next: Cell<u32>,
+    /// While set, each spawn first takes (and keeps) a permit of it.
+    pub gate: RefCell<Option<Rc<Semaphore>>>,
+    /// What each spawn did, in order: `key: worker N` or `key: failed`.
+    pub outcomes: RefCell<Vec<String>>,
+}
+
+impl Farm {
+    /// Makes every spawn wait at a gate; [`open`](Farm::open) lets them
+    /// through one by one.
+    pub fn close_gate(&self) {
+        *self.gate.borrow_mut() = Some(Rc::new(Semaphore::new(0)));
+    }
+
+    /// Lets `n` spawns through the gate.
+    pub fn open(&self, n: usize) {
+        self.gate
+            .borrow()
+            .as_ref()
+            .expect("the gate is closed")
+            .release(n);
+    }
+
+    /// Spawns waiting at the gate.
+    pub fn at_gate(&self) -> usize {
+        self.gate.borrow().as_ref().map_or(0, |g| g.waiters())
+    }
 }
 
 #[derive(Clone, Default)]
@@ -62,10 +92,22 @@ impl Spawner for Spawn {
         if !d.is_zero() {
             coro_runtime::sleep(d).map_err(|e| Failed(format!("spawn stopped: {e}")))?;
         }
-        if f.fail.borrow().contains(key) {
+        let gate = f.gate.borrow().clone();
+        if let Some(gate) = gate {
+            gate.acquire(1)
+                .map_err(|e| Failed(format!("spawn stopped at the gate: {e}")))?
+                .forget();
+        }
+        let n = f.fail_next.get();
+        if n > 0 || f.fail.borrow().contains(key) {
+            f.fail_next.set(n.saturating_sub(1));
+            f.outcomes.borrow_mut().push(format!("{key}: failed"));
             return Err(Failed(format!("cannot start {key}")));
         }
         f.spawned.set(f.spawned.get() + 1);
+        f.outcomes
+            .borrow_mut()
+            .push(format!("{key}: worker {}", f.spawned.get()));
         Ok(Worker {
             n: f.spawned.get(),
             key,

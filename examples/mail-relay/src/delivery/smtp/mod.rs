@@ -10,7 +10,10 @@
 //! found dead at its first command after a while in the cache (the server
 //! timed it out) is replaced and the message tried once more at once.
 //! When no connection can be made at all, the outcome says so and the
-//! queue suspends the destination.
+//! queue suspends the destination. A failed connection attempt reaches
+//! the delivery that made it (the cache logs it); after three in a row the
+//! cache backs the upstream off, and deliveries meanwhile are deferred at
+//! once with the last error and the time until the next attempt.
 
 pub mod client;
 mod error;
@@ -129,6 +132,17 @@ impl Destination {
     fn no_connection(&self, job: &Job, e: GetError<client::SmtpError>) -> Outcome {
         let (detail, dest_failed) = match e {
             GetError::Spawn(e) => (e.detail(None), true),
+            GetError::Backoff {
+                error,
+                failures,
+                retry_in,
+            } => {
+                let mut d = error.detail(None);
+                d.text.push_str(&format!(
+                    " ({failures} connection attempts in a row failed; the next in {retry_in:.1?})"
+                ));
+                (d, true)
+            }
             GetError::Wait(w) => (
                 Detail::local(
                     "4.4.2",

@@ -3,8 +3,13 @@
 //! (the [`Spawner`] documentation's pattern for a mail relay).
 //!
 //! * `spawn` opens a connection (connect, greeting, EHLO, STARTTLS); it
-//!   runs on the pool's spawner thread, and its error reaches every
-//!   delivery waiting for that upstream.
+//!   runs on the pool's spawner thread. Its error is logged by the pool
+//!   (`smtp: spawning a worker for HOST:PORT failed: ...`) and reaches the
+//!   delivery that asked for the connection; the upstream's other cached
+//!   connections are dropped (Passenger's rule) and deliveries waiting for
+//!   one try for themselves. After three failures in a row the upstream
+//!   backs off (1 s doubling up to 60 s, the pool's default
+//!   `SpawnBackoff`): deliveries get `GetError::Backoff` at once.
 //! * `connect` takes the connection out of the worker for the session,
 //!   which owns it (`&mut`); `release` puts it back.
 //! * `shutdown` says QUIT to a connection that left the pool: idle too
