@@ -2,8 +2,11 @@
 //!
 //! * `memory::idle_thread_rss`: resident bytes per idle thread with 10 000
 //!   of them sleeping, at the default stack size: just parked, and after
-//!   they stayed parked long enough for their stacks to be copied out
-//!   (`idle_stack_release`, 2 s by default).
+//!   they stayed parked past `idle_stack_release` (2 s by default): with
+//!   the default (the pages below each stack pointer given back) and with
+//!   the `unsafe` opt-in `idle_stack_copy_out` (whole stacks copied out).
+//!   Page-table bytes per thread (`VmPTE`) beside them: stacks sit 1 MiB
+//!   apart (the guard gap), which takes more page tables than RSS shows.
 //! * `memory::live_100k`: 100 000 parked green threads with the default
 //!   256 KiB stack (past the ~32 700 that two kernel mappings per stack
 //!   allowed under the default `vm.max_map_count`): the time to spawn them,
@@ -47,21 +50,43 @@ fn mappings() -> usize {
         .unwrap_or(0)
 }
 
-/// Sleeps (on a green thread) until `n` stacks are copied out, at most `max`.
+/// Page-table bytes of this process (`VmPTE`).
+fn page_tables() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmPTE:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+/// Sleeps (on a green thread) until `n` stacks are copied out (or, without
+/// the opt-in, trimmed), at most `max`.
 fn wait_copied_out(n: usize, max: Duration) -> Duration {
     let t = Instant::now();
-    while coro::stats().idle_stacks < n && t.elapsed() < max {
+    while coro::stats().idle_stacks < n
+        && (coro::stats().idle_stack_trims as usize) < n
+        && t.elapsed() < max
+    {
         coro::sleep(Duration::from_millis(50)).unwrap();
     }
     t.elapsed()
 }
 
-fn idle_coro() {
-    let mut rt = coro_benches::coro_rt();
-    let (b, parked, out, waited) = rt.block_on(|| {
+fn idle_coro(copy_out: bool) {
+    let builder = coro::Runtime::builder().latency_warning(None);
+    // SAFETY: the bench's threads only sleep; nothing outside the runtime
+    // borrows their stacks.
+    let builder = unsafe { builder.idle_stack_copy_out(copy_out) };
+    let mut rt = builder.build().expect("coro runtime");
+    let (b, parked, out, waited, pte) = rt.block_on(|| {
         // Warm the allocator and the thread table first.
         coro::spawn(|| ()).join().unwrap();
         let before = rss_bytes().unwrap();
+        let pte0 = page_tables();
         let hs: Vec<_> = (0..N)
             .map(|_| coro::spawn(|| coro::sleep(Duration::from_secs(3600))))
             .collect();
@@ -69,27 +94,36 @@ fn idle_coro() {
         let parked = rss_bytes().unwrap();
         let waited = wait_copied_out(N as usize, Duration::from_secs(20));
         let out = rss_bytes().unwrap();
+        let pte = page_tables().saturating_sub(pte0);
         for h in &hs {
             h.thread().interrupt().unwrap();
         }
         for h in hs {
             let _ = h.join();
         }
-        (before, parked, out, waited)
+        (before, parked, out, waited, pte)
     });
+    let name = if copy_out {
+        "memory::idle_thread_rss/coro-copy"
+    } else {
+        "memory::idle_thread_rss/coro"
+    };
+    report(name, "sleeping, just parked", b, parked, N);
+    let how = if copy_out {
+        "copied out (unsafe opt-in)"
+    } else {
+        "trimmed below sp (default)"
+    };
     report(
-        "memory::idle_thread_rss/coro",
-        "sleeping, just parked",
-        b,
-        parked,
-        N,
-    );
-    report(
-        "memory::idle_thread_rss/coro",
-        &format!("sleeping, {:.1} s idle: copied out", waited.as_secs_f64()),
+        name,
+        &format!("sleeping, {:.1} s idle: {how}", waited.as_secs_f64()),
         b,
         out,
         N,
+    );
+    println!(
+        "{name:<34} {:>8.0} bytes of page tables per thread (VmPTE)",
+        pte as f64 / N as f64
     );
 }
 
@@ -130,7 +164,7 @@ fn idle_may() {
 fn live_100k() {
     let mut rt = coro_benches::coro_rt();
     rt.block_on(|| {
-        let (maps0, rss0) = (mappings(), rss_bytes().unwrap());
+        let (maps0, rss0, pte0) = (mappings(), rss_bytes().unwrap(), page_tables());
         let t = Instant::now();
         let hs: Vec<_> = (0..LIVE)
             .map(|_| {
@@ -145,7 +179,7 @@ fn live_100k() {
         assert_eq!(coro::stats().live, LIVE as usize + 1);
         println!(
             "memory::live_100k/coro              {LIVE} parked threads, 256 KiB stacks: spawned and parked in {:.0} ms ({:.0} ns each), \
-             {} kernel mappings (was {maps0}; vm.max_map_count {}), {:.0} bytes resident per thread",
+             {} kernel mappings (was {maps0}; vm.max_map_count {}), {:.0} bytes resident and {:.0} of page tables per thread",
             took.as_secs_f64() * 1e3,
             took.as_nanos() as f64 / LIVE as f64,
             maps,
@@ -153,6 +187,7 @@ fn live_100k() {
                 .unwrap_or_default()
                 .trim(),
             per(rss0, rss, LIVE),
+            per(pte0, page_tables(), LIVE),
         );
         for h in &hs {
             h.thread().unpark().unwrap();
@@ -166,12 +201,13 @@ fn live_100k() {
 /// 1M sleepers with 16 KiB stacks, copied out as they go; then one more
 /// thread overflows its stack (the process aborts).
 fn sleeping_1m_child() {
-    let mut rt = coro::Runtime::builder()
+    let builder = coro::Runtime::builder()
         .latency_warning(None)
         .stack_size(16 * 1024)
-        .idle_stack_release(Some(Duration::from_millis(500)))
-        .build()
-        .unwrap();
+        .idle_stack_release(Some(Duration::from_millis(500)));
+    // SAFETY: the bench's threads only sleep; nothing outside the runtime
+    // borrows their stacks.
+    let mut rt = unsafe { builder.idle_stack_copy_out(true) }.build().unwrap();
     rt.block_on(|| {
         let before = rss_bytes().unwrap();
         let t = Instant::now();
@@ -193,12 +229,13 @@ fn sleeping_1m_child() {
         let after = rss_bytes().unwrap();
         println!(
             "memory::sleeping_1m/coro            {MILLION} sleeping threads, 16 KiB stacks: {:.0} bytes per thread \
-             after {:.1} s idle (copied out; peak {:.0} MiB while spawning in 10 batches, {:.1} s), {} mappings",
+             after {:.1} s idle (copied out, unsafe opt-in; peak {:.0} MiB while spawning in 10 batches, {:.1} s), {} mappings, {:.0} bytes of page tables per thread",
             per(before, after, MILLION),
             waited.as_secs_f64(),
             (peak - before) as f64 / (1 << 20) as f64,
             spawned.as_secs_f64(),
             mappings(),
+            page_tables() as f64 / MILLION as f64,
         );
         std::io::stdout().flush().unwrap();
         coro::Builder::new()
@@ -243,7 +280,8 @@ fn sleeping_1m_tokio() {
 fn main() {
     if let Ok(which) = std::env::var(CHILD_ENV) {
         match which.as_str() {
-            "idle/coro" => idle_coro(),
+            "idle/coro" => idle_coro(false),
+            "idle/coro-copy" => idle_coro(true),
             "idle/tokio" => idle_tokio(),
             "idle/may" => idle_may(),
             "live_100k" => live_100k(),
@@ -258,6 +296,7 @@ fn main() {
     }
     for which in [
         "idle/coro",
+        "idle/coro-copy",
         "idle/tokio",
         "idle/may",
         "live_100k",

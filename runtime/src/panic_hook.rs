@@ -11,6 +11,16 @@
 //! single hook); call [`panic_hook_line`](crate::panic_hook_line) from it to
 //! keep the green thread's name. The hook only reads the running task's id
 //! and name; it never blocks or switches.
+//!
+//! # Cost under `RUST_BACKTRACE`
+//!
+//! The hook runs on the panicking green thread, on the runtime's OS thread.
+//! With backtraces on, std's hook (called after ours) resolves and prints
+//! the backtrace there, which takes tens to hundreds of milliseconds: the
+//! whole runtime stalls meanwhile. std offers no stable way to capture the
+//! frames and leave the formatting to another thread from inside its own
+//! hook, so the cost is documented (README, "Panics") rather than hidden; a
+//! program may set a hook of its own that does so.
 
 use std::any::Any;
 use std::io::Write;

@@ -177,7 +177,7 @@ fn copied_out_threads_are_interrupted_timed_out_and_unwound() {
         let d2 = d.clone();
         let timed_out = coro::spawn(move || {
             let _f = Flag(d2);
-            coro::with_timeout(Duration::from_millis(400), || coro::park_as("test"))
+            coro::with_timeout(Duration::from_secs(3), || coro::park_as("test"))
         });
         let d3 = d.clone();
         coro::spawn(move || {

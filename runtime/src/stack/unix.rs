@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! A *chunk* is one anonymous mapping holding many *slots*; each slot is one
-//! green thread's stack with its guard page at the bottom:
+//! green thread's stack with its guard gap at the bottom:
 //!
 //! ```text
 //!   high addresses
@@ -12,17 +12,25 @@
 //!   |  usable stack          |  read/write, committed lazily by the kernel
 //!   |  (grows downwards)     |  as pages are touched
 //!   +------------------------+
-//!   |  guard page            |  any access raises SIGSEGV (`overflow`)
+//!   |  guard gap             |  1 MiB by default (`stack_guard_size`):
+//!   |                        |  any access raises SIGSEGV (`overflow`),
+//!   |                        |  also a large frame's first store far below
 //!   +------------------------+  <- limit of the top slot
-//!   |  usable stack          |  the next slot: its base is the guard's
+//!   |  usable stack          |  the next slot: its base is the gap's
 //!   |                        |  lower edge
 //!   +------------------------+
-//!   |  guard page            |
+//!   |  guard gap             |
 //!   +------------------------+
 //!   |  ...                   |
 //!   +------------------------+  <- chunk start = limit of slot 0
 //!   low addresses
 //! ```
+//!
+//! The gap is as large as the kernel's own `stack_guard_gap` below the main
+//! thread's stack. It costs no memory and no mapping (a guard region is
+//! page-table markers; on the fallback the whole gap is one `mprotect`ed
+//! range, the same two mappings per stack as a one-page guard), only
+//! address space, reserved with `MAP_NORESERVE`.
 //!
 //! # Guard pages without splitting the mapping
 //!
