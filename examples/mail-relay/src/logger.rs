@@ -34,7 +34,7 @@ impl log::Log for Logger {
             "{} mail-relay[{}]: {level}{}\n",
             Utc::now().iso8601(),
             self.pid,
-            r.args()
+            escape(&r.args().to_string())
         );
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
@@ -50,5 +50,39 @@ pub fn init(level: log::LevelFilter) {
     };
     if log::set_boxed_logger(Box::new(logger)).is_ok() {
         log::set_max_level(level);
+    }
+}
+
+/// `text` with control characters (which may come from a client: ESC
+/// sequences that would drive an admin's terminal, a NUL, a CR that would
+/// forge a line) written as `\xNN` (or `\u{NNNN}`), and a backslash as
+/// `\\`, so that a line means what it says.
+pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() || c == '\\') {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() && (c as u32) < 0x100 => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(super::escape("plain text"), "plain text");
+        assert_eq!(
+            super::escape("a\x1b[31mb\0c\\d\r\u{85}"),
+            "a\\x1b[31mb\\x00c\\\\d\\x0d\\x85"
+        );
     }
 }

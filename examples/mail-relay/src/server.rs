@@ -64,6 +64,8 @@ pub struct Relay {
     per_client: RefCell<HashMap<IpAddr, usize>>,
     /// Every session is a member.
     group: WaitGroup,
+    /// Under stress (see [`Relay::timeout`]), as last logged.
+    stressed: Cell<bool>,
 }
 
 /// A live session as the stop logic sees it.
@@ -97,12 +99,45 @@ impl Drop for Member {
 }
 
 impl Relay {
+    /// The timeout `t` as it applies now: cut to `timeouts.stress` while
+    /// three quarters of `max_sessions` or more are in use (Postfix's
+    /// stress mode), so that a crowd of slow clients frees its places
+    /// sooner.
+    pub fn timeout(&self, t: Duration) -> Duration {
+        let c = &self.config;
+        let stressed = self.group.len() * 4 >= c.max_sessions * 3;
+        if stressed != self.stressed.get() {
+            self.stressed.set(stressed);
+            if stressed {
+                log::warn!(
+                    "stress mode on: {} of {} sessions in use; timeouts cut to {:?}",
+                    self.group.len(),
+                    c.max_sessions,
+                    c.timeouts.stress
+                );
+            } else {
+                log::info!("stress mode off: {} sessions in use", self.group.len());
+            }
+        }
+        if stressed {
+            t.min(c.timeouts.stress)
+        } else {
+            t
+        }
+    }
+
+    /// Whether `client` is in `mynetworks` (may relay anywhere, may use
+    /// sender-specified routing).
+    pub fn trusted(&self, client: IpAddr) -> bool {
+        self.config.mynetworks.iter().any(|n| n.contains(client))
+    }
+
     /// Whether a client at `client` may send to `rcpt`: it is in
     /// `mynetworks`, or the domain is one we deliver or relay for (and the
     /// bare `postmaster` always). Never an open relay.
     pub fn may_receive(&self, client: IpAddr, rcpt: &str) -> bool {
         let c = &self.config;
-        if c.mynetworks.iter().any(|n| n.contains(client)) {
+        if self.trusted(client) {
             return true;
         }
         match crate::protocol::domain(rcpt) {
@@ -188,6 +223,7 @@ pub fn run(config: Config) -> io::Result<()> {
         sessions: RefCell::new(HashMap::new()),
         per_client: RefCell::new(HashMap::new()),
         group: WaitGroup::new(),
+        stressed: Cell::new(false),
     });
     let committer = {
         let spool = spool.clone();

@@ -14,10 +14,20 @@
 //!
 //! # Waiting
 //!
-//! Every wait for the client runs under `with_timeout` with the class of
+//! Every wait for the client runs under a deadline with the class of
 //! RFC 5321 §4.5.3.2 that fits the state (see [`crate::config::Timeouts`]),
 //! and the commit after the final dot under `final_dot`, so a slow or
-//! silent client holds only this green thread. At a graceful stop the
+//! silent client holds only this green thread. A command line has one
+//! deadline for all of it, and a DATA block one that grows only by
+//! `1 / min_data_rate` s per octet received: a client dripping a byte at a
+//! time is cut off as soon as a silent one. Near `max_sessions` every
+//! timeout shortens to `timeouts.stress` ([`Relay::timeout`]).
+//!
+//! # Loops
+//!
+//! A message with `hopcount_limit` `Received:` headers or more is refused
+//! (554 5.4.6, mail forwarding loop): the relay that sent it returns it to
+//! its sender, and drops it if that sender is `<>`. At a graceful stop the
 //! server interrupts sessions that wait between transactions at once and
 //! the others at the deadline; an interrupted session says 421 and ends.
 
@@ -26,7 +36,9 @@ use std::io;
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
+
+use coro::clock::Instant;
 
 use crate::protocol::{self, Command, MailParams, Reply};
 use crate::server::Relay;
@@ -74,6 +86,8 @@ pub struct Session {
     txn: Option<Txn>,
     /// Rejected commands so far.
     errors: u32,
+    /// NOOP, RSET, VRFY and HELP since the last accepted message.
+    junk: u32,
     /// Commands seen, for the disconnect line.
     commands: u32,
     /// The last command's verb, for "timeout after RCPT".
@@ -93,6 +107,7 @@ impl Session {
             esmtp: false,
             txn: None,
             errors: 0,
+            junk: 0,
             commands: 0,
             last: "CONNECT",
             phase,
@@ -138,7 +153,15 @@ impl Session {
                 }
                 self.phase.set(Phase::Idle);
             }
-            let line = self.wire.read_line(MAX_COMMAND_LINE, timeout);
+            // One deadline for the whole line, however it trickles in.
+            // It starts when the wait does (our replies sent).
+            let (start, relay) = (Cell::new(None), self.relay.clone());
+            let deadline = move |_: u64, _: Instant| {
+                let t0 = *start.get().get_or_insert_with(coro::clock::now);
+                start.set(Some(t0));
+                t0 + relay.timeout(timeout)
+            };
+            let line = self.wire.read_line(MAX_COMMAND_LINE, &deadline);
             self.phase.set(Phase::Busy);
             let line = match line {
                 Ok(l) => l,
@@ -160,7 +183,7 @@ impl Session {
             let cmd = match protocol::parse(self.wire.line(), self.esmtp) {
                 Ok(c) => c,
                 Err(reply) => {
-                    self.last = "UNKNOWN";
+                    self.last = protocol::verb_of(self.wire.line());
                     if let Some(end) = self.reject(reply) {
                         return end;
                     }
@@ -204,18 +227,28 @@ impl Session {
             Command::Rset => {
                 self.txn = None;
                 self.ok(250, "2.0.0", "Ok");
+                return self.junk();
             }
-            Command::Noop => self.ok(250, "2.0.0", "Ok"),
-            Command::Vrfy => self.ok(
-                252,
-                "2.0.0",
-                "Cannot VRFY user, but will accept message and attempt delivery",
-            ),
-            Command::Help => self.ok(
-                214,
-                "2.0.0",
-                "Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS",
-            ),
+            Command::Noop => {
+                self.ok(250, "2.0.0", "Ok");
+                return self.junk();
+            }
+            Command::Vrfy => {
+                self.ok(
+                    252,
+                    "2.0.0",
+                    "Cannot VRFY user, but will accept message and attempt delivery",
+                );
+                return self.junk();
+            }
+            Command::Help => {
+                self.ok(
+                    214,
+                    "2.0.0",
+                    "Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS",
+                );
+                return self.junk();
+            }
             Command::Quit => {
                 self.ok(221, "2.0.0", "Bye");
                 return Some(End::Quit);
@@ -259,12 +292,28 @@ impl Session {
         if !to.is_ascii() && !txn.params.smtputf8 {
             return self.reject(protocol::needs_utf8());
         }
-        if txn.rcpts.len() >= self.relay.config.max_recipients {
-            // Not the client's error: it sends the rest in another transaction.
-            self.ok(452, "4.5.3", "Error: too many recipients");
+        if txn.rcpts.iter().any(|r| r.eq_ignore_ascii_case(&to)) {
+            // RFC 5321 §3.3 lets a server drop a duplicate; one copy goes.
+            log::debug!(
+                "duplicate recipient <{to}> from [{}] collapsed",
+                self.client
+            );
+            self.ok(250, "2.1.5", "Ok");
             return None;
         }
-        if !self.relay.may_receive(self.client, &to) {
+        if txn.rcpts.len() >= self.relay.config.max_recipients {
+            // The client sends the rest in another transaction; still, a
+            // client that keeps trying counts toward the error limit (as in
+            // Postfix), so that it cannot loop on 452 for ever.
+            self.ok(452, "4.5.3", "Error: too many recipients");
+            return self.count_error();
+        }
+        let routed = !self.relay.trusted(self.client) && sender_routed(&to);
+        if routed || !self.relay.may_receive(self.client, &to) {
+            // Sender-specified routing (`a%b@relay`, `b!a@relay`,
+            // `"a@b"@relay`) from outside mynetworks would let anyone use
+            // a relay domain's next hop as an open relay (Postfix's
+            // `allow_untrusted_routing = no`).
             let reply = Reply::new(554, "5.7.1", format!("<{to}>: Relay access denied"));
             let from = txn.from.clone();
             return self.reject_with(reply, &format!(" from=<{from}> to=<{to}>"));
@@ -287,13 +336,36 @@ impl Session {
         let header_len = data.len();
         let c = &self.relay.config;
         let (max, t) = (c.max_message_size, c.timeouts.clone());
+        let (hop_limit, rate) = (c.hopcount_limit, c.min_data_rate.max(1));
         let mut too_big = false;
         let mut too_long = false;
-        let mut first = true;
+        let mut in_header = true;
+        let mut hops = 0;
+        // One deadline for the whole DATA block: the first data within
+        // data_init, then data_block from the first data plus 1/min_data_rate s
+        // per octet received, and never more than data_block of silence.
+        // A client that drips its message gets no more time than it earns.
+        let (base, relay) = (self.wire.received(), self.relay.clone());
+        let t0: Cell<Option<Instant>> = Cell::new(None);
+        let (data_init, data_block) = (t.data_init, t.data_block);
+        let first: Cell<Option<Instant>> = Cell::new(None);
+        let deadline = move |received: u64, last: Instant| {
+            let got = received - base;
+            if got == 0 {
+                // From when the 354 is out.
+                let sent = *t0.get().get_or_insert_with(coro::clock::now);
+                t0.set(Some(sent));
+                return sent + relay.timeout(data_init);
+            }
+            // `last` is the first data's arrival the first time through.
+            let start = *first.get().get_or_insert(last);
+            first.set(Some(start));
+            let block = relay.timeout(data_block);
+            let earned = Duration::from_secs_f64(got as f64 / rate as f64);
+            (start + block + earned).min(last + block)
+        };
         loop {
-            let timeout = if first { t.data_init } else { t.data_block };
-            first = false;
-            let line = match self.wire.read_line(MAX_TEXT_LINE, timeout) {
+            let line = match self.wire.read_line(MAX_TEXT_LINE + 1, &deadline) {
                 Ok(l) => l,
                 Err(e) => return Some(self.wait_failed(e)),
             };
@@ -303,7 +375,19 @@ impl Session {
                     if text == b"." {
                         break;
                     }
+                    // RFC 5321 §4.5.3.1.6: the limit is on the text line; a
+                    // dot added by stuffing is not part of it.
                     let text = text.strip_prefix(b".").unwrap_or(text);
+                    if text.len() + 2 > MAX_TEXT_LINE {
+                        too_long = true;
+                    }
+                    if in_header {
+                        if text.is_empty() {
+                            in_header = false;
+                        } else if text.len() >= 9 && text[..9].eq_ignore_ascii_case(b"received:") {
+                            hops += 1;
+                        }
+                    }
                     if (data.len() - header_len + text.len() + 2) as u64 > max {
                         too_big = true;
                     }
@@ -332,6 +416,23 @@ impl Session {
                 "Error: message has a line longer than 1000 octets",
             ));
         }
+        if hops >= hop_limit {
+            // RFC 5321 §6.3: a message that has passed this many relays is
+            // looping. Refused here, it goes back to its sender from the
+            // relay that sent it; a looping bounce (from <>) is dropped
+            // there, never bounced again.
+            let from = txn.from.clone();
+            return self.reject_with(
+                Reply::new(
+                    554,
+                    "5.4.6",
+                    format!(
+                        "Error: too many hops ({hops} Received: headers): mail forwarding loop"
+                    ),
+                ),
+                &format!(" from=<{from}>"),
+            );
+        }
         let size = data.len() - header_len;
         let msg = Arc::new(Message {
             env: Envelope {
@@ -356,6 +457,7 @@ impl Session {
                     msg.env.rcpts.len()
                 );
                 self.ok(250, "2.0.0", &format!("Ok: queued as {id}"));
+                self.junk = 0;
                 None
             }
             Err(e) if is_interrupt(&e) => Some(self.shutting_down()),
@@ -443,6 +545,27 @@ impl Session {
         );
         self.wire
             .reply(reply.code, &[&format!("{} {}", reply.status, reply.text)]);
+        self.count_error()
+    }
+
+    /// A NOOP, RSET, VRFY or HELP: past `junk_command_limit` of them, each
+    /// counts as an error (Postfix's `smtpd_junk_command_limit`).
+    fn junk(&mut self) -> Option<End> {
+        self.junk += 1;
+        if self.junk > self.relay.config.junk_command_limit {
+            log::info!(
+                "too many junk commands ({}) after {} from [{}]",
+                self.junk,
+                self.last,
+                self.client
+            );
+            return self.count_error();
+        }
+        None
+    }
+
+    /// Counts an error; ends the session with 421 at `error_limit`.
+    fn count_error(&mut self) -> Option<End> {
         self.errors += 1;
         if self.errors >= self.relay.config.error_limit {
             log::info!("too many errors after {} from [{}]", self.last, self.client);
@@ -504,6 +627,15 @@ impl Session {
             );
             End::Closed("lost connection")
         }
+    }
+}
+
+/// Whether a recipient routes by its local part: `%` or `!` in it, or an
+/// `@` inside it (`a@b@c`, `"a@b"@c`).
+fn sender_routed(rcpt: &str) -> bool {
+    match rcpt.rfind('@') {
+        Some(at) => rcpt[..at].contains(['%', '!', '@']),
+        None => false,
     }
 }
 

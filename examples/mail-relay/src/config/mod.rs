@@ -57,8 +57,21 @@ pub struct Config {
     pub max_sessions: usize,
     /// Sessions at once from one client address.
     pub max_sessions_per_client: usize,
-    /// Rejected commands in one session before it is ended with 421.
+    /// Rejected commands in one session before it is ended with 421
+    /// (452 replies count too).
     pub error_limit: u32,
+    /// NOOP, RSET, VRFY and HELP commands a session may send before each
+    /// further one counts as an error (Postfix's
+    /// `smtpd_junk_command_limit`); a message accepted starts the count
+    /// again.
+    pub junk_command_limit: u32,
+    /// `Received:` headers a message may carry; one with this many or more
+    /// is refused as a mail forwarding loop (Postfix's `hopcount_limit`).
+    pub hopcount_limit: usize,
+    /// Octets per second a client must keep up during DATA: each octet
+    /// received extends the DATA deadline by `1 / min_data_rate` s
+    /// (Postfix's `smtpd_min_data_rate`).
+    pub min_data_rate: u64,
     /// At SIGTERM/SIGINT, how long sessions in flight may take to finish.
     #[serde(with = "duration")]
     pub stop_deadline: Duration,
@@ -109,6 +122,11 @@ pub struct Timeouts {
     /// to finish a TLS handshake (5 min).
     #[serde(with = "duration")]
     pub idle: Duration,
+    /// Every timeout above is cut to this while the relay is under stress
+    /// (three quarters of `max_sessions` or more in use), as Postfix's
+    /// stress mode does (10 s).
+    #[serde(with = "duration")]
+    pub stress: Duration,
 }
 
 /// STARTTLS certificate and key (PEM files).
@@ -151,6 +169,9 @@ impl Default for Config {
             max_sessions: 1000,
             max_sessions_per_client: 100,
             error_limit: 10,
+            junk_command_limit: 100,
+            hopcount_limit: 50,
+            min_data_rate: 500,
             stop_deadline: Duration::from_secs(10),
             log_level: log::LevelFilter::Info,
             blocking_threads: 16,
@@ -174,6 +195,7 @@ impl Default for Timeouts {
             data_block: min(3),
             final_dot: min(10),
             idle: min(5),
+            stress: Duration::from_secs(10),
         }
     }
 }
@@ -249,7 +271,7 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub stop_deadline: Option<Duration>,
     /// A protocol timeout, CLASS=DURATION (greeting, mail, rcpt, data_init,
-    /// data_block, final_dot, idle); repeatable.
+    /// data_block, final_dot, idle, stress); repeatable.
     #[arg(long = "timeout", value_name = "CLASS=DURATION")]
     pub timeouts: Vec<String>,
     /// STARTTLS certificate chain (PEM).
@@ -358,10 +380,11 @@ impl Config {
                 "data_block" => &mut self.timeouts.data_block,
                 "final_dot" => &mut self.timeouts.final_dot,
                 "idle" => &mut self.timeouts.idle,
+                "stress" => &mut self.timeouts.stress,
                 _ => {
                     return Err(ConfigError(format!(
                         "--timeout {class}: unknown timeout class (greeting, mail, rcpt, \
-                         data_init, data_block, final_dot, idle)"
+                         data_init, data_block, final_dot, idle, stress)"
                     )))
                 }
             };
@@ -378,6 +401,9 @@ impl Config {
             ("max_sessions", self.max_sessions),
             ("max_sessions_per_client", self.max_sessions_per_client),
             ("error_limit", self.error_limit as usize),
+            ("junk_command_limit", self.junk_command_limit as usize),
+            ("hopcount_limit", self.hopcount_limit),
+            ("min_data_rate", self.min_data_rate as usize),
             ("blocking_threads", self.blocking_threads),
         ];
         for (key, v) in positive {
@@ -394,6 +420,7 @@ impl Config {
             ("timeouts.data_block", t.data_block),
             ("timeouts.final_dot", t.final_dot),
             ("timeouts.idle", t.idle),
+            ("timeouts.stress", t.stress),
         ] {
             if d.is_zero() {
                 return Err(ConfigError(format!("{key}: must be longer than 0")));
