@@ -17,16 +17,20 @@
 //!
 //! * `config`, `cidr`: defaults, the TOML file, the flags.
 //! * `server`: start, accept loop and limits, graceful stop.
-//! * `session`, `protocol`, `wire`, `stream`, `tls`: the SMTP server side.
+//! * `session`, `protocol`, `body`, `wire`, `stream`, `tls`: the SMTP server
+//!   side.
 //! * `spool`, `id`: the durable queue, its group commit and its journals.
 //! * `queue`: the queue runner, retries, bounces (Postfix's qmgr).
 //! * `delivery`: routes, the `Transport` seam, the Maildir, the SMTP
 //!   client and its connection cache, bounce reports.
-//! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line).
+//! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line), the
+//!   spool lock.
+//! * `reload`: SIGHUP.
 //! * `logger`, `time`: maillog-style lines, dates.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
+mod body;
 mod cidr;
 mod config;
 mod control;
@@ -35,6 +39,7 @@ mod id;
 mod logger;
 mod protocol;
 mod queue;
+mod reload;
 mod server;
 mod session;
 mod spool;
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
             let r = match cmd {
                 config::Command::Mailq => control::mailq(&config),
                 config::Command::Flush => control::flush(&config),
+                config::Command::Config => Ok(config.to_toml()),
             };
             return match r {
                 Ok(out) => {
@@ -75,12 +81,18 @@ fn main() -> ExitCode {
             };
         }
     }
-    logger::init(config.log_level);
+    if let Err(e) = logger::init(config.log_level, config.log_file.as_deref()) {
+        eprintln!("mail-relay: {e}");
+        return ExitCode::from(2);
+    }
     let runtime = coro::Runtime::builder()
         .blocking_threads(config.blocking_threads)
         .build();
     let result = match runtime {
-        Ok(mut rt) => rt.block_on(move || server::run(config)),
+        Ok(mut rt) => {
+            let load = Box::new(move || config::Config::load(&cli));
+            rt.block_on(move || server::run(config, load))
+        }
         Err(e) => Err(e),
     };
     match result {

@@ -40,6 +40,7 @@ use std::time::{Duration, SystemTime};
 
 use coro::clock::Instant;
 
+use crate::body::{Body, MAX_TEXT_LINE};
 use crate::protocol::{self, Command, MailParams, Reply};
 use crate::server::Relay;
 use crate::spool::{Envelope, Message};
@@ -48,8 +49,6 @@ use crate::wire::{timed, Line, Wire};
 
 /// RFC 5321 §4.5.3.1.4: a command line, CRLF included.
 const MAX_COMMAND_LINE: usize = 512;
-/// RFC 5321 §4.5.3.1.6: a text line, CRLF included.
-const MAX_TEXT_LINE: usize = 1000;
 
 /// Where a session is, as the server's stop logic sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,24 +123,26 @@ impl Session {
             End::Closed(why) => why.to_owned(),
         };
         log::info!(
-            "disconnect from [{}]:{} commands={} errors={} ({how})",
+            "disconnect from [{}]:{} commands={} errors={} tls={} ({how})",
             peer.ip(),
             peer.port(),
             self.commands,
-            self.errors
+            self.errors,
+            if self.wire.is_tls() { "yes" } else { "no" }
         );
         self.wire.close();
     }
 
-    fn host(&self) -> &str {
-        &self.relay.config.hostname
+    /// Our host name (as configured now).
+    fn host(&self) -> String {
+        self.relay.config().hostname.clone()
     }
 
     fn serve(&mut self) -> End {
         let greeting = format!("{} ESMTP mail-relay", self.host());
         self.wire.reply(220, &[&greeting]);
         loop {
-            let t = &self.relay.config.timeouts;
+            let t = self.relay.config().timeouts.clone();
             let timeout = match (&self.helo, &self.txn) {
                 (None, _) => t.greeting,
                 (Some(_), None) => t.mail,
@@ -204,7 +205,7 @@ impl Session {
                 self.helo = Some(name);
                 self.esmtp = true;
                 self.txn = None;
-                let c = &self.relay.config;
+                let c = self.relay.config();
                 let size = format!("SIZE {}", c.max_message_size);
                 let mut lines = vec![self.host().to_owned(), "PIPELINING".into(), size];
                 if self.relay.tls.is_some() && !self.wire.is_tls() {
@@ -268,7 +269,7 @@ impl Session {
         if self.relay.stopping.get() {
             return Some(self.shutting_down());
         }
-        let max = self.relay.config.max_message_size;
+        let max = self.relay.config().max_message_size;
         if params.size.is_some_and(|s| s > max) {
             return self.reject(Reply::new(
                 552,
@@ -301,7 +302,7 @@ impl Session {
             self.ok(250, "2.1.5", "Ok");
             return None;
         }
-        if txn.rcpts.len() >= self.relay.config.max_recipients {
+        if txn.rcpts.len() >= self.relay.config().max_recipients {
             // The client sends the rest in another transaction; still, a
             // client that keeps trying counts toward the error limit (as in
             // Postfix), so that it cannot loop on 452 for ever.
@@ -331,16 +332,26 @@ impl Session {
             return self.reject(Reply::new(554, "5.5.1", "Error: no valid recipients"));
         }
         let id = crate::id::next();
+        let mut env = Envelope {
+            id: id.clone(),
+            arrival: SystemTime::now(),
+            client: self.wire.peer(),
+            helo: self.helo.clone().unwrap_or_default(),
+            from: txn.from.clone(),
+            rcpts: txn.rcpts.clone(),
+            eight_bit: txn.params.eight_bit,
+            smtputf8: txn.params.smtputf8,
+        };
         self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
-        let mut data = self.received_header(&id);
-        let header_len = data.len();
-        let c = &self.relay.config;
+        let c = self.relay.config();
         let (max, t) = (c.max_message_size, c.timeouts.clone());
         let (hop_limit, rate) = (c.hopcount_limit, c.min_data_rate.max(1));
-        let mut too_big = false;
-        let mut too_long = false;
-        let mut in_header = true;
-        let mut hops = 0;
+        let trusted = c.add_missing_headers && self.relay.trusted(self.client);
+        let mut body = Body::new(
+            self.received_header(&id),
+            max,
+            trusted.then(|| self.host().to_owned()),
+        );
         // One deadline for the whole DATA block: the first data within
         // data_init, then data_block from the first data plus 1/min_data_rate s
         // per octet received, and never more than data_block of silence.
@@ -364,7 +375,10 @@ impl Session {
             let earned = Duration::from_secs_f64(got as f64 / rate as f64);
             (start + block + earned).min(last + block)
         };
+        let spool = self.relay.spool.clone();
         loop {
+            // One more octet than a text line may have: a stuffed dot
+            // does not count (RFC 5321 §4.5.3.1.6); Body checks the rest.
             let line = match self.wire.read_line(MAX_TEXT_LINE + 1, &deadline) {
                 Ok(l) => l,
                 Err(e) => return Some(self.wait_failed(e)),
@@ -375,53 +389,38 @@ impl Session {
                     if text == b"." {
                         break;
                     }
-                    // RFC 5321 §4.5.3.1.6: the limit is on the text line; a
-                    // dot added by stuffing is not part of it.
                     let text = text.strip_prefix(b".").unwrap_or(text);
-                    if text.len() + 2 > MAX_TEXT_LINE {
-                        too_long = true;
-                    }
-                    if in_header {
-                        if text.is_empty() {
-                            in_header = false;
-                        } else if text.len() >= 9 && text[..9].eq_ignore_ascii_case(b"received:") {
-                            hops += 1;
-                        }
-                    }
-                    if (data.len() - header_len + text.len() + 2) as u64 > max {
-                        too_big = true;
-                    }
-                    if !too_big && !too_long {
-                        data.extend_from_slice(text);
-                        data.extend_from_slice(b"\r\n");
+                    if let Err(e) = body.line(text, &spool, &env) {
+                        return Some(self.wait_failed(e));
                     }
                 }
-                Line::TooLong => too_long = true,
+                Line::TooLong => body.too_long = true,
                 Line::BareLf | Line::BareCr => return Some(self.bare(line)),
                 Line::Eof => return Some(self.lost()),
             }
         }
-        let txn = self.txn.take().expect("checked");
-        if too_big {
+        self.txn = None;
+        if body.too_big {
             return self.reject(Reply::new(
                 552,
                 "5.3.4",
                 format!("Error: message exceeds fixed limit of {max} octets"),
             ));
         }
-        if too_long {
+        if body.too_long {
             return self.reject(Reply::new(
                 554,
                 "5.6.0",
                 "Error: message has a line longer than 1000 octets",
             ));
         }
+        let hops = body.hops;
         if hops >= hop_limit {
             // RFC 5321 §6.3: a message that has passed this many relays is
             // looping. Refused here, it goes back to its sender from the
             // relay that sent it; a looping bounce (from <>) is dropped
             // there, never bounced again.
-            let from = txn.from.clone();
+            let from = env.from.clone();
             return self.reject_with(
                 Reply::new(
                     554,
@@ -433,29 +432,43 @@ impl Session {
                 &format!(" from=<{from}>"),
             );
         }
-        let size = data.len() - header_len;
-        let msg = Arc::new(Message {
-            env: Envelope {
-                id: id.clone(),
-                arrival: SystemTime::now(),
-                client: self.wire.peer(),
-                helo: self.helo.clone().unwrap_or_default(),
-                from: txn.from,
-                rcpts: txn.rcpts,
-                eight_bit: txn.params.eight_bit,
-                smtputf8: txn.params.smtputf8,
-            },
-            data,
-        });
-        match timed(t.final_dot, || self.relay.spool.commit(msg.clone())) {
+        let (size, message_id) = (body.size, body.message_id.clone());
+        let (from, nrcpt) = (env.from.clone(), env.rcpts.len());
+        env.arrival = SystemTime::now();
+        let content = match body.finish(&env) {
+            Ok(c) => c,
+            Err(e) if is_interrupt(&e) => return Some(self.shutting_down()),
+            Err(e) => {
+                log::warn!("{id}: writing the message into the spool failed: {e}");
+                return self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"));
+            }
+        };
+        let spool = &self.relay.spool;
+        let r = match content {
+            Ok(spilled) => {
+                let msg = Arc::new(Message {
+                    env,
+                    data: Vec::new(),
+                });
+                timed(t.final_dot, || spool.commit_spilled(msg, spilled))
+            }
+            Err(data) => {
+                let msg = Arc::new(Message { env, data });
+                timed(t.final_dot, || spool.commit(msg))
+            }
+        };
+        match r {
             Ok(()) => {
                 log::info!(
                     "{id}: client=[{}]:{}, from=<{}>, size={size}, nrcpt={} (queue active)",
                     self.client,
                     self.wire.peer().port(),
-                    msg.env.from,
-                    msg.env.rcpts.len()
+                    from,
+                    nrcpt
                 );
+                if let Some(mid) = message_id {
+                    log::info!("{id}: message-id=<{mid}>");
+                }
                 self.ok(250, "2.0.0", &format!("Ok: queued as {id}"));
                 self.junk = 0;
                 None
@@ -490,6 +503,12 @@ impl Session {
             log::info!("TLS handshake with [{}] failed: {e}", self.client);
             return Some(End::Closed("TLS handshake failed"));
         }
+        log::info!(
+            "TLS connection established from [{}]:{}: {}",
+            self.client,
+            self.wire.peer().port(),
+            self.wire.tls_info().unwrap_or_default()
+        );
         // RFC 3207 §4.2: forget everything said before TLS.
         self.helo = None;
         self.esmtp = false;
@@ -552,7 +571,7 @@ impl Session {
     /// counts as an error (Postfix's `smtpd_junk_command_limit`).
     fn junk(&mut self) -> Option<End> {
         self.junk += 1;
-        if self.junk > self.relay.config.junk_command_limit {
+        if self.junk > self.relay.config().junk_command_limit {
             log::info!(
                 "too many junk commands ({}) after {} from [{}]",
                 self.junk,
@@ -567,7 +586,7 @@ impl Session {
     /// Counts an error; ends the session with 421 at `error_limit`.
     fn count_error(&mut self) -> Option<End> {
         self.errors += 1;
-        if self.errors >= self.relay.config.error_limit {
+        if self.errors >= self.relay.config().error_limit {
             log::info!("too many errors after {} from [{}]", self.last, self.client);
             self.ok(
                 421,

@@ -95,6 +95,11 @@ impl Wire {
         self.stream.as_ref().is_some_and(Stream::is_tls)
     }
 
+    /// The TLS version and cipher suite, under TLS.
+    pub fn tls_info(&self) -> Option<String> {
+        self.stream.as_ref().and_then(Stream::tls_info)
+    }
+
     /// Queues a reply: `code` with each of `lines` (multi-line replies use
     /// `code-` on all but the last).
     pub fn reply(&mut self, code: u16, lines: &[&str]) {

@@ -133,7 +133,7 @@ fn sigterm_cuts_a_delivery_past_the_deadline() {
         "cut before the deadline"
     );
     assert!(
-        relay.log().contains("cutting 1 deliveries short"),
+        relay.log().contains("cutting 1 delivery short"),
         "{}",
         relay.log()
     );
@@ -225,7 +225,7 @@ fn restart_rescans_the_spool() {
         "unreadable file set aside"
     );
     let log = relay.log();
-    assert!(log.contains("removed 1 half-written files"), "{log}");
+    assert!(log.contains("removed 1 half-written file from"), "{log}");
     assert!(
         log.contains("00BAD: unreadable queue file moved to corrupt/"),
         "{log}"

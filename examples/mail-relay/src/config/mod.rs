@@ -16,17 +16,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cidr::Cidr;
 use crate::delivery::route::{Dest, Upstream};
 pub use delivery::{Queue, Smtp, TlsLevel};
 
 /// Everything the relay reads at start.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Address the SMTP listener binds (`127.0.0.1:2525`).
+    /// Address the SMTP listener binds (`127.0.0.1:2525`; a host name such
+    /// as `localhost:2525` is resolved, its first address used).
+    #[serde(deserialize_with = "listen_addr")]
     pub listen: SocketAddr,
     /// Our name in the greeting, EHLO reply and `Received:` headers.
     pub hostname: String,
@@ -68,6 +70,10 @@ pub struct Config {
     /// `Received:` headers a message may carry; one with this many or more
     /// is refused as a mail forwarding loop (Postfix's `hopcount_limit`).
     pub hopcount_limit: usize,
+    /// Add `Date:` and `Message-ID:` to messages from `mynetworks` that
+    /// lack them (submissions from our own clients, as Postfix does for
+    /// its local clients).
+    pub add_missing_headers: bool,
     /// Octets per second a client must keep up during DATA: each octet
     /// received extends the DATA deadline by `1 / min_data_rate` s
     /// (Postfix's `smtpd_min_data_rate`).
@@ -76,7 +82,11 @@ pub struct Config {
     #[serde(with = "duration")]
     pub stop_deadline: Duration,
     /// `log` level: error, warn, info, debug, trace, off.
+    #[serde(serialize_with = "level")]
     pub log_level: log::LevelFilter,
+    /// The log goes to this file (appended; reopened at SIGHUP) instead of
+    /// stderr.
+    pub log_file: Option<PathBuf>,
     /// OS threads of the blocking pool (fsync and file work; a Maildir
     /// batch syncs from 8 at once, beside the spool's commit).
     pub blocking_threads: usize,
@@ -94,7 +104,7 @@ pub struct Config {
 
 /// The timeouts of RFC 5321 §4.5.3.2, as the server applies them: how long
 /// it waits for the client in each state (and for its own commit).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timeouts {
     /// After the 220 greeting, for EHLO/HELO (5 min).
@@ -130,7 +140,7 @@ pub struct Timeouts {
 }
 
 /// STARTTLS certificate and key (PEM files).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Tls {
     /// Certificate chain, leaf first.
@@ -140,7 +150,7 @@ pub struct Tls {
 }
 
 /// Fault injection, for the tests of timeouts that depend on the disk.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Testing {
     /// Extra time every spool commit batch takes (as if the disk were slow).
@@ -172,8 +182,10 @@ impl Default for Config {
             junk_command_limit: 100,
             hopcount_limit: 50,
             min_data_rate: 500,
+            add_missing_headers: true,
             stop_deadline: Duration::from_secs(10),
             log_level: log::LevelFilter::Info,
+            log_file: None,
             blocking_threads: 16,
             timeouts: Timeouts::default(),
             tls: Tls::default(),
@@ -231,8 +243,8 @@ pub struct Cli {
     /// tables).
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
-    /// Address to listen on.
-    #[arg(long, value_name = "ADDR")]
+    /// Address to listen on (IP:PORT or HOST:PORT).
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub listen: Option<SocketAddr>,
     /// Our host name (greeting, Received: headers).
     #[arg(long)]
@@ -283,6 +295,9 @@ pub struct Cli {
     /// Log level (error, warn, info, debug, trace, off).
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<log::LevelFilter>,
+    /// Append the log to this file instead of stderr (reopened at SIGHUP).
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
 }
 
 /// What `mail-relay` does besides running.
@@ -295,6 +310,9 @@ pub enum Command {
     /// Retry every deferred message now (through the back door when one is
     /// configured, else by SIGUSR1 to the relay whose pid is in the spool).
     Flush,
+    /// Print the effective configuration (defaults, then --config FILE,
+    /// then the flags) as TOML, every key.
+    Config,
 }
 
 /// A configuration error: what is wrong, naming the key.
@@ -310,6 +328,12 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
+    /// The configuration as a TOML file would say it (every key; unset
+    /// optional ones are left out).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+    }
+
     /// Defaults, then the file named by `--config`, then the flags; checked.
     pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
         let mut c = match &cli.config {
@@ -345,6 +369,9 @@ impl Config {
         }
         if let Some(p) = &cli.backdoor {
             self.backdoor = Some(p.clone());
+        }
+        if let Some(p) = &cli.log_file {
+            self.log_file = Some(p.clone());
         }
         set!(
             listen,
@@ -442,6 +469,27 @@ impl Config {
     }
 }
 
+/// Parses a listen address: `IP:PORT`, `[IPv6]:PORT`, or `HOST:PORT`
+/// resolved to its first address (`localhost:2526`).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    use std::net::ToSocketAddrs;
+    let mut addrs = s
+        .to_socket_addrs()
+        .map_err(|e| format!("{s:?} is not an address to listen on (IP:PORT or HOST:PORT): {e}"))?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
+/// serde glue for `listen`.
+fn listen_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_listen(&s).map_err(serde::de::Error::custom)
+}
+
 /// Parses `"300ms"`, `"30s"`, `"5m"`, `"1h"`, `"5d"` (a bare number is
 /// seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -462,11 +510,35 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// serde glue: the log level in lower case, as the file writes it.
+fn level<S: serde::Serializer>(l: &log::LevelFilter, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&l.as_str().to_lowercase())
+}
+
+/// Writes `d` as the file does: the largest unit that divides it.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if !ms.is_multiple_of(1000) || ms == 0 {
+        return format!("{ms}ms");
+    }
+    let s = d.as_secs();
+    for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if s.is_multiple_of(n) {
+            return format!("{}{unit}", s / n);
+        }
+    }
+    format!("{s}s")
+}
+
 /// serde glue: durations as strings (`"5m"`) or integers (seconds).
 mod duration {
     use std::time::Duration;
 
-    use serde::{de, Deserializer};
+    use serde::{de, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_duration(*d))
+    }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         struct V;
@@ -575,6 +647,41 @@ mod tests {
             ..Config::default()
         };
         assert!(c.check().unwrap_err().0.contains("max_recipients"));
+    }
+
+    #[test]
+    fn the_shipped_file_is_the_defaults() {
+        let shipped = include_str!("../../mail-relay.toml");
+        let c = Config::from_toml(shipped).unwrap();
+        c.check().unwrap();
+        assert_eq!(c.to_toml(), Config::default().to_toml());
+        // Every key the relay knows is in the file (set, or commented out
+        // when it has no value by default).
+        let full = Config {
+            relayhost: Some("127.0.0.1:1".parse().unwrap()),
+            backdoor: Some("b".into()),
+            log_file: Some("l".into()),
+            ..Config::default()
+        };
+        for line in full.to_toml().lines() {
+            let Some((key, _)) = line.split_once(" = ") else {
+                continue;
+            };
+            assert!(
+                shipped.contains(&format!("\n{key} = "))
+                    || shipped.contains(&format!("\n# {key} = ")),
+                "{key} is not in mail-relay.toml"
+            );
+        }
+    }
+
+    #[test]
+    fn listen_takes_a_host_name() {
+        let a = parse_listen("localhost:2526").unwrap();
+        assert!(a.ip().is_loopback() && a.port() == 2526, "{a}");
+        let c = Config::from_toml("listen = \"localhost:2527\"\n").unwrap();
+        assert_eq!(c.listen.port(), 2527);
+        assert!(parse_listen("no such host.invalid:25").is_err());
     }
 
     #[test]

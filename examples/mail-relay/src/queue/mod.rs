@@ -210,11 +210,12 @@ impl Queue {
                 "delivering into {} (no upstream configured)",
                 of(&Dest::Local)
             ),
-            Some(up) => format!(
+            Some(up) if inner.router.has_local_domains() => format!(
                 "relaying to {} (local domains into {})",
                 of(&Dest::Smtp(up.clone())),
                 of(&Dest::Local)
             ),
+            Some(up) => format!("relaying to {}", of(&Dest::Smtp(up.clone()))),
         }
     }
 
@@ -228,8 +229,8 @@ impl Queue {
     }
 
     /// Queues a committed message for an attempt at once.
-    pub fn enqueue(&self, msg: Arc<Message>) {
-        self.restore(Queued::new(msg));
+    pub fn enqueue(&self, q: Queued) {
+        self.restore(q);
         self.wake();
     }
 
@@ -329,7 +330,10 @@ impl Queue {
             s.suspended.borrow_mut().take();
         }
         drop((entries, ready));
-        log::info!("flush: {} deferred messages due now", due.len());
+        log::info!(
+            "flush: {} due now",
+            crate::logger::count(due.len(), "deferred message")
+        );
         self.wake();
         due.len()
     }
@@ -383,8 +387,8 @@ impl Queue {
         self.halt();
         if !inner.agents.is_empty() {
             log::info!(
-                "waiting up to {deadline:?} for {} deliveries in flight",
-                inner.agents.len()
+                "waiting up to {deadline:?} for {} in flight",
+                crate::logger::count(inner.agents.len(), "delivery")
             );
         }
         if coro::with_timeout(deadline, || inner.agents.wait()).is_err() {
@@ -401,8 +405,8 @@ impl Queue {
         let threads: Vec<coro::Coro> = inner.agent_threads.borrow().values().cloned().collect();
         if !threads.is_empty() {
             log::info!(
-                "cutting {} deliveries short; their messages stay queued",
-                threads.len()
+                "cutting {} short; their messages stay queued",
+                crate::logger::count(threads.len(), "delivery")
             );
         }
         for t in threads {

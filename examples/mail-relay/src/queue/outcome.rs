@@ -11,16 +11,23 @@
 //!   journal; past the queue lifetime, returned to the sender instead.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::Inner;
 use crate::delivery::bounce::{self, Failure};
 use crate::delivery::{Detail, Job, Outcome, Status};
 use crate::spool::{Message, Update};
 
-/// Takes the outcomes of `jobs` (one each, in order).
-pub(super) fn report(inner: &Inner, jobs: &[Job], outcomes: Vec<Outcome>) {
+/// Takes the outcomes of `jobs` (one each, in order); `attempt` is when
+/// the attempt started and how long it took.
+pub(super) fn report(
+    inner: &Inner,
+    jobs: &[Job],
+    outcomes: Vec<Outcome>,
+    attempt: (SystemTime, Duration),
+) {
     let now = SystemTime::now();
+    let (started, took) = attempt;
     let mut finished = Vec::new();
     {
         let mut entries = inner.entries.borrow_mut();
@@ -30,6 +37,12 @@ pub(super) fn report(inner: &Inner, jobs: &[Job], outcomes: Vec<Outcome>) {
                 continue;
             };
             let delay = now.duration_since(env.arrival).unwrap_or_default();
+            // Postfix's delays=a/b/c/d: before the queue (the receiving
+            // session's time after the final dot: 0, the commit is the
+            // arrival), in the queue until this attempt, connection setup
+            // (not told apart by our transports: 0), the delivery itself.
+            let waited = started.duration_since(env.arrival).unwrap_or_default();
+            let delays = format!("0/{:.2}/0/{:.2}", waited.as_secs_f64(), took.as_secs_f64());
             let conn_use = if o.conn_use > 1 {
                 format!("conn_use={}, ", o.conn_use)
             } else {
@@ -38,7 +51,7 @@ pub(super) fn report(inner: &Inner, jobs: &[Job], outcomes: Vec<Outcome>) {
             for (&i, st) in job.rcpts.iter().zip(o.rcpts) {
                 let d = st.detail();
                 log::info!(
-                    "{}: to=<{}>, relay={}, delay={:.2}, {conn_use}dsn={}, status={} ({})",
+                    "{}: to=<{}>, relay={}, delay={:.2}, delays={delays}, {conn_use}dsn={}, status={} ({})",
                     env.id,
                     env.rcpts[i],
                     o.relay,
@@ -110,7 +123,7 @@ fn settle(inner: &Inner, id: &str) {
     if e.done.iter().all(|&d| d) {
         entries.remove(id);
         spool.record(Update::Done { id: id.to_owned() });
-        log::debug!("{id}: removed");
+        log::info!("{id}: removed");
         return;
     }
     for &i in &finished {
