@@ -211,6 +211,7 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
     for q in recovered.messages {
         queue.restore(q);
     }
+    queue.retry_at_start();
     let addr = listener.local_addr()?;
     let door = match &config.backdoor {
         Some(path) => Some(crate::control::serve_backdoor(path, &queue)?),

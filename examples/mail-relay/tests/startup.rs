@@ -103,3 +103,48 @@ fn the_banner_names_only_what_is_configured() {
         relay.banner
     );
 }
+
+#[test]
+fn config_prints_the_effective_configuration_and_help_the_defaults() {
+    let tmp = TempDir::new("config-cmd");
+    let file = tmp.0.join("relay.toml");
+    std::fs::write(&file, "max_recipients = 7\n[timeouts]\nrcpt = \"90s\"\n").unwrap();
+    let out = bin()
+        .arg("--config")
+        .arg(&file)
+        .args(["--max-sessions", "12", "config"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "max_recipients = 7\n",
+        "max_sessions = 12\n",
+        "rcpt = \"90s\"\n",
+        "listen = \"127.0.0.1:2525\"\n",
+        "hopcount_limit = 50\n",
+        "minimal_backoff_time = \"5m\"\n",
+    ] {
+        assert!(text.contains(line), "{line:?} not in:\n{text}");
+    }
+    // What it prints reads back as the same configuration.
+    std::fs::write(&file, &text).unwrap();
+    let again = bin()
+        .arg("--config")
+        .arg(&file)
+        .arg("config")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), text);
+
+    let help = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    for d in [
+        "[default: 127.0.0.1:2525]",
+        "[default: spool]",
+        "[default: 1000]",
+        "[default: info]",
+    ] {
+        assert!(help.contains(d), "{d} not in --help:\n{help}");
+    }
+}

@@ -57,7 +57,7 @@ pub struct Config {
     pub max_recipients: usize,
     /// Sessions at once; the next client gets 421 at greeting.
     pub max_sessions: usize,
-    /// Sessions at once from one client address.
+    /// Sessions at once from one client address [default: 100].
     pub max_sessions_per_client: usize,
     /// Rejected commands in one session before it is ended with 421
     /// (452 replies count too).
@@ -232,7 +232,10 @@ fn default_hostname() -> String {
 127.0.0.1:2525, spools into ./spool and delivers into the Maildir ./maildir; loopback \
 clients may relay. With --relayhost (or routes in the config file) it relays to an SMTP \
 upstream instead, with retries and bounces. Settings come from the embedded defaults, \
-then --config FILE (TOML), then these flags."
+then --config FILE (TOML), then these flags; `mail-relay config` prints the result, and \
+examples/mail-relay/mail-relay.toml lists every key. SIGHUP reloads the file, SIGUSR1 \
+retries the queue, SIGTERM stops gracefully. The back door (--backdoor PATH) serves mailq, \
+flush and the runtime's console on a Unix socket."
 )]
 pub struct Cli {
     /// What to do (default: run the relay).
@@ -243,59 +246,66 @@ pub struct Cli {
     /// tables).
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
-    /// Address to listen on (IP:PORT or HOST:PORT).
+    /// Address to listen on (IP:PORT or HOST:PORT) [default: 127.0.0.1:2525].
     #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub listen: Option<SocketAddr>,
-    /// Our host name (greeting, Received: headers).
+    /// Our host name (greeting, Received: headers) [default: the system's].
     #[arg(long)]
     pub hostname: Option<String>,
-    /// Spool directory.
+    /// Spool directory [default: spool].
     #[arg(long, value_name = "DIR", global = true)]
     pub spool_dir: Option<PathBuf>,
-    /// Maildir to deliver into.
+    /// Maildir to deliver into [default: maildir].
     #[arg(long, value_name = "DIR")]
     pub maildir: Option<PathBuf>,
-    /// Networks allowed to relay, comma-separated CIDRs (e.g. 127.0.0.1/32).
+    /// Networks allowed to relay, comma-separated CIDRs [default:
+    /// 127.0.0.0/8,::1/128].
     #[arg(long, value_delimiter = ',', value_name = "CIDR")]
     pub mynetworks: Option<Vec<Cidr>>,
-    /// Domains delivered locally (accepted from any client), comma-separated.
+    /// Domains delivered locally (accepted from any client), comma-separated
+    /// [default: none].
     #[arg(long, value_delimiter = ',', value_name = "DOMAIN")]
     pub local_domains: Option<Vec<String>>,
-    /// SMTP upstream for all non-local mail (e.g. 127.0.0.1:2601).
+    /// SMTP upstream for all non-local mail, e.g. 127.0.0.1:2601 [default:
+    /// none, all mail into the Maildir].
     #[arg(long, value_name = "HOST:PORT")]
     pub relayhost: Option<Upstream>,
-    /// The back door's Unix socket (mailq, flush, the runtime's console).
+    /// The back door's Unix socket (mailq, flush, the runtime's console)
+    /// [default: none].
     #[arg(long, value_name = "PATH", global = true)]
     pub backdoor: Option<PathBuf>,
-    /// Largest message in octets.
+    /// Largest message in octets [default: 10485760].
     #[arg(long, value_name = "OCTETS")]
     pub max_message_size: Option<u64>,
-    /// Recipients per message.
+    /// Recipients per message [default: 100].
     #[arg(long, value_name = "N")]
     pub max_recipients: Option<usize>,
-    /// Sessions at once.
+    /// Sessions at once [default: 1000].
     #[arg(long, value_name = "N")]
     pub max_sessions: Option<usize>,
-    /// Sessions at once from one client address.
+    /// Sessions at once from one client address [default: 100].
     #[arg(long, value_name = "N")]
     pub max_sessions_per_client: Option<usize>,
-    /// How long sessions in flight may take to finish at SIGTERM (e.g. 10s).
+    /// How long sessions in flight may take to finish at SIGTERM [default:
+    /// 10s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub stop_deadline: Option<Duration>,
     /// A protocol timeout, CLASS=DURATION (greeting, mail, rcpt, data_init,
-    /// data_block, final_dot, idle, stress); repeatable.
+    /// data_block, final_dot, idle, stress); repeatable [defaults: 5m, 5m, 5m,
+    /// 2m, 3m, 10m, 5m, 10s].
     #[arg(long = "timeout", value_name = "CLASS=DURATION")]
     pub timeouts: Vec<String>,
-    /// STARTTLS certificate chain (PEM).
+    /// STARTTLS certificate chain (PEM) [default: none, no STARTTLS].
     #[arg(long, value_name = "PATH")]
     pub tls_cert: Option<PathBuf>,
-    /// STARTTLS private key (PEM).
+    /// STARTTLS private key (PEM) [default: none].
     #[arg(long, value_name = "PATH")]
     pub tls_key: Option<PathBuf>,
-    /// Log level (error, warn, info, debug, trace, off).
+    /// Log level (error, warn, info, debug, trace, off) [default: info].
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<log::LevelFilter>,
-    /// Append the log to this file instead of stderr (reopened at SIGHUP).
+    /// Append the log to this file (reopened at SIGHUP) [default: none,
+    /// stderr].
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
 }

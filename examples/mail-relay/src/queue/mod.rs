@@ -314,6 +314,29 @@ impl Queue {
     /// Makes every deferred message due now and lifts destination
     /// suspensions; returns how many messages were deferred.
     pub fn flush(&self) -> usize {
+        let n = self.make_due();
+        log::info!(
+            "flush: {} due now",
+            crate::logger::count(n, "deferred message")
+        );
+        n
+    }
+
+    /// At start: what waited out a backoff in the last run is due now (the
+    /// outage that deferred it may be what the restart was for); attempts
+    /// and reasons are kept. Returns how many.
+    pub fn retry_at_start(&self) -> usize {
+        let n = self.make_due();
+        if n > 0 {
+            log::info!(
+                "{} due now: a restart retries what waited",
+                crate::logger::count(n, "deferred message")
+            );
+        }
+        n
+    }
+
+    fn make_due(&self) -> usize {
         let inner = &self.inner;
         let due: Vec<(SystemTime, String)> = std::mem::take(&mut *inner.deferred.borrow_mut())
             .into_iter()
@@ -330,10 +353,6 @@ impl Queue {
             s.suspended.borrow_mut().take();
         }
         drop((entries, ready));
-        log::info!(
-            "flush: {} due now",
-            crate::logger::count(due.len(), "deferred message")
-        );
         self.wake();
         due.len()
     }
