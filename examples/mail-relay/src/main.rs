@@ -27,6 +27,7 @@
 //!   spool lock.
 //! * `reload`: SIGHUP.
 //! * `logger`, `time`: maillog-style lines, dates.
+//! * `metrics`: Prometheus counters and `--metrics`.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
@@ -37,6 +38,7 @@ mod control;
 mod delivery;
 mod id;
 mod logger;
+mod metrics;
 mod protocol;
 mod queue;
 mod reload;

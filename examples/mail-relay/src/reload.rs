@@ -76,6 +76,7 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
         queue,
         smtp,
         log_file,
+        metrics,
         testing
     );
     Reloaded {

@@ -176,6 +176,10 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
         TcpListener::bind(config.listen)
             .map_err(|e| io::Error::new(e.kind(), format!("listen {}: {e}", config.listen)))?,
     );
+    let metrics = match config.metrics {
+        Some(a) => Some(Rc::new(crate::metrics::bind(a)?)),
+        None => None,
+    };
     let _lock = crate::control::lock_spool(&config.spool_dir)
         .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
     let router = Router::new(
@@ -250,6 +254,14 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
             .spawn(move || spool.run_journal())?
     };
     queue.start()?;
+    if let Some(l) = &metrics {
+        let (l, q, r) = (l.clone(), queue.clone(), relay.clone());
+        let sessions: Rc<dyn Fn() -> usize> = Rc::new(move || r.group.len());
+        log::info!("metrics at http://{}/metrics", l.local_addr()?);
+        coro::Builder::new()
+            .name("metrics".into())
+            .spawn(move || crate::metrics::serve(l, q, sessions))?;
+    }
     let acceptor = {
         let (relay, listener) = (relay.clone(), listener.clone());
         coro::Builder::new()
@@ -281,6 +293,9 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
     relay.stopping.set(true);
     queue.halt();
     listener.close();
+    if let Some(l) = &metrics {
+        l.close();
+    }
     let _ = acceptor.join();
     // Sessions waiting for a command between transactions end now.
     for live in relay.sessions.borrow().values() {
@@ -431,6 +446,7 @@ fn admit(relay: &Rc<Relay>, stream: TcpStream, peer: SocketAddr) {
         return;
     }
     *relay.per_client.borrow_mut().entry(ip).or_insert(0) += 1;
+    crate::metrics::get().sessions_accepted.inc();
     let member = Member {
         relay: relay.clone(),
         ip,

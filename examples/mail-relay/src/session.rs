@@ -470,6 +470,7 @@ impl Session {
                     log::info!("{id}: message-id=<{mid}>");
                 }
                 self.ok(250, "2.0.0", &format!("Ok: queued as {id}"));
+                crate::metrics::get().accepted.inc();
                 self.junk = 0;
                 None
             }

@@ -51,6 +51,10 @@ pub struct Config {
     /// The back door's Unix socket (`mailq`, `flush` and the runtime's
     /// console, for this user only); unset: none.
     pub backdoor: Option<PathBuf>,
+    /// Where to serve Prometheus metrics (`GET /metrics`); unset: not
+    /// served.
+    #[serde(deserialize_with = "opt_listen_addr")]
+    pub metrics: Option<SocketAddr>,
     /// The largest message accepted, in octets (SIZE).
     pub max_message_size: u64,
     /// Recipients per message; the next one gets 452.
@@ -174,6 +178,7 @@ impl Default for Config {
             relayhost: None,
             routes: BTreeMap::new(),
             backdoor: None,
+            metrics: None,
             max_message_size: 10 << 20,
             max_recipients: 100,
             max_sessions: 1000,
@@ -274,6 +279,9 @@ pub struct Cli {
     /// [default: none].
     #[arg(long, value_name = "PATH", global = true)]
     pub backdoor: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics [default: none].
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub metrics: Option<SocketAddr>,
     /// Largest message in octets [default: 10485760].
     #[arg(long, value_name = "OCTETS")]
     pub max_message_size: Option<u64>,
@@ -379,6 +387,9 @@ impl Config {
         }
         if let Some(p) = &cli.backdoor {
             self.backdoor = Some(p.clone());
+        }
+        if let Some(a) = cli.metrics {
+            self.metrics = Some(a);
         }
         if let Some(p) = &cli.log_file {
             self.log_file = Some(p.clone());
@@ -492,6 +503,12 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     addrs
         .next()
         .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
+/// serde glue for `metrics`.
+fn opt_listen_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_listen(&s).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// serde glue for `listen`.
@@ -671,6 +688,7 @@ mod tests {
             relayhost: Some("127.0.0.1:1".parse().unwrap()),
             backdoor: Some("b".into()),
             log_file: Some("l".into()),
+            metrics: Some("127.0.0.1:9".parse().unwrap()),
             ..Config::default()
         };
         for line in full.to_toml().lines() {

@@ -357,6 +357,12 @@ impl Queue {
         due.len()
     }
 
+    /// When the oldest message in the queue arrived.
+    pub fn oldest_arrival(&self) -> Option<SystemTime> {
+        let entries = self.inner.entries.borrow();
+        entries.values().map(|e| e.msg.env.arrival).min()
+    }
+
     /// Messages in the queue.
     pub fn len(&self) -> usize {
         self.inner.entries.borrow().len()

@@ -60,6 +60,19 @@ pub(super) fn report(
                     st.word(),
                     d.text
                 );
+                let m = crate::metrics::get();
+                match &st {
+                    Status::Sent(_) => {
+                        m.delivered.inc();
+                        m.delay.observe(delay.as_secs_f64());
+                    }
+                    Status::Deferred(_) => {
+                        m.deferred.inc();
+                    }
+                    Status::Bounced(_) => {
+                        m.bounced.inc();
+                    }
+                }
                 e.results.push((i, st));
             }
             e.outstanding -= 1;
