@@ -241,17 +241,21 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
         group: WaitGroup::new(),
         stressed: Cell::new(false),
     });
+    // Set when the stop sequence ends the core threads on purpose.
+    let ending = Rc::new(Cell::new(false));
     let committer = {
         let spool = spool.clone();
-        coro::Builder::new()
-            .name("committer".into())
-            .spawn(move || spool.run_committer())?
+        let ending = ending.clone();
+        supervised(
+            "committer",
+            move || ending.get(),
+            move || spool.run_committer(),
+        )?
     };
     let journal = {
         let spool = spool.clone();
-        coro::Builder::new()
-            .name("journal".into())
-            .spawn(move || spool.run_journal())?
+        let ending = ending.clone();
+        supervised("journal", move || ending.get(), move || spool.run_journal())?
     };
     queue.start()?;
     if let Some(l) = &metrics {
@@ -264,13 +268,30 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
     }
     let acceptor = {
         let (relay, listener) = (relay.clone(), listener.clone());
-        coro::Builder::new()
-            .name("acceptor".into())
-            .spawn(move || accept_loop(&relay, &listener))?
+        let l = listener.clone();
+        // Ended by the stop closing the listener.
+        supervised(
+            "acceptor",
+            move || listener.is_closed(),
+            move || accept_loop(&relay, &l),
+        )?
     };
 
     let sig = loop {
-        match signals.recv()? {
+        let sig = match signals.recv() {
+            Ok(s) => s,
+            Err(e) if coro::WaitError::from_io(&e) == Some(coro::WaitError::Interrupted) => {
+                // The back door's `interrupt` on main: main only waits for
+                // signals here; ending it would end the relay without a
+                // graceful stop.
+                log::warn!(
+                    "main thread interrupted (by the back door?): ignored; SIGTERM stops the relay"
+                );
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match sig {
             SIGUSR1 => {
                 queue.flush();
             }
@@ -330,6 +351,7 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
     if let Err(e) = spool.sync_journal() {
         log::warn!("flushing the spool's journal: {e}");
     }
+    ending.set(true);
     let _ = committer.thread().interrupt();
     let _ = journal.thread().interrupt();
     if let Some(smtp) = smtp {
@@ -381,6 +403,30 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
         out.push((Dest::Smtp(up), Rc::new(dest)));
     }
     Ok((out, Some(smtp)))
+}
+
+/// Spawns a core thread running `body`, and runs `body` again (with a log
+/// line) whenever it returns before `done` says so: its loops end when
+/// their wait is interrupted, which the stop does on purpose and the back
+/// door's `interrupt` by hand. Nothing is lost by a restart: what the
+/// thread was waiting for stays queued.
+fn supervised(
+    name: &'static str,
+    done: impl Fn() -> bool + 'static,
+    body: impl Fn() + 'static,
+) -> io::Result<coro::JoinHandle<()>> {
+    coro::Builder::new().name(name.into()).spawn(move || loop {
+        body();
+        if done() {
+            return;
+        }
+        log::warn!(
+            "{name} thread #{} interrupted (by the back door?): restarted, the relay needs it",
+            coro::current_id().unwrap_or(0)
+        );
+        // One pass of everyone else before the loop starts again.
+        coro::yield_now();
+    })
 }
 
 fn interrupt_all(relay: &Relay) {

@@ -437,7 +437,7 @@ impl Session {
         env.arrival = SystemTime::now();
         let content = match body.finish(&env) {
             Ok(c) => c,
-            Err(e) if is_interrupt(&e) => return Some(self.shutting_down()),
+            Err(e) if is_interrupt(&e) => return Some(self.wait_failed(e)),
             Err(e) => {
                 log::warn!("{id}: writing the message into the spool failed: {e}");
                 return self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"));
@@ -474,7 +474,7 @@ impl Session {
                 self.junk = 0;
                 None
             }
-            Err(e) if is_interrupt(&e) => Some(self.shutting_down()),
+            Err(e) if is_interrupt(&e) => Some(self.wait_failed(e)),
             Err(e) => {
                 log::warn!("{id}: commit to the spool failed or took too long: {e}");
                 self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"))
@@ -637,6 +637,18 @@ impl Session {
             let text = format!("{} Error: timeout exceeded", self.host());
             self.ok(421, "4.4.2", &text);
             End::Closed("timeout")
+        } else if is_interrupt(&e) && !self.relay.stopping.get() {
+            // Not the stop: someone ended this session by hand (the back
+            // door's `interrupt`, which logs who).
+            log::info!(
+                "session #{} with [{}] interrupted after {} (not a stop; the back door logs by whom)",
+                coro::current_id().unwrap_or(0),
+                self.client,
+                self.last
+            );
+            let text = format!("{} Error: session ended by the administrator", self.host());
+            self.ok(421, "4.3.0", &text);
+            End::Closed("interrupted by the administrator")
         } else if is_interrupt(&e) {
             self.shutting_down()
         } else {

@@ -441,9 +441,19 @@ impl Queue {
 }
 
 impl Inner {
-    /// Asks the runner for a pass soon.
+    /// Asks the runner for a pass soon; starts it again if something (the
+    /// back door's `interrupt`) ended it while the relay runs.
     fn wake(&self) {
         if let Some(ex) = &*self.runner.borrow() {
+            if !ex.is_running() && !self.stopping.get() {
+                log::warn!(
+                    "queue runner ended ({:?}, by the back door?): restarted, the relay needs it",
+                    ex.exit()
+                );
+                if let Err(e) = ex.open() {
+                    log::error!("queue runner: cannot start it again: {e}");
+                }
+            }
             ex.wake();
         }
     }
