@@ -54,15 +54,39 @@ fn a_dripped_data_block_is_cut_off() {
     assert_eq!(util::count(&relay.spool_queue()), 0);
 }
 
+/// Raises this process's open-file limit to `want` (within the hard
+/// limit), failing the test if the hard limit is lower.
+fn raise_nofile(want: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass, which lives on our
+    // stack for the whole call.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    assert!(
+        lim.rlim_max >= want,
+        "this test needs {want} open files; the hard limit (ulimit -Hn) is {}",
+        lim.rlim_max
+    );
+    if lim.rlim_cur < want {
+        lim.rlim_cur = want;
+        // SAFETY: setrlimit reads the struct we pass, alive for the call.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    }
+}
+
 #[test]
-fn a_client_is_served_while_hundreds_drip() {
-    const SLOW: usize = 300;
-    let relay = Relay::start(
+fn a_client_is_served_while_a_thousand_drip() {
+    const SLOW: usize = 1000;
+    raise_nofile(4096);
+    let relay = Relay::start_with_fd_limit(
         "drip-crowd",
         &format!(
             "max_sessions = {SLOW}\nmax_sessions_per_client = {SLOW}\n\
              [timeouts]\ngreeting = \"60s\"\nstress = \"1s\"\n"
         ),
+        4096,
     );
     // The crowd: every slot taken, each sending a byte every 200 ms (a
     // per-read timeout of 60 s never fires for them).
