@@ -160,3 +160,34 @@ fn hundreds_of_sessions_deep_in_data_stay_small() {
     assert_eq!(count(&relay.spool_queue()), 0);
     let _ = TcpStream::connect(relay.addr);
 }
+
+#[test]
+fn a_streamed_message_acknowledged_survives_a_crash() {
+    let dir = TempDir::new("crash-streamed");
+    // Delivery into the Maildir fails until the restart (a file stands
+    // where its new/ would be), so the message is only in the spool.
+    let mut relay = Relay::start_in(&dir.0, "");
+    let new = relay.maildir_new();
+    std::fs::rename(&new, dir.0.join("new.away")).unwrap();
+    std::fs::write(&new, "not a directory").unwrap();
+    let mut c = relay.client();
+    c.open_data("s@example.test", &["a@example.test"]);
+    let body = text(2_000_000);
+    c.send_raw(b"Subject: streamed\r\n\r\n");
+    c.send_raw(&body);
+    c.cmd(".", 250);
+    relay.wait_log("status=deferred", 1);
+    relay.kill();
+    drop(c);
+    std::fs::remove_file(&new).unwrap();
+    std::fs::rename(dir.0.join("new.away"), &new).unwrap();
+    let relay = Relay::start_in(&dir.0, "");
+    let got = relay.wait_delivered(1);
+    assert_eq!(got.len(), 1);
+    let m = got[0].replace('\n', "\r\n");
+    assert!(
+        m.ends_with(std::str::from_utf8(&body).unwrap()),
+        "content differs"
+    );
+    assert_eq!(count(&dir.0.join("spool/corrupt")), 0);
+}
