@@ -21,15 +21,20 @@
 //! deadline for all of it, and a DATA block one that grows only by
 //! `1 / min_data_rate` s per octet received: a client dripping a byte at a
 //! time is cut off as soon as a silent one. Near `max_sessions` every
-//! timeout shortens to `timeouts.stress` ([`Relay::timeout`]).
+//! timeout shortens to `timeouts.stress` ([`Relay::timeout`]). At a
+//! graceful stop the server interrupts sessions that wait between
+//! transactions at once and the others at the deadline; an interrupted
+//! session says 421 and ends (saying so when the back door, not a stop,
+//! interrupted it).
 //!
-//! # Loops
+//! # DATA
 //!
-//! A message with `hopcount_limit` `Received:` headers or more is refused
-//! (554 5.4.6, mail forwarding loop): the relay that sent it returns it to
-//! its sender, and drops it if that sender is `<>`. At a graceful stop the
-//! server interrupts sessions that wait between transactions at once and
-//! the others at the deadline; an interrupted session says 421 and ends.
+//! The content goes through [`Body`]: line limits, the header scan, and
+//! past 64 KiB a spill file in the spool, so a session holds a bounded
+//! part of its message. A message with `hopcount_limit` `Received:`
+//! headers or more is refused (554 5.4.6, mail forwarding loop): the relay
+//! that sent it returns it to its sender, and drops it if that sender is
+//! `<>`.
 
 use std::cell::Cell;
 use std::io;
@@ -466,7 +471,9 @@ impl Session {
                     from,
                     nrcpt
                 );
-                if let Some(mid) = message_id {
+                // (Empty when the header's value is folded onto its next
+                // line, which the scan does not follow.)
+                if let Some(mid) = message_id.filter(|m| !m.is_empty()) {
                     log::info!("{id}: message-id=<{mid}>");
                 }
                 self.ok(250, "2.0.0", &format!("Ok: queued as {id}"));
