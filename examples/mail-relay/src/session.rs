@@ -67,6 +67,8 @@ pub enum Phase {
 
 /// A transaction: MAIL seen, collecting recipients.
 struct Txn {
+    /// When MAIL was accepted (the start of `delays=`'s a).
+    started: Instant,
     from: String,
     params: MailParams,
     rcpts: Vec<String>,
@@ -283,6 +285,7 @@ impl Session {
             ));
         }
         self.txn = Some(Txn {
+            started: coro::clock::now(),
             from,
             params,
             rcpts: Vec::new(),
@@ -337,6 +340,7 @@ impl Session {
             return self.reject(Reply::new(554, "5.5.1", "Error: no valid recipients"));
         }
         let id = crate::id::next();
+        let started = txn.started;
         let mut env = Envelope {
             id: id.clone(),
             arrival: SystemTime::now(),
@@ -455,11 +459,15 @@ impl Session {
                     env,
                     data: Vec::new(),
                 });
-                timed(t.final_dot, || spool.commit_spilled(msg, spilled))
+                timed(t.final_dot, || {
+                    spool.commit_received(msg, Some(spilled), Some(started))
+                })
             }
             Err(data) => {
                 let msg = Arc::new(Message { env, data });
-                timed(t.final_dot, || spool.commit(msg))
+                timed(t.final_dot, || {
+                    spool.commit_received(msg, None, Some(started))
+                })
             }
         };
         match r {

@@ -9,7 +9,8 @@ use util::{Relay, TempDir};
 
 #[test]
 fn a_message_leaves_the_lines_admins_grep_for() {
-    let relay = Relay::start("greplines", "");
+    // A slow disk: each commit takes 200 ms more, which delays= shows.
+    let relay = Relay::start("greplines", "[testing]\ncommit_delay = \"200ms\"\n");
     let mut c = relay.client();
     let reply = c.message(
         "s@example.test",
@@ -36,6 +37,7 @@ fn a_message_leaves_the_lines_admins_grep_for() {
         .unwrap();
     let parts: Vec<f64> = delays.split('/').map(|p| p.parse().unwrap()).collect();
     assert_eq!(parts.len(), 4, "{to}");
+    assert!(parts[0] >= 0.2, "a: receiving includes the commit: {to}");
 }
 
 #[test]

@@ -100,6 +100,8 @@ struct Entry {
     outstanding: usize,
     /// The attempt's results so far: (recipient, status).
     results: Vec<(usize, Status)>,
+    /// How long its session took to receive it (`delays=` a).
+    received_in: Duration,
 }
 
 struct Inner {
@@ -243,6 +245,7 @@ impl Queue {
             state,
             size,
             loaded,
+            received_in,
         } = q;
         let id = msg.env.id.clone();
         let mut done = vec![false; msg.env.rcpts.len()];
@@ -273,6 +276,7 @@ impl Queue {
             reason: state.reason,
             outstanding: 0,
             results: Vec::new(),
+            received_in,
         };
         if waits {
             e.park();

@@ -37,12 +37,17 @@ pub(super) fn report(
                 continue;
             };
             let delay = now.duration_since(env.arrival).unwrap_or_default();
-            // Postfix's delays=a/b/c/d: before the queue (the receiving
-            // session's time after the final dot: 0, the commit is the
-            // arrival), in the queue until this attempt, connection setup
-            // (not told apart by our transports: 0), the delivery itself.
+            // Postfix's delays=a/b/c/d: before the queue (receiving, from
+            // MAIL until the message was durable; 0 when not known, after
+            // a restart), in the queue until this attempt, connection
+            // setup (not told apart by our transports: 0), the delivery.
             let waited = started.duration_since(env.arrival).unwrap_or_default();
-            let delays = format!("0/{:.2}/0/{:.2}", waited.as_secs_f64(), took.as_secs_f64());
+            let delays = format!(
+                "{:.2}/{:.2}/0/{:.2}",
+                e.received_in.as_secs_f64(),
+                waited.as_secs_f64(),
+                took.as_secs_f64()
+            );
             let conn_use = if o.conn_use > 1 {
                 format!("conn_use={}, ", o.conn_use)
             } else {

@@ -70,6 +70,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use coro::clock::Instant;
 use coro::sync::{Event, Fifo};
 
 pub use format::{encode, Envelope, Message, Update};
@@ -97,8 +98,9 @@ struct Done {
 
 enum Request {
     /// Make this message durable, then answer; its content is in memory,
-    /// or in its spill file when one is given.
-    Commit(Arc<Message>, Option<Spilled>, Rc<Done>),
+    /// or in its spill file when one is given; its session started
+    /// receiving it at the instant given.
+    Commit(Arc<Message>, Option<Spilled>, Option<Instant>, Rc<Done>),
     /// Answer once everything queued before is committed.
     Flush(Rc<Done>),
 }
@@ -235,27 +237,30 @@ impl Spool {
     /// The write or sync error; a timeout or interruption of the wait (the
     /// commit itself still happens, and the message is delivered).
     pub fn commit(&self, msg: Arc<Message>) -> io::Result<()> {
-        self.commit_request(msg, None)
+        self.commit_received(msg, None, None)
     }
 
-    /// [`commit`](Spool::commit) for a message streamed into `spilled`
-    /// (`msg` has the envelope; its content is in the file).
+    /// [`commit`](Spool::commit) for a message a session started receiving
+    /// at `started` (its MAIL; the log's `delays=` counts from there to the
+    /// commit), its content in memory or streamed into `spilled` (then
+    /// `msg` has only the envelope).
     ///
     /// # Errors
     ///
     /// As [`commit`](Spool::commit).
-    pub fn commit_spilled(&self, msg: Arc<Message>, spilled: Spilled) -> io::Result<()> {
-        self.commit_request(msg, Some(spilled))
-    }
-
-    fn commit_request(&self, msg: Arc<Message>, spilled: Option<Spilled>) -> io::Result<()> {
+    pub fn commit_received(
+        &self,
+        msg: Arc<Message>,
+        spilled: Option<Spilled>,
+        started: Option<Instant>,
+    ) -> io::Result<()> {
         let done = Rc::new(Done {
             result: RefCell::new(None),
             event: Event::new(),
         });
         self.inner
             .requests
-            .push(Request::Commit(msg, spilled, done.clone()));
+            .push(Request::Commit(msg, spilled, started, done.clone()));
         done.event.wait()?;
         let r = done.result.borrow_mut().take();
         r.unwrap_or_else(|| Err(io::Error::other("commit result taken twice")))
@@ -283,14 +288,14 @@ impl Spool {
             let msgs: Vec<Arc<Message>> = batch
                 .iter()
                 .filter_map(|r| match r {
-                    Request::Commit(m, None, _) => Some(m.clone()),
+                    Request::Commit(m, None, ..) => Some(m.clone()),
                     _ => None,
                 })
                 .collect();
             let spilled: Vec<Spilled> = batch
                 .iter_mut()
                 .filter_map(|r| match r {
-                    Request::Commit(_, s, _) => s.take(),
+                    Request::Commit(_, s, ..) => s.take(),
                     Request::Flush(_) => None,
                 })
                 .collect();
@@ -340,19 +345,22 @@ impl Spool {
                 .collect();
             for req in batch {
                 match req {
-                    Request::Commit(msg, _, done) => {
+                    Request::Commit(msg, _, started, done) => {
+                        let received_in = started.map_or(Duration::ZERO, Instant::elapsed);
                         let r = match &result {
                             Ok(_) => {
-                                let q = match sizes.get(msg.env.id.as_str()) {
+                                let mut q = match sizes.get(msg.env.id.as_str()) {
                                     // Streamed: its content stays on disk until its turn.
                                     Some(&size) => Queued {
                                         msg,
                                         state: Default::default(),
                                         size,
                                         loaded: false,
+                                        received_in,
                                     },
                                     None => Queued::new(msg),
                                 };
+                                q.received_in = received_in;
                                 (inner.on_commit)(q);
                                 Ok(())
                             }
