@@ -40,10 +40,62 @@ pub fn serve_backdoor(path: &Path, queue: &Queue) -> io::Result<BackDoor> {
         .command(
             "flush",
             "flush: makes every deferred message due now",
-            move |s, _| writeln!(s, "{} deferred messages are due now", q2.flush()),
+            move |s, _| {
+                let n = q2.flush();
+                let verb = if n == 1 { "is" } else { "are" };
+                let what = crate::logger::count(n, "deferred message");
+                writeln!(s, "{what} {verb} due now")
+            },
         )?
         .serve()
         .map_err(|e| io::Error::new(e.kind(), format!("backdoor {}: {e}", path.display())))
+}
+
+/// The spool lock's name in the spool directory.
+const LOCK_FILE: &str = "mail-relay.lock";
+
+/// Creates the spool directory if needed and takes its lock: an exclusive
+/// `flock` on `mail-relay.lock`, held until the returned file is closed
+/// (the process exits, however it exits), with our pid written into it.
+///
+/// # Errors
+///
+/// If another process holds the lock (naming its pid, as written into the
+/// lock file), or the directory or file cannot be made.
+pub fn lock_spool(spool: &Path) -> io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(spool)?;
+    let path = spool.join(LOCK_FILE);
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)?;
+    // SAFETY: flock takes a file descriptor and flags, touches no memory of
+    // ours; the descriptor is `f`'s, open for the whole call. A lock left
+    // by a panic or any other exit is released by the kernel when the
+    // descriptor closes, so no path leaves the spool locked.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let mut holder = String::new();
+            let _ = f.read_to_string(&mut holder);
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "{} is locked by another mail-relay (pid {}); one spool, one relay",
+                    path.display(),
+                    holder.trim()
+                ),
+            ));
+        }
+        return Err(e);
+    }
+    f.set_len(0)?;
+    f.write_all(format!("{}\n", std::process::id()).as_bytes())?;
+    Ok(f)
 }
 
 /// Writes our pid into the spool directory.

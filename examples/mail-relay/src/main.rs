@@ -17,24 +17,31 @@
 //!
 //! * `config`, `cidr`: defaults, the TOML file, the flags.
 //! * `server`: start, accept loop and limits, graceful stop.
-//! * `session`, `protocol`, `wire`, `stream`, `tls`: the SMTP server side.
+//! * `session`, `protocol`, `body`, `wire`, `stream`, `tls`: the SMTP server
+//!   side.
 //! * `spool`, `id`: the durable queue, its group commit and its journals.
 //! * `queue`: the queue runner, retries, bounces (Postfix's qmgr).
 //! * `delivery`: routes, the `Transport` seam, the Maildir, the SMTP
 //!   client and its connection cache, bounce reports.
-//! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line).
+//! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line), the
+//!   spool lock.
+//! * `reload`: SIGHUP.
 //! * `logger`, `time`: maillog-style lines, dates.
+//! * `metrics`: Prometheus counters and `--metrics`.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
+mod body;
 mod cidr;
 mod config;
 mod control;
 mod delivery;
 mod id;
 mod logger;
+mod metrics;
 mod protocol;
 mod queue;
+mod reload;
 mod server;
 mod session;
 mod spool;
@@ -62,6 +69,7 @@ fn main() -> ExitCode {
             let r = match cmd {
                 config::Command::Mailq => control::mailq(&config),
                 config::Command::Flush => control::flush(&config),
+                config::Command::Config => Ok(config.to_toml()),
             };
             return match r {
                 Ok(out) => {
@@ -75,7 +83,10 @@ fn main() -> ExitCode {
             };
         }
     }
-    logger::init(config.log_level);
+    if let Err(e) = logger::init(config.log_level, config.log_file.as_deref()) {
+        eprintln!("mail-relay: {e}");
+        return ExitCode::from(2);
+    }
     let builder = coro::Runtime::builder().blocking_threads(config.blocking_threads);
     // SAFETY: the relay lends no green thread's stack outside its runtime
     // across a park, which is what `idle_stack_copy_out` asks: its OS
@@ -93,7 +104,10 @@ fn main() -> ExitCode {
     let builder = unsafe { builder.idle_stack_copy_out(true) };
     let runtime = builder.build();
     let result = match runtime {
-        Ok(mut rt) => rt.block_on(move || server::run(config)),
+        Ok(mut rt) => {
+            let load = Box::new(move || config::Config::load(&cli));
+            rt.block_on(move || server::run(config, load))
+        }
         Err(e) => Err(e),
     };
     match result {

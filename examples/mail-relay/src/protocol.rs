@@ -92,6 +92,10 @@ impl Command {
 /// Parses one command line (without CRLF). `esmtp` says whether the
 /// session began with EHLO (MAIL parameters are allowed only then).
 pub fn parse(line: &[u8], esmtp: bool) -> Result<Command, Reply> {
+    let verb = verb_of(line);
+    if verb == "EHLO" || verb == "HELO" {
+        check_helo(&line[4..], verb)?;
+    }
     let line = std::str::from_utf8(line)
         .map_err(|_| Reply::new(500, "5.5.2", "Error: command is not valid UTF-8"))?;
     let (verb, rest) = match line.find(' ') {
@@ -132,6 +136,44 @@ pub fn parse(line: &[u8], esmtp: bool) -> Result<Command, Reply> {
         "STARTTLS" => no_args(Command::StartTls),
         _ => Err(Reply::new(500, "5.5.2", "Error: command not recognized")),
     }
+}
+
+/// The longest host name (RFC 1035 §2.3.4), or address literal we take.
+const MAX_HELO: usize = 255;
+
+/// The EHLO/HELO argument (after the verb): one name of printable ASCII
+/// (no NUL, no control or 8-bit octets, which would otherwise end up in
+/// our `Received:` header and make a 7-bit message 8-bit), at most 255
+/// octets.
+fn check_helo(rest: &[u8], verb: &str) -> Result<(), Reply> {
+    let name = rest.trim_ascii();
+    let why = if name.is_empty() || name.contains(&b' ') {
+        return Err(Reply::new(501, "5.5.4", format!("Syntax: {verb} hostname")));
+    } else if name.len() > MAX_HELO {
+        "longer than 255 octets"
+    } else if name.iter().any(|&b| !b.is_ascii_graphic()) {
+        "control or 8-bit octets in it"
+    } else {
+        return Ok(());
+    };
+    Err(Reply::new(
+        501,
+        "5.5.2",
+        format!("Error: {verb} argument rejected: {why}"),
+    ))
+}
+
+/// The verb of a command line, upper-cased, if it is one we know
+/// (`UNKNOWN` otherwise): so that a rejected MAIL is logged as MAIL.
+pub fn verb_of(line: &[u8]) -> &'static str {
+    let end = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
+    const VERBS: [&str; 11] = [
+        "EHLO", "HELO", "MAIL", "RCPT", "DATA", "RSET", "NOOP", "QUIT", "VRFY", "HELP", "STARTTLS",
+    ];
+    VERBS
+        .into_iter()
+        .find(|v| line[..end].eq_ignore_ascii_case(v.as_bytes()))
+        .unwrap_or("UNKNOWN")
 }
 
 /// `MAIL FROM:<path> [params]`.
@@ -334,6 +376,11 @@ mod tests {
         assert_eq!(code("RCPT TO:<a@b..c>"), 501);
         assert_eq!(code("DATA now"), 501);
         assert_eq!(code("WHAT"), 500);
+        assert_eq!(code("EHLO a\x01b"), 501);
+        assert_eq!(code(&format!("HELO {}", "a".repeat(256))), 501);
+        assert!(matches!(parse(b"EHLO \xffbad", true), Err(r) if r.code == 501));
+        assert_eq!(verb_of(b"mail FROM:x"), "MAIL");
+        assert_eq!(verb_of(b"MAILX"), "UNKNOWN");
         assert_eq!(code("MAIL FROM:<ü@b.test>"), 553);
         assert!(matches!(
             ok("MAIL FROM:<ü@b.test> SMTPUTF8"),

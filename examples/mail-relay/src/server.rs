@@ -1,7 +1,8 @@
 //! The relay as a whole: opens the spool and the destinations (the Maildir,
 //! the SMTP upstreams), requeues what the last run left, starts the
 //! committer, the journal and the queue runner, accepts sessions within the
-//! limits, and stops gracefully on SIGTERM or SIGINT. SIGUSR1 is `flush`.
+//! limits, and stops gracefully on SIGTERM or SIGINT. SIGUSR1 is `flush`;
+//! SIGHUP reloads the configuration (`reload`).
 //!
 //! # Green threads
 //!
@@ -35,10 +36,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coro::net::{is_fd_exhaustion, TcpListener, TcpStream};
-use coro::signal::{Signals, SIGINT, SIGTERM, SIGUSR1};
+use coro::signal::{Signals, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use coro::sync::WaitGroup;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::delivery::route::{Dest, Router};
 use crate::delivery::smtp::client::Settings;
 use crate::delivery::smtp::{Destination, Smtp};
@@ -50,8 +51,8 @@ use crate::wire::Wire;
 
 /// What every session shares.
 pub struct Relay {
-    /// The configuration.
-    pub config: Config,
+    /// The configuration in force (replaced at SIGHUP).
+    config: RefCell<Rc<Config>>,
     /// The spool sessions commit into.
     pub spool: Spool,
     /// STARTTLS, when configured.
@@ -64,6 +65,8 @@ pub struct Relay {
     per_client: RefCell<HashMap<IpAddr, usize>>,
     /// Every session is a member.
     group: WaitGroup,
+    /// Under stress (see [`Relay::timeout`]), as last logged.
+    stressed: Cell<bool>,
 }
 
 /// A live session as the stop logic sees it.
@@ -97,12 +100,51 @@ impl Drop for Member {
 }
 
 impl Relay {
+    /// The configuration in force now (SIGHUP may replace it: take it
+    /// again rather than keep it across a wait).
+    pub fn config(&self) -> Rc<Config> {
+        self.config.borrow().clone()
+    }
+
+    /// The timeout `t` as it applies now: cut to `timeouts.stress` while
+    /// three quarters of `max_sessions` or more are in use (Postfix's
+    /// stress mode), so that a crowd of slow clients frees its places
+    /// sooner.
+    pub fn timeout(&self, t: Duration) -> Duration {
+        let c = self.config();
+        let stressed = self.group.len() * 4 >= c.max_sessions * 3;
+        if stressed != self.stressed.get() {
+            self.stressed.set(stressed);
+            if stressed {
+                log::warn!(
+                    "stress mode on: {} of {} sessions in use; timeouts cut to {:?}",
+                    self.group.len(),
+                    c.max_sessions,
+                    c.timeouts.stress
+                );
+            } else {
+                log::info!("stress mode off: {} sessions in use", self.group.len());
+            }
+        }
+        if stressed {
+            t.min(c.timeouts.stress)
+        } else {
+            t
+        }
+    }
+
+    /// Whether `client` is in `mynetworks` (may relay anywhere, may use
+    /// sender-specified routing).
+    pub fn trusted(&self, client: IpAddr) -> bool {
+        self.config().mynetworks.iter().any(|n| n.contains(client))
+    }
+
     /// Whether a client at `client` may send to `rcpt`: it is in
     /// `mynetworks`, or the domain is one we deliver or relay for (and the
     /// bare `postmaster` always). Never an open relay.
     pub fn may_receive(&self, client: IpAddr, rcpt: &str) -> bool {
-        let c = &self.config;
-        if c.mynetworks.iter().any(|n| n.contains(client)) {
+        let c = self.config();
+        if self.trusted(client) {
             return true;
         }
         match crate::protocol::domain(rcpt) {
@@ -122,12 +164,24 @@ impl Relay {
 ///
 /// If the spool, the Maildir, the TLS files or the listener cannot be set
 /// up.
-pub fn run(config: Config) -> io::Result<()> {
-    let signals = Signals::new([SIGINT, SIGTERM, SIGUSR1])?;
+pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -> io::Result<()> {
+    let signals = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])?;
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
         _ => None,
     };
+    // What can fail without touching the disk comes first: a relay that
+    // cannot start leaves no spool or Maildir behind.
+    let listener = Rc::new(
+        TcpListener::bind(config.listen)
+            .map_err(|e| io::Error::new(e.kind(), format!("listen {}: {e}", config.listen)))?,
+    );
+    let metrics = match config.metrics {
+        Some(a) => Some(Rc::new(crate::metrics::bind(a)?)),
+        None => None,
+    };
+    let _lock = crate::control::lock_spool(&config.spool_dir)
+        .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
     let router = Router::new(
         &config.routes,
         &config.local_domains,
@@ -145,8 +199,8 @@ pub fn run(config: Config) -> io::Result<()> {
     queue.attach(spool.clone());
     if recovered.removed_tmp > 0 {
         log::info!(
-            "removed {} half-written files from the spool",
-            recovered.removed_tmp
+            "removed {} from the spool",
+            crate::logger::count(recovered.removed_tmp, "half-written file")
         );
     }
     for (name, why) in &recovered.corrupt {
@@ -154,17 +208,14 @@ pub fn run(config: Config) -> io::Result<()> {
     }
     if !recovered.messages.is_empty() {
         log::info!(
-            "{} queued messages found in the spool; delivering",
-            recovered.messages.len()
+            "{} found in the spool; delivering",
+            crate::logger::count(recovered.messages.len(), "queued message")
         );
     }
     for q in recovered.messages {
         queue.restore(q);
     }
-    let listener = Rc::new(
-        TcpListener::bind(config.listen)
-            .map_err(|e| io::Error::new(e.kind(), format!("listen {}: {e}", config.listen)))?,
-    );
+    queue.retry_at_start();
     let addr = listener.local_addr()?;
     let door = match &config.backdoor {
         Some(path) => Some(crate::control::serve_backdoor(path, &queue)?),
@@ -181,52 +232,91 @@ pub fn run(config: Config) -> io::Result<()> {
     log::info!("daemon started -- listening on {addr}");
 
     let relay = Rc::new(Relay {
-        config,
+        config: RefCell::new(Rc::new(config)),
         spool: spool.clone(),
         tls,
         stopping: Cell::new(false),
         sessions: RefCell::new(HashMap::new()),
         per_client: RefCell::new(HashMap::new()),
         group: WaitGroup::new(),
+        stressed: Cell::new(false),
     });
+    // Set when the stop sequence ends the core threads on purpose.
+    let ending = Rc::new(Cell::new(false));
     let committer = {
         let spool = spool.clone();
-        coro::Builder::new()
-            .name("committer".into())
-            .spawn(move || spool.run_committer())?
+        let ending = ending.clone();
+        supervised(
+            "committer",
+            move || ending.get(),
+            move || spool.run_committer(),
+        )?
     };
     let journal = {
         let spool = spool.clone();
-        coro::Builder::new()
-            .name("journal".into())
-            .spawn(move || spool.run_journal())?
+        let ending = ending.clone();
+        supervised("journal", move || ending.get(), move || spool.run_journal())?
     };
     queue.start()?;
+    if let Some(l) = &metrics {
+        let (l, q, r) = (l.clone(), queue.clone(), relay.clone());
+        let sessions: Rc<dyn Fn() -> usize> = Rc::new(move || r.group.len());
+        log::info!("metrics at http://{}/metrics", l.local_addr()?);
+        coro::Builder::new()
+            .name("metrics".into())
+            .spawn(move || crate::metrics::serve(l, q, sessions))?;
+    }
     let acceptor = {
         let (relay, listener) = (relay.clone(), listener.clone());
-        coro::Builder::new()
-            .name("acceptor".into())
-            .spawn(move || accept_loop(&relay, &listener))?
+        let l = listener.clone();
+        // Ended by the stop closing the listener.
+        supervised(
+            "acceptor",
+            move || listener.is_closed(),
+            move || accept_loop(&relay, &l),
+        )?
     };
 
     let sig = loop {
-        match signals.recv()? {
+        let sig = match signals.recv() {
+            Ok(s) => s,
+            Err(e) if coro::WaitError::from_io(&e) == Some(coro::WaitError::Interrupted) => {
+                // The back door's `interrupt` on main: main only waits for
+                // signals here; ending it would end the relay without a
+                // graceful stop.
+                log::warn!(
+                    "main thread interrupted (by the back door?): ignored; SIGTERM stops the relay"
+                );
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match sig {
             SIGUSR1 => {
                 queue.flush();
+            }
+            SIGHUP => {
+                let old = relay.config();
+                if let Some(new) = crate::reload::reload(&old, &*load) {
+                    *relay.config.borrow_mut() = Rc::new(new);
+                }
             }
             sig => break sig,
         }
     };
     let t0 = coro::clock::now();
-    let deadline = relay.config.stop_deadline;
+    let deadline = relay.config().stop_deadline;
     log::info!(
-        "signal {sig}: stopping -- no new sessions or deliveries; {} sessions and {} deliveries in flight get {deadline:?}",
-        relay.group.len(),
-        queue.in_flight()
+        "signal {sig}: stopping -- no new sessions or deliveries; {} and {} in flight get {deadline:?}",
+        crate::logger::count(relay.group.len(), "session"),
+        crate::logger::count(queue.in_flight(), "delivery")
     );
     relay.stopping.set(true);
     queue.halt();
     listener.close();
+    if let Some(l) = &metrics {
+        l.close();
+    }
     let _ = acceptor.join();
     // Sessions waiting for a command between transactions end now.
     for live in relay.sessions.borrow().values() {
@@ -238,7 +328,7 @@ pub fn run(config: Config) -> io::Result<()> {
         let (relay, queue) = (relay.clone(), queue.clone());
         coro::spawn(move || {
             while let Ok(sig) = signals.recv() {
-                if sig != SIGUSR1 {
+                if sig != SIGUSR1 && sig != SIGHUP {
                     log::info!("second signal: ending the sessions and deliveries in flight now");
                     interrupt_all(&relay);
                     queue.cut();
@@ -261,6 +351,7 @@ pub fn run(config: Config) -> io::Result<()> {
     if let Err(e) = spool.sync_journal() {
         log::warn!("flushing the spool's journal: {e}");
     }
+    ending.set(true);
     let _ = committer.thread().interrupt();
     let _ = journal.thread().interrupt();
     if let Some(smtp) = smtp {
@@ -271,9 +362,9 @@ pub fn run(config: Config) -> io::Result<()> {
     }
     crate::control::remove_pid(spool.dir());
     log::info!(
-        "stopped; {} messages ({} batch files) left in the spool for the next start",
-        queue.len(),
-        spool.batches()
+        "stopped; {} ({}) left in the spool for the next start",
+        crate::logger::count(queue.len(), "message"),
+        crate::logger::count(spool.batches(), "batch file")
     );
     Ok(())
 }
@@ -314,6 +405,30 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
     Ok((out, Some(smtp)))
 }
 
+/// Spawns a core thread running `body`, and runs `body` again (with a log
+/// line) whenever it returns before `done` says so: its loops end when
+/// their wait is interrupted, which the stop does on purpose and the back
+/// door's `interrupt` by hand. Nothing is lost by a restart: what the
+/// thread was waiting for stays queued.
+fn supervised(
+    name: &'static str,
+    done: impl Fn() -> bool + 'static,
+    body: impl Fn() + 'static,
+) -> io::Result<coro::JoinHandle<()>> {
+    coro::Builder::new().name(name.into()).spawn(move || loop {
+        body();
+        if done() {
+            return;
+        }
+        log::warn!(
+            "{name} thread #{} interrupted (by the back door?): restarted, the relay needs it",
+            coro::current_id().unwrap_or(0)
+        );
+        // One pass of everyone else before the loop starts again.
+        coro::yield_now();
+    })
+}
+
 fn interrupt_all(relay: &Relay) {
     for live in relay.sessions.borrow().values() {
         let _ = live.thread.interrupt();
@@ -351,7 +466,7 @@ fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
 /// Starts a session for a new connection, or turns it away with 421 when
 /// a limit is reached.
 fn admit(relay: &Rc<Relay>, stream: TcpStream, peer: SocketAddr) {
-    let c = &relay.config;
+    let c = relay.config();
     let ip = peer.ip();
     let from_client = relay.per_client.borrow().get(&ip).copied().unwrap_or(0);
     let refusal = if relay.group.len() >= c.max_sessions {
@@ -377,6 +492,7 @@ fn admit(relay: &Rc<Relay>, stream: TcpStream, peer: SocketAddr) {
         return;
     }
     *relay.per_client.borrow_mut().entry(ip).or_insert(0) += 1;
+    crate::metrics::get().sessions_accepted.inc();
     let member = Member {
         relay: relay.clone(),
         ip,

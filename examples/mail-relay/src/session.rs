@@ -14,20 +14,38 @@
 //!
 //! # Waiting
 //!
-//! Every wait for the client runs under `with_timeout` with the class of
+//! Every wait for the client runs under a deadline with the class of
 //! RFC 5321 §4.5.3.2 that fits the state (see [`crate::config::Timeouts`]),
 //! and the commit after the final dot under `final_dot`, so a slow or
-//! silent client holds only this green thread. At a graceful stop the
-//! server interrupts sessions that wait between transactions at once and
-//! the others at the deadline; an interrupted session says 421 and ends.
+//! silent client holds only this green thread. A command line has one
+//! deadline for all of it, and a DATA block one that grows only by
+//! `1 / min_data_rate` s per octet received: a client dripping a byte at a
+//! time is cut off as soon as a silent one. Near `max_sessions` every
+//! timeout shortens to `timeouts.stress` ([`Relay::timeout`]). At a
+//! graceful stop the server interrupts sessions that wait between
+//! transactions at once and the others at the deadline; an interrupted
+//! session says 421 and ends (saying so when the back door, not a stop,
+//! interrupted it).
+//!
+//! # DATA
+//!
+//! The content goes through [`Body`]: line limits, the header scan, and
+//! past 64 KiB a spill file in the spool, so a session holds a bounded
+//! part of its message. A message with `hopcount_limit` `Received:`
+//! headers or more is refused (554 5.4.6, mail forwarding loop): the relay
+//! that sent it returns it to its sender, and drops it if that sender is
+//! `<>`.
 
 use std::cell::Cell;
 use std::io;
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use coro::clock::Instant;
+
+use crate::body::{Body, MAX_TEXT_LINE};
 use crate::protocol::{self, Command, MailParams, Reply};
 use crate::server::Relay;
 use crate::spool::{Envelope, Message};
@@ -36,8 +54,6 @@ use crate::wire::{timed, Line, Wire};
 
 /// RFC 5321 §4.5.3.1.4: a command line, CRLF included.
 const MAX_COMMAND_LINE: usize = 512;
-/// RFC 5321 §4.5.3.1.6: a text line, CRLF included.
-const MAX_TEXT_LINE: usize = 1000;
 
 /// Where a session is, as the server's stop logic sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +67,8 @@ pub enum Phase {
 
 /// A transaction: MAIL seen, collecting recipients.
 struct Txn {
+    /// When MAIL was accepted (the start of `delays=`'s a).
+    started: Instant,
     from: String,
     params: MailParams,
     rcpts: Vec<String>,
@@ -74,6 +92,8 @@ pub struct Session {
     txn: Option<Txn>,
     /// Rejected commands so far.
     errors: u32,
+    /// NOOP, RSET, VRFY and HELP since the last accepted message.
+    junk: u32,
     /// Commands seen, for the disconnect line.
     commands: u32,
     /// The last command's verb, for "timeout after RCPT".
@@ -93,6 +113,7 @@ impl Session {
             esmtp: false,
             txn: None,
             errors: 0,
+            junk: 0,
             commands: 0,
             last: "CONNECT",
             phase,
@@ -109,24 +130,26 @@ impl Session {
             End::Closed(why) => why.to_owned(),
         };
         log::info!(
-            "disconnect from [{}]:{} commands={} errors={} ({how})",
+            "disconnect from [{}]:{} commands={} errors={} tls={} ({how})",
             peer.ip(),
             peer.port(),
             self.commands,
-            self.errors
+            self.errors,
+            if self.wire.is_tls() { "yes" } else { "no" }
         );
         self.wire.close();
     }
 
-    fn host(&self) -> &str {
-        &self.relay.config.hostname
+    /// Our host name (as configured now).
+    fn host(&self) -> String {
+        self.relay.config().hostname.clone()
     }
 
     fn serve(&mut self) -> End {
         let greeting = format!("{} ESMTP mail-relay", self.host());
         self.wire.reply(220, &[&greeting]);
         loop {
-            let t = &self.relay.config.timeouts;
+            let t = self.relay.config().timeouts.clone();
             let timeout = match (&self.helo, &self.txn) {
                 (None, _) => t.greeting,
                 (Some(_), None) => t.mail,
@@ -138,7 +161,15 @@ impl Session {
                 }
                 self.phase.set(Phase::Idle);
             }
-            let line = self.wire.read_line(MAX_COMMAND_LINE, timeout);
+            // One deadline for the whole line, however it trickles in.
+            // It starts when the wait does (our replies sent).
+            let (start, relay) = (Cell::new(None), self.relay.clone());
+            let deadline = move |_: u64, _: Instant| {
+                let t0 = *start.get().get_or_insert_with(coro::clock::now);
+                start.set(Some(t0));
+                t0 + relay.timeout(timeout)
+            };
+            let line = self.wire.read_line(MAX_COMMAND_LINE, &deadline);
             self.phase.set(Phase::Busy);
             let line = match line {
                 Ok(l) => l,
@@ -160,7 +191,7 @@ impl Session {
             let cmd = match protocol::parse(self.wire.line(), self.esmtp) {
                 Ok(c) => c,
                 Err(reply) => {
-                    self.last = "UNKNOWN";
+                    self.last = protocol::verb_of(self.wire.line());
                     if let Some(end) = self.reject(reply) {
                         return end;
                     }
@@ -181,7 +212,7 @@ impl Session {
                 self.helo = Some(name);
                 self.esmtp = true;
                 self.txn = None;
-                let c = &self.relay.config;
+                let c = self.relay.config();
                 let size = format!("SIZE {}", c.max_message_size);
                 let mut lines = vec![self.host().to_owned(), "PIPELINING".into(), size];
                 if self.relay.tls.is_some() && !self.wire.is_tls() {
@@ -204,18 +235,28 @@ impl Session {
             Command::Rset => {
                 self.txn = None;
                 self.ok(250, "2.0.0", "Ok");
+                return self.junk();
             }
-            Command::Noop => self.ok(250, "2.0.0", "Ok"),
-            Command::Vrfy => self.ok(
-                252,
-                "2.0.0",
-                "Cannot VRFY user, but will accept message and attempt delivery",
-            ),
-            Command::Help => self.ok(
-                214,
-                "2.0.0",
-                "Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS",
-            ),
+            Command::Noop => {
+                self.ok(250, "2.0.0", "Ok");
+                return self.junk();
+            }
+            Command::Vrfy => {
+                self.ok(
+                    252,
+                    "2.0.0",
+                    "Cannot VRFY user, but will accept message and attempt delivery",
+                );
+                return self.junk();
+            }
+            Command::Help => {
+                self.ok(
+                    214,
+                    "2.0.0",
+                    "Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS",
+                );
+                return self.junk();
+            }
             Command::Quit => {
                 self.ok(221, "2.0.0", "Bye");
                 return Some(End::Quit);
@@ -235,7 +276,7 @@ impl Session {
         if self.relay.stopping.get() {
             return Some(self.shutting_down());
         }
-        let max = self.relay.config.max_message_size;
+        let max = self.relay.config().max_message_size;
         if params.size.is_some_and(|s| s > max) {
             return self.reject(Reply::new(
                 552,
@@ -244,6 +285,7 @@ impl Session {
             ));
         }
         self.txn = Some(Txn {
+            started: coro::clock::now(),
             from,
             params,
             rcpts: Vec::new(),
@@ -259,12 +301,28 @@ impl Session {
         if !to.is_ascii() && !txn.params.smtputf8 {
             return self.reject(protocol::needs_utf8());
         }
-        if txn.rcpts.len() >= self.relay.config.max_recipients {
-            // Not the client's error: it sends the rest in another transaction.
-            self.ok(452, "4.5.3", "Error: too many recipients");
+        if txn.rcpts.iter().any(|r| r.eq_ignore_ascii_case(&to)) {
+            // RFC 5321 §3.3 lets a server drop a duplicate; one copy goes.
+            log::debug!(
+                "duplicate recipient <{to}> from [{}] collapsed",
+                self.client
+            );
+            self.ok(250, "2.1.5", "Ok");
             return None;
         }
-        if !self.relay.may_receive(self.client, &to) {
+        if txn.rcpts.len() >= self.relay.config().max_recipients {
+            // The client sends the rest in another transaction; still, a
+            // client that keeps trying counts toward the error limit (as in
+            // Postfix), so that it cannot loop on 452 for ever.
+            self.ok(452, "4.5.3", "Error: too many recipients");
+            return self.count_error();
+        }
+        let routed = !self.relay.trusted(self.client) && sender_routed(&to);
+        if routed || !self.relay.may_receive(self.client, &to) {
+            // Sender-specified routing (`a%b@relay`, `b!a@relay`,
+            // `"a@b"@relay`) from outside mynetworks would let anyone use
+            // a relay domain's next hop as an open relay (Postfix's
+            // `allow_untrusted_routing = no`).
             let reply = Reply::new(554, "5.7.1", format!("<{to}>: Relay access denied"));
             let from = txn.from.clone();
             return self.reject_with(reply, &format!(" from=<{from}> to=<{to}>"));
@@ -282,18 +340,55 @@ impl Session {
             return self.reject(Reply::new(554, "5.5.1", "Error: no valid recipients"));
         }
         let id = crate::id::next();
+        let started = txn.started;
+        let mut env = Envelope {
+            id: id.clone(),
+            arrival: SystemTime::now(),
+            client: self.wire.peer(),
+            helo: self.helo.clone().unwrap_or_default(),
+            from: txn.from.clone(),
+            rcpts: txn.rcpts.clone(),
+            eight_bit: txn.params.eight_bit,
+            smtputf8: txn.params.smtputf8,
+        };
         self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
-        let mut data = self.received_header(&id);
-        let header_len = data.len();
-        let c = &self.relay.config;
+        let c = self.relay.config();
         let (max, t) = (c.max_message_size, c.timeouts.clone());
-        let mut too_big = false;
-        let mut too_long = false;
-        let mut first = true;
+        let (hop_limit, rate) = (c.hopcount_limit, c.min_data_rate.max(1));
+        let trusted = c.add_missing_headers && self.relay.trusted(self.client);
+        let mut body = Body::new(
+            self.received_header(&id),
+            max,
+            trusted.then(|| self.host().to_owned()),
+        );
+        // One deadline for the whole DATA block: the first data within
+        // data_init, then data_block from the first data plus 1/min_data_rate s
+        // per octet received, and never more than data_block of silence.
+        // A client that drips its message gets no more time than it earns.
+        let (base, relay) = (self.wire.received(), self.relay.clone());
+        let t0: Cell<Option<Instant>> = Cell::new(None);
+        let (data_init, data_block) = (t.data_init, t.data_block);
+        let first: Cell<Option<Instant>> = Cell::new(None);
+        let deadline = move |received: u64, last: Instant| {
+            let got = received - base;
+            if got == 0 {
+                // From when the 354 is out.
+                let sent = *t0.get().get_or_insert_with(coro::clock::now);
+                t0.set(Some(sent));
+                return sent + relay.timeout(data_init);
+            }
+            // `last` is the first data's arrival the first time through.
+            let start = *first.get().get_or_insert(last);
+            first.set(Some(start));
+            let block = relay.timeout(data_block);
+            let earned = Duration::from_secs_f64(got as f64 / rate as f64);
+            (start + block + earned).min(last + block)
+        };
+        let spool = self.relay.spool.clone();
         loop {
-            let timeout = if first { t.data_init } else { t.data_block };
-            first = false;
-            let line = match self.wire.read_line(MAX_TEXT_LINE, timeout) {
+            // One more octet than a text line may have: a stuffed dot
+            // does not count (RFC 5321 §4.5.3.1.6); Body checks the rest.
+            let line = match self.wire.read_line(MAX_TEXT_LINE + 1, &deadline) {
                 Ok(l) => l,
                 Err(e) => return Some(self.wait_failed(e)),
             };
@@ -304,61 +399,97 @@ impl Session {
                         break;
                     }
                     let text = text.strip_prefix(b".").unwrap_or(text);
-                    if (data.len() - header_len + text.len() + 2) as u64 > max {
-                        too_big = true;
-                    }
-                    if !too_big && !too_long {
-                        data.extend_from_slice(text);
-                        data.extend_from_slice(b"\r\n");
+                    if let Err(e) = body.line(text, &spool, &env) {
+                        return Some(self.wait_failed(e));
                     }
                 }
-                Line::TooLong => too_long = true,
+                Line::TooLong => body.too_long = true,
                 Line::BareLf | Line::BareCr => return Some(self.bare(line)),
                 Line::Eof => return Some(self.lost()),
             }
         }
-        let txn = self.txn.take().expect("checked");
-        if too_big {
+        self.txn = None;
+        if body.too_big {
             return self.reject(Reply::new(
                 552,
                 "5.3.4",
                 format!("Error: message exceeds fixed limit of {max} octets"),
             ));
         }
-        if too_long {
+        if body.too_long {
             return self.reject(Reply::new(
                 554,
                 "5.6.0",
                 "Error: message has a line longer than 1000 octets",
             ));
         }
-        let size = data.len() - header_len;
-        let msg = Arc::new(Message {
-            env: Envelope {
-                id: id.clone(),
-                arrival: SystemTime::now(),
-                client: self.wire.peer(),
-                helo: self.helo.clone().unwrap_or_default(),
-                from: txn.from,
-                rcpts: txn.rcpts,
-                eight_bit: txn.params.eight_bit,
-                smtputf8: txn.params.smtputf8,
-            },
-            data,
-        });
-        match timed(t.final_dot, || self.relay.spool.commit(msg.clone())) {
+        let hops = body.hops;
+        if hops >= hop_limit {
+            // RFC 5321 §6.3: a message that has passed this many relays is
+            // looping. Refused here, it goes back to its sender from the
+            // relay that sent it; a looping bounce (from <>) is dropped
+            // there, never bounced again.
+            let from = env.from.clone();
+            return self.reject_with(
+                Reply::new(
+                    554,
+                    "5.4.6",
+                    format!(
+                        "Error: too many hops ({hops} Received: headers): mail forwarding loop"
+                    ),
+                ),
+                &format!(" from=<{from}>"),
+            );
+        }
+        let (size, message_id) = (body.size, body.message_id.clone());
+        let (from, nrcpt) = (env.from.clone(), env.rcpts.len());
+        env.arrival = SystemTime::now();
+        let content = match body.finish(&env) {
+            Ok(c) => c,
+            Err(e) if is_interrupt(&e) => return Some(self.wait_failed(e)),
+            Err(e) => {
+                log::warn!("{id}: writing the message into the spool failed: {e}");
+                return self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"));
+            }
+        };
+        let spool = &self.relay.spool;
+        let r = match content {
+            Ok(spilled) => {
+                let msg = Arc::new(Message {
+                    env,
+                    data: Vec::new(),
+                });
+                timed(t.final_dot, || {
+                    spool.commit_received(msg, Some(spilled), Some(started))
+                })
+            }
+            Err(data) => {
+                let msg = Arc::new(Message { env, data });
+                timed(t.final_dot, || {
+                    spool.commit_received(msg, None, Some(started))
+                })
+            }
+        };
+        match r {
             Ok(()) => {
                 log::info!(
                     "{id}: client=[{}]:{}, from=<{}>, size={size}, nrcpt={} (queue active)",
                     self.client,
                     self.wire.peer().port(),
-                    msg.env.from,
-                    msg.env.rcpts.len()
+                    from,
+                    nrcpt
                 );
+                // (Empty when the header's value is folded onto its next
+                // line, which the scan does not follow.)
+                if let Some(mid) = message_id.filter(|m| !m.is_empty()) {
+                    log::info!("{id}: message-id=<{mid}>");
+                }
                 self.ok(250, "2.0.0", &format!("Ok: queued as {id}"));
+                crate::metrics::get().accepted.inc();
+                self.junk = 0;
                 None
             }
-            Err(e) if is_interrupt(&e) => Some(self.shutting_down()),
+            Err(e) if is_interrupt(&e) => Some(self.wait_failed(e)),
             Err(e) => {
                 log::warn!("{id}: commit to the spool failed or took too long: {e}");
                 self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"))
@@ -388,6 +519,12 @@ impl Session {
             log::info!("TLS handshake with [{}] failed: {e}", self.client);
             return Some(End::Closed("TLS handshake failed"));
         }
+        log::info!(
+            "TLS connection established from [{}]:{}: {}",
+            self.client,
+            self.wire.peer().port(),
+            self.wire.tls_info().unwrap_or_default()
+        );
         // RFC 3207 §4.2: forget everything said before TLS.
         self.helo = None;
         self.esmtp = false;
@@ -443,8 +580,29 @@ impl Session {
         );
         self.wire
             .reply(reply.code, &[&format!("{} {}", reply.status, reply.text)]);
+        self.count_error()
+    }
+
+    /// A NOOP, RSET, VRFY or HELP: past `junk_command_limit` of them, each
+    /// counts as an error (Postfix's `smtpd_junk_command_limit`).
+    fn junk(&mut self) -> Option<End> {
+        self.junk += 1;
+        if self.junk > self.relay.config().junk_command_limit {
+            log::info!(
+                "too many junk commands ({}) after {} from [{}]",
+                self.junk,
+                self.last,
+                self.client
+            );
+            return self.count_error();
+        }
+        None
+    }
+
+    /// Counts an error; ends the session with 421 at `error_limit`.
+    fn count_error(&mut self) -> Option<End> {
         self.errors += 1;
-        if self.errors >= self.relay.config.error_limit {
+        if self.errors >= self.relay.config().error_limit {
             log::info!("too many errors after {} from [{}]", self.last, self.client);
             self.ok(
                 421,
@@ -494,6 +652,18 @@ impl Session {
             let text = format!("{} Error: timeout exceeded", self.host());
             self.ok(421, "4.4.2", &text);
             End::Closed("timeout")
+        } else if is_interrupt(&e) && !self.relay.stopping.get() {
+            // Not the stop: someone ended this session by hand (the back
+            // door's `interrupt`, which logs who).
+            log::info!(
+                "session #{} with [{}] interrupted after {} (not a stop; the back door logs by whom)",
+                coro::current_id().unwrap_or(0),
+                self.client,
+                self.last
+            );
+            let text = format!("{} Error: session ended by the administrator", self.host());
+            self.ok(421, "4.3.0", &text);
+            End::Closed("interrupted by the administrator")
         } else if is_interrupt(&e) {
             self.shutting_down()
         } else {
@@ -504,6 +674,15 @@ impl Session {
             );
             End::Closed("lost connection")
         }
+    }
+}
+
+/// Whether a recipient routes by its local part: `%` or `!` in it, or an
+/// `@` inside it (`a@b@c`, `"a@b"@c`).
+fn sender_routed(rcpt: &str) -> bool {
+    match rcpt.rfind('@') {
+        Some(at) => rcpt[..at].contains(['%', '!', '@']),
+        None => false,
     }
 }
 

@@ -11,14 +11,15 @@
 //! ends a line; a bare LF, a bare CR inside a line, or a line longer than
 //! the limit is reported as such (the session rejects it) instead of being
 //! repaired, since each such repair has been an SMTP smuggling vector.
-//! Every wait runs under `with_timeout`, so a slow client holds nothing but
-//! its own green thread.
+//! Every wait runs under a deadline, so a slow client holds nothing but
+//! its own green thread; a line's deadline covers all the reads it takes.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use coro::clock::Instant;
 use coro::net::TcpStream;
 
 use crate::stream::{accept_tls, Stream};
@@ -56,6 +57,10 @@ pub struct Wire {
     write_timeout: Duration,
     /// The client's address.
     peer: SocketAddr,
+    /// Octets received so far (for the DATA rate).
+    received: u64,
+    /// When the last read that brought data ended.
+    last_read: Instant,
 }
 
 impl Wire {
@@ -70,7 +75,14 @@ impl Wire {
             out: Vec::new(),
             write_timeout,
             peer,
+            received: 0,
+            last_read: coro::clock::now(),
         }
+    }
+
+    /// Octets received from the client so far.
+    pub fn received(&self) -> u64 {
+        self.received
     }
 
     /// The client's address.
@@ -81,6 +93,11 @@ impl Wire {
     /// Whether the connection is under TLS.
     pub fn is_tls(&self) -> bool {
         self.stream.as_ref().is_some_and(Stream::is_tls)
+    }
+
+    /// The TLS version and cipher suite, under TLS.
+    pub fn tls_info(&self) -> Option<String> {
+        self.stream.as_ref().and_then(Stream::tls_info)
     }
 
     /// Queues a reply: `code` with each of `lines` (multi-line replies use
@@ -130,14 +147,24 @@ impl Wire {
     }
 
     /// Reads the next line of at most `max` octets including its CRLF,
-    /// waiting at most `timeout` for it. Flushes queued replies first if it
-    /// has to wait.
+    /// all of it by `deadline` (however many reads it takes: a client that
+    /// drips a byte at a time gets no more time than one that is silent).
+    /// Flushes queued replies first if it has to wait.
     ///
     /// # Errors
     ///
-    /// `TimedOut` when `timeout` (or the write timeout of the flush)
+    /// `TimedOut` when `deadline` (or the write timeout of the flush)
     /// passes; otherwise the socket's error.
-    pub fn read_line(&mut self, max: usize, timeout: Duration) -> io::Result<Line> {
+    ///
+    /// `deadline` is asked before each read (after the replies are out),
+    /// with the octets received so far and when the last read that brought
+    /// any ended, so that it may move (a DATA block's deadline grows with
+    /// the data that comes).
+    pub fn read_line(
+        &mut self,
+        max: usize,
+        deadline: &dyn Fn(u64, Instant) -> Instant,
+    ) -> io::Result<Line> {
         let mut too_long = false;
         loop {
             let avail = &self.rbuf[self.rpos..];
@@ -166,15 +193,17 @@ impl Wire {
                 let keep = usize::from(avail.last() == Some(&b'\r'));
                 self.rpos = self.rbuf.len() - keep;
             }
-            if self.fill(timeout)? == 0 {
+            if self.fill(deadline)? == 0 {
                 return Ok(Line::Eof);
             }
         }
     }
 
-    /// Reads more into the buffer (after flushing replies); 0 at EOF.
-    fn fill(&mut self, timeout: Duration) -> io::Result<usize> {
+    /// Reads more into the buffer (after flushing replies), by `deadline`
+    /// (asked once the replies are out); 0 at EOF.
+    fn fill(&mut self, deadline: &dyn Fn(u64, Instant) -> Instant) -> io::Result<usize> {
         self.flush()?;
+        let deadline = deadline(self.received, self.last_read);
         if self.rpos > 0 {
             self.rbuf.drain(..self.rpos);
             self.rpos = 0;
@@ -183,8 +212,12 @@ impl Wire {
         self.rbuf.resize(len + READ_CHUNK, 0);
         let stream = self.stream.as_mut().expect("stream present");
         let buf = &mut self.rbuf[len..];
-        let r = timed(timeout, || stream.read(buf));
+        let r = timed_until(deadline, || stream.read(buf));
         let n = *r.as_ref().unwrap_or(&0);
+        if n > 0 {
+            self.received += n as u64;
+            self.last_read = coro::clock::now();
+        }
         self.rbuf.truncate(len + n);
         r
     }
@@ -220,6 +253,14 @@ impl Wire {
             s.close_notify();
             let _ = timed(self.write_timeout, || s.flush());
         }
+    }
+}
+
+/// Runs `f` under `with_deadline(deadline)`, its passing as `TimedOut`.
+pub fn timed_until<T>(deadline: Instant, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    match coro::with_deadline(deadline, f) {
+        Ok(r) => r,
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
 }
 

@@ -180,4 +180,10 @@ print("sent")
     let m = &relay.wait_delivered(1)[0];
     assert!(m.contains("with ESMTPS id"), "{m}");
     assert!(m.ends_with("\nsecret\n"), "{m}");
+    // The log says the session used TLS, and which.
+    let log = relay.wait_log("tls=yes", 1);
+    assert!(
+        log.contains("TLS connection established from [127.0.0.1]") && log.contains("with cipher"),
+        "{log}"
+    );
 }

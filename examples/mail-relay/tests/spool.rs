@@ -44,8 +44,10 @@ fn sessions_finishing_together_share_one_batch() {
     let batches: Vec<usize> = log
         .lines()
         .filter_map(|l| {
-            l.split(" messages committed")
+            l.split(" committed")
                 .next()?
+                .trim_end_matches(" messages")
+                .trim_end_matches(" message")
                 .rsplit(' ')
                 .next()?
                 .parse()

@@ -6,12 +6,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{duration, ConfigError};
 
 /// Retries and lifetimes (`[queue]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Queue {
     /// Wait after the first deferral; it doubles with each further one
@@ -83,7 +83,7 @@ impl Queue {
 }
 
 /// When the client uses STARTTLS (Postfix's `smtp_tls_security_level`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TlsLevel {
     /// Never.
@@ -100,7 +100,7 @@ pub enum TlsLevel {
 }
 
 /// The SMTP client (`[smtp]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Smtp {
     /// The name we give in EHLO/HELO (default: `hostname`).

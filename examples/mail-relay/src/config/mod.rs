@@ -16,17 +16,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cidr::Cidr;
 use crate::delivery::route::{Dest, Upstream};
 pub use delivery::{Queue, Smtp, TlsLevel};
 
 /// Everything the relay reads at start.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Address the SMTP listener binds (`127.0.0.1:2525`).
+    /// Address the SMTP listener binds (`127.0.0.1:2525`; a host name such
+    /// as `localhost:2525` is resolved, its first address used).
+    #[serde(deserialize_with = "listen_addr")]
     pub listen: SocketAddr,
     /// Our name in the greeting, EHLO reply and `Received:` headers.
     pub hostname: String,
@@ -49,21 +51,46 @@ pub struct Config {
     /// The back door's Unix socket (`mailq`, `flush` and the runtime's
     /// console, for this user only); unset: none.
     pub backdoor: Option<PathBuf>,
+    /// Where to serve Prometheus metrics (`GET /metrics`); unset: not
+    /// served.
+    #[serde(deserialize_with = "opt_listen_addr")]
+    pub metrics: Option<SocketAddr>,
     /// The largest message accepted, in octets (SIZE).
     pub max_message_size: u64,
     /// Recipients per message; the next one gets 452.
     pub max_recipients: usize,
     /// Sessions at once; the next client gets 421 at greeting.
     pub max_sessions: usize,
-    /// Sessions at once from one client address.
+    /// Sessions at once from one client address [default: 100].
     pub max_sessions_per_client: usize,
-    /// Rejected commands in one session before it is ended with 421.
+    /// Rejected commands in one session before it is ended with 421
+    /// (452 replies count too).
     pub error_limit: u32,
+    /// NOOP, RSET, VRFY and HELP commands a session may send before each
+    /// further one counts as an error (Postfix's
+    /// `smtpd_junk_command_limit`); a message accepted starts the count
+    /// again.
+    pub junk_command_limit: u32,
+    /// `Received:` headers a message may carry; one with this many or more
+    /// is refused as a mail forwarding loop (Postfix's `hopcount_limit`).
+    pub hopcount_limit: usize,
+    /// Add `Date:` and `Message-ID:` to messages from `mynetworks` that
+    /// lack them (submissions from our own clients, as Postfix does for
+    /// its local clients).
+    pub add_missing_headers: bool,
+    /// Octets per second a client must keep up during DATA: each octet
+    /// received extends the DATA deadline by `1 / min_data_rate` s
+    /// (Postfix's `smtpd_min_data_rate`).
+    pub min_data_rate: u64,
     /// At SIGTERM/SIGINT, how long sessions in flight may take to finish.
     #[serde(with = "duration")]
     pub stop_deadline: Duration,
     /// `log` level: error, warn, info, debug, trace, off.
+    #[serde(serialize_with = "level")]
     pub log_level: log::LevelFilter,
+    /// The log goes to this file (appended; reopened at SIGHUP) instead of
+    /// stderr.
+    pub log_file: Option<PathBuf>,
     /// OS threads of the blocking pool (fsync and file work; a Maildir
     /// batch syncs from 8 at once, beside the spool's commit).
     pub blocking_threads: usize,
@@ -81,7 +108,7 @@ pub struct Config {
 
 /// The timeouts of RFC 5321 §4.5.3.2, as the server applies them: how long
 /// it waits for the client in each state (and for its own commit).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timeouts {
     /// After the 220 greeting, for EHLO/HELO (5 min).
@@ -109,10 +136,15 @@ pub struct Timeouts {
     /// to finish a TLS handshake (5 min).
     #[serde(with = "duration")]
     pub idle: Duration,
+    /// Every timeout above is cut to this while the relay is under stress
+    /// (three quarters of `max_sessions` or more in use), as Postfix's
+    /// stress mode does (10 s).
+    #[serde(with = "duration")]
+    pub stress: Duration,
 }
 
 /// STARTTLS certificate and key (PEM files).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Tls {
     /// Certificate chain, leaf first.
@@ -122,7 +154,7 @@ pub struct Tls {
 }
 
 /// Fault injection, for the tests of timeouts that depend on the disk.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Testing {
     /// Extra time every spool commit batch takes (as if the disk were slow).
@@ -146,13 +178,19 @@ impl Default for Config {
             relayhost: None,
             routes: BTreeMap::new(),
             backdoor: None,
+            metrics: None,
             max_message_size: 10 << 20,
             max_recipients: 100,
             max_sessions: 1000,
             max_sessions_per_client: 100,
             error_limit: 10,
+            junk_command_limit: 100,
+            hopcount_limit: 50,
+            min_data_rate: 500,
+            add_missing_headers: true,
             stop_deadline: Duration::from_secs(10),
             log_level: log::LevelFilter::Info,
+            log_file: None,
             blocking_threads: 16,
             timeouts: Timeouts::default(),
             tls: Tls::default(),
@@ -174,6 +212,7 @@ impl Default for Timeouts {
             data_block: min(3),
             final_dot: min(10),
             idle: min(5),
+            stress: Duration::from_secs(10),
         }
     }
 }
@@ -198,7 +237,10 @@ fn default_hostname() -> String {
 127.0.0.1:2525, spools into ./spool and delivers into the Maildir ./maildir; loopback \
 clients may relay. With --relayhost (or routes in the config file) it relays to an SMTP \
 upstream instead, with retries and bounces. Settings come from the embedded defaults, \
-then --config FILE (TOML), then these flags."
+then --config FILE (TOML), then these flags; `mail-relay config` prints the result, and \
+examples/mail-relay/mail-relay.toml lists every key. SIGHUP reloads the file, SIGUSR1 \
+retries the queue, SIGTERM stops gracefully. The back door (--backdoor PATH) serves mailq, \
+flush and the runtime's console on a Unix socket."
 )]
 pub struct Cli {
     /// What to do (default: run the relay).
@@ -209,58 +251,71 @@ pub struct Cli {
     /// tables).
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
-    /// Address to listen on.
-    #[arg(long, value_name = "ADDR")]
+    /// Address to listen on (IP:PORT or HOST:PORT) [default: 127.0.0.1:2525].
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub listen: Option<SocketAddr>,
-    /// Our host name (greeting, Received: headers).
+    /// Our host name (greeting, Received: headers) [default: the system's].
     #[arg(long)]
     pub hostname: Option<String>,
-    /// Spool directory.
+    /// Spool directory [default: spool].
     #[arg(long, value_name = "DIR", global = true)]
     pub spool_dir: Option<PathBuf>,
-    /// Maildir to deliver into.
+    /// Maildir to deliver into [default: maildir].
     #[arg(long, value_name = "DIR")]
     pub maildir: Option<PathBuf>,
-    /// Networks allowed to relay, comma-separated CIDRs (e.g. 127.0.0.1/32).
+    /// Networks allowed to relay, comma-separated CIDRs [default:
+    /// 127.0.0.0/8,::1/128].
     #[arg(long, value_delimiter = ',', value_name = "CIDR")]
     pub mynetworks: Option<Vec<Cidr>>,
-    /// Domains delivered locally (accepted from any client), comma-separated.
+    /// Domains delivered locally (accepted from any client), comma-separated
+    /// [default: none].
     #[arg(long, value_delimiter = ',', value_name = "DOMAIN")]
     pub local_domains: Option<Vec<String>>,
-    /// SMTP upstream for all non-local mail (e.g. 127.0.0.1:2601).
+    /// SMTP upstream for all non-local mail, e.g. 127.0.0.1:2601 [default:
+    /// none, all mail into the Maildir].
     #[arg(long, value_name = "HOST:PORT")]
     pub relayhost: Option<Upstream>,
-    /// The back door's Unix socket (mailq, flush, the runtime's console).
+    /// The back door's Unix socket (mailq, flush, the runtime's console)
+    /// [default: none].
     #[arg(long, value_name = "PATH", global = true)]
     pub backdoor: Option<PathBuf>,
-    /// Largest message in octets.
+    /// Serve Prometheus metrics at http://ADDR/metrics [default: none].
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub metrics: Option<SocketAddr>,
+    /// Largest message in octets [default: 10485760].
     #[arg(long, value_name = "OCTETS")]
     pub max_message_size: Option<u64>,
-    /// Recipients per message.
+    /// Recipients per message [default: 100].
     #[arg(long, value_name = "N")]
     pub max_recipients: Option<usize>,
-    /// Sessions at once.
+    /// Sessions at once [default: 1000].
     #[arg(long, value_name = "N")]
     pub max_sessions: Option<usize>,
-    /// Sessions at once from one client address.
+    /// Sessions at once from one client address [default: 100].
     #[arg(long, value_name = "N")]
     pub max_sessions_per_client: Option<usize>,
-    /// How long sessions in flight may take to finish at SIGTERM (e.g. 10s).
+    /// How long sessions in flight may take to finish at SIGTERM [default:
+    /// 10s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub stop_deadline: Option<Duration>,
     /// A protocol timeout, CLASS=DURATION (greeting, mail, rcpt, data_init,
-    /// data_block, final_dot, idle); repeatable.
+    /// data_block, final_dot, idle, stress); repeatable [defaults: 5m, 5m, 5m,
+    /// 2m, 3m, 10m, 5m, 10s].
     #[arg(long = "timeout", value_name = "CLASS=DURATION")]
     pub timeouts: Vec<String>,
-    /// STARTTLS certificate chain (PEM).
+    /// STARTTLS certificate chain (PEM) [default: none, no STARTTLS].
     #[arg(long, value_name = "PATH")]
     pub tls_cert: Option<PathBuf>,
-    /// STARTTLS private key (PEM).
+    /// STARTTLS private key (PEM) [default: none].
     #[arg(long, value_name = "PATH")]
     pub tls_key: Option<PathBuf>,
-    /// Log level (error, warn, info, debug, trace, off).
+    /// Log level (error, warn, info, debug, trace, off) [default: info].
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<log::LevelFilter>,
+    /// Append the log to this file (reopened at SIGHUP) [default: none,
+    /// stderr].
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
 }
 
 /// What `mail-relay` does besides running.
@@ -273,6 +328,9 @@ pub enum Command {
     /// Retry every deferred message now (through the back door when one is
     /// configured, else by SIGUSR1 to the relay whose pid is in the spool).
     Flush,
+    /// Print the effective configuration (defaults, then --config FILE,
+    /// then the flags) as TOML, every key.
+    Config,
 }
 
 /// A configuration error: what is wrong, naming the key.
@@ -288,6 +346,12 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
+    /// The configuration as a TOML file would say it (every key; unset
+    /// optional ones are left out).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+    }
+
     /// Defaults, then the file named by `--config`, then the flags; checked.
     pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
         let mut c = match &cli.config {
@@ -324,6 +388,12 @@ impl Config {
         if let Some(p) = &cli.backdoor {
             self.backdoor = Some(p.clone());
         }
+        if let Some(a) = cli.metrics {
+            self.metrics = Some(a);
+        }
+        if let Some(p) = &cli.log_file {
+            self.log_file = Some(p.clone());
+        }
         set!(
             listen,
             hostname,
@@ -358,10 +428,11 @@ impl Config {
                 "data_block" => &mut self.timeouts.data_block,
                 "final_dot" => &mut self.timeouts.final_dot,
                 "idle" => &mut self.timeouts.idle,
+                "stress" => &mut self.timeouts.stress,
                 _ => {
                     return Err(ConfigError(format!(
                         "--timeout {class}: unknown timeout class (greeting, mail, rcpt, \
-                         data_init, data_block, final_dot, idle)"
+                         data_init, data_block, final_dot, idle, stress)"
                     )))
                 }
             };
@@ -378,6 +449,9 @@ impl Config {
             ("max_sessions", self.max_sessions),
             ("max_sessions_per_client", self.max_sessions_per_client),
             ("error_limit", self.error_limit as usize),
+            ("junk_command_limit", self.junk_command_limit as usize),
+            ("hopcount_limit", self.hopcount_limit),
+            ("min_data_rate", self.min_data_rate as usize),
             ("blocking_threads", self.blocking_threads),
         ];
         for (key, v) in positive {
@@ -394,6 +468,7 @@ impl Config {
             ("timeouts.data_block", t.data_block),
             ("timeouts.final_dot", t.final_dot),
             ("timeouts.idle", t.idle),
+            ("timeouts.stress", t.stress),
         ] {
             if d.is_zero() {
                 return Err(ConfigError(format!("{key}: must be longer than 0")));
@@ -413,6 +488,33 @@ impl Config {
             _ => Ok(()),
         }
     }
+}
+
+/// Parses a listen address: `IP:PORT`, `[IPv6]:PORT`, or `HOST:PORT`
+/// resolved to its first address (`localhost:2526`).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    use std::net::ToSocketAddrs;
+    let mut addrs = s
+        .to_socket_addrs()
+        .map_err(|e| format!("{s:?} is not an address to listen on (IP:PORT or HOST:PORT): {e}"))?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
+/// serde glue for `metrics`.
+fn opt_listen_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_listen(&s).map(Some).map_err(serde::de::Error::custom)
+}
+
+/// serde glue for `listen`.
+fn listen_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_listen(&s).map_err(serde::de::Error::custom)
 }
 
 /// Parses `"300ms"`, `"30s"`, `"5m"`, `"1h"`, `"5d"` (a bare number is
@@ -435,11 +537,35 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// serde glue: the log level in lower case, as the file writes it.
+fn level<S: serde::Serializer>(l: &log::LevelFilter, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&l.as_str().to_lowercase())
+}
+
+/// Writes `d` as the file does: the largest unit that divides it.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if !ms.is_multiple_of(1000) || ms == 0 {
+        return format!("{ms}ms");
+    }
+    let s = d.as_secs();
+    for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if s.is_multiple_of(n) {
+            return format!("{}{unit}", s / n);
+        }
+    }
+    format!("{s}s")
+}
+
 /// serde glue: durations as strings (`"5m"`) or integers (seconds).
 mod duration {
     use std::time::Duration;
 
-    use serde::{de, Deserializer};
+    use serde::{de, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_duration(*d))
+    }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         struct V;
@@ -548,6 +674,42 @@ mod tests {
             ..Config::default()
         };
         assert!(c.check().unwrap_err().0.contains("max_recipients"));
+    }
+
+    #[test]
+    fn the_shipped_file_is_the_defaults() {
+        let shipped = include_str!("../../mail-relay.toml");
+        let c = Config::from_toml(shipped).unwrap();
+        c.check().unwrap();
+        assert_eq!(c.to_toml(), Config::default().to_toml());
+        // Every key the relay knows is in the file (set, or commented out
+        // when it has no value by default).
+        let full = Config {
+            relayhost: Some("127.0.0.1:1".parse().unwrap()),
+            backdoor: Some("b".into()),
+            log_file: Some("l".into()),
+            metrics: Some("127.0.0.1:9".parse().unwrap()),
+            ..Config::default()
+        };
+        for line in full.to_toml().lines() {
+            let Some((key, _)) = line.split_once(" = ") else {
+                continue;
+            };
+            assert!(
+                shipped.contains(&format!("\n{key} = "))
+                    || shipped.contains(&format!("\n# {key} = ")),
+                "{key} is not in mail-relay.toml"
+            );
+        }
+    }
+
+    #[test]
+    fn listen_takes_a_host_name() {
+        let a = parse_listen("localhost:2526").unwrap();
+        assert!(a.ip().is_loopback() && a.port() == 2526, "{a}");
+        let c = Config::from_toml("listen = \"localhost:2527\"\n").unwrap();
+        assert_eq!(c.listen.port(), 2527);
+        assert!(parse_listen("no such host.invalid:25").is_err());
     }
 
     #[test]

@@ -81,6 +81,22 @@ impl fmt::Debug for Upstream {
     }
 }
 
+impl serde::Serialize for Upstream {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// As the configuration writes it: `local` or `host:port`.
+impl serde::Serialize for Dest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Dest::Local => s.serialize_str("local"),
+            Dest::Smtp(u) => s.collect_str(u),
+        }
+    }
+}
+
 impl fmt::Display for Upstream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.host.contains(':') {
@@ -190,6 +206,12 @@ impl Router {
             new
         });
         all
+    }
+
+    /// Whether any domain is delivered locally (`local_domains`, or a
+    /// route to `local`), besides the bare `postmaster`.
+    pub fn has_local_domains(&self) -> bool {
+        !self.local.is_empty() || self.routes.values().any(|d| *d == Dest::Local)
     }
 
     /// The `relayhost`, if any.

@@ -100,6 +100,8 @@ struct Entry {
     outstanding: usize,
     /// The attempt's results so far: (recipient, status).
     results: Vec<(usize, Status)>,
+    /// How long its session took to receive it (`delays=` a).
+    received_in: Duration,
 }
 
 struct Inner {
@@ -210,11 +212,12 @@ impl Queue {
                 "delivering into {} (no upstream configured)",
                 of(&Dest::Local)
             ),
-            Some(up) => format!(
+            Some(up) if inner.router.has_local_domains() => format!(
                 "relaying to {} (local domains into {})",
                 of(&Dest::Smtp(up.clone())),
                 of(&Dest::Local)
             ),
+            Some(up) => format!("relaying to {}", of(&Dest::Smtp(up.clone()))),
         }
     }
 
@@ -228,8 +231,8 @@ impl Queue {
     }
 
     /// Queues a committed message for an attempt at once.
-    pub fn enqueue(&self, msg: Arc<Message>) {
-        self.restore(Queued::new(msg));
+    pub fn enqueue(&self, q: Queued) {
+        self.restore(q);
         self.wake();
     }
 
@@ -242,6 +245,7 @@ impl Queue {
             state,
             size,
             loaded,
+            received_in,
         } = q;
         let id = msg.env.id.clone();
         let mut done = vec![false; msg.env.rcpts.len()];
@@ -272,6 +276,7 @@ impl Queue {
             reason: state.reason,
             outstanding: 0,
             results: Vec::new(),
+            received_in,
         };
         if waits {
             e.park();
@@ -313,6 +318,29 @@ impl Queue {
     /// Makes every deferred message due now and lifts destination
     /// suspensions; returns how many messages were deferred.
     pub fn flush(&self) -> usize {
+        let n = self.make_due();
+        log::info!(
+            "flush: {} due now",
+            crate::logger::count(n, "deferred message")
+        );
+        n
+    }
+
+    /// At start: what waited out a backoff in the last run is due now (the
+    /// outage that deferred it may be what the restart was for); attempts
+    /// and reasons are kept. Returns how many.
+    pub fn retry_at_start(&self) -> usize {
+        let n = self.make_due();
+        if n > 0 {
+            log::info!(
+                "{} due now: a restart retries what waited",
+                crate::logger::count(n, "deferred message")
+            );
+        }
+        n
+    }
+
+    fn make_due(&self) -> usize {
         let inner = &self.inner;
         let due: Vec<(SystemTime, String)> = std::mem::take(&mut *inner.deferred.borrow_mut())
             .into_iter()
@@ -329,9 +357,14 @@ impl Queue {
             s.suspended.borrow_mut().take();
         }
         drop((entries, ready));
-        log::info!("flush: {} deferred messages due now", due.len());
         self.wake();
         due.len()
+    }
+
+    /// When the oldest message in the queue arrived.
+    pub fn oldest_arrival(&self) -> Option<SystemTime> {
+        let entries = self.inner.entries.borrow();
+        entries.values().map(|e| e.msg.env.arrival).min()
     }
 
     /// Messages in the queue.
@@ -383,8 +416,8 @@ impl Queue {
         self.halt();
         if !inner.agents.is_empty() {
             log::info!(
-                "waiting up to {deadline:?} for {} deliveries in flight",
-                inner.agents.len()
+                "waiting up to {deadline:?} for {} in flight",
+                crate::logger::count(inner.agents.len(), "delivery")
             );
         }
         if coro::with_timeout(deadline, || inner.agents.wait()).is_err() {
@@ -401,8 +434,8 @@ impl Queue {
         let threads: Vec<coro::Coro> = inner.agent_threads.borrow().values().cloned().collect();
         if !threads.is_empty() {
             log::info!(
-                "cutting {} deliveries short; their messages stay queued",
-                threads.len()
+                "cutting {} short; their messages stay queued",
+                crate::logger::count(threads.len(), "delivery")
             );
         }
         for t in threads {
@@ -412,9 +445,19 @@ impl Queue {
 }
 
 impl Inner {
-    /// Asks the runner for a pass soon.
+    /// Asks the runner for a pass soon; starts it again if something (the
+    /// back door's `interrupt`) ended it while the relay runs.
     fn wake(&self) {
         if let Some(ex) = &*self.runner.borrow() {
+            if !ex.is_running() && !self.stopping.get() {
+                log::warn!(
+                    "queue runner ended ({:?}, by the back door?): restarted, the relay needs it",
+                    ex.exit()
+                );
+                if let Err(e) = ex.open() {
+                    log::error!("queue runner: cannot start it again: {e}");
+                }
+            }
             ex.wake();
         }
     }

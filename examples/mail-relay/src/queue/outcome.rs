@@ -11,16 +11,23 @@
 //!   journal; past the queue lifetime, returned to the sender instead.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::Inner;
 use crate::delivery::bounce::{self, Failure};
 use crate::delivery::{Detail, Job, Outcome, Status};
 use crate::spool::{Message, Update};
 
-/// Takes the outcomes of `jobs` (one each, in order).
-pub(super) fn report(inner: &Inner, jobs: &[Job], outcomes: Vec<Outcome>) {
+/// Takes the outcomes of `jobs` (one each, in order); `attempt` is when
+/// the attempt started and how long it took.
+pub(super) fn report(
+    inner: &Inner,
+    jobs: &[Job],
+    outcomes: Vec<Outcome>,
+    attempt: (SystemTime, Duration),
+) {
     let now = SystemTime::now();
+    let (started, took) = attempt;
     let mut finished = Vec::new();
     {
         let mut entries = inner.entries.borrow_mut();
@@ -30,6 +37,17 @@ pub(super) fn report(inner: &Inner, jobs: &[Job], outcomes: Vec<Outcome>) {
                 continue;
             };
             let delay = now.duration_since(env.arrival).unwrap_or_default();
+            // Postfix's delays=a/b/c/d: before the queue (receiving, from
+            // MAIL until the message was durable; 0 when not known, after
+            // a restart), in the queue until this attempt, connection
+            // setup (not told apart by our transports: 0), the delivery.
+            let waited = started.duration_since(env.arrival).unwrap_or_default();
+            let delays = format!(
+                "{:.2}/{:.2}/0/{:.2}",
+                e.received_in.as_secs_f64(),
+                waited.as_secs_f64(),
+                took.as_secs_f64()
+            );
             let conn_use = if o.conn_use > 1 {
                 format!("conn_use={}, ", o.conn_use)
             } else {
@@ -38,7 +56,7 @@ pub(super) fn report(inner: &Inner, jobs: &[Job], outcomes: Vec<Outcome>) {
             for (&i, st) in job.rcpts.iter().zip(o.rcpts) {
                 let d = st.detail();
                 log::info!(
-                    "{}: to=<{}>, relay={}, delay={:.2}, {conn_use}dsn={}, status={} ({})",
+                    "{}: to=<{}>, relay={}, delay={:.2}, delays={delays}, {conn_use}dsn={}, status={} ({})",
                     env.id,
                     env.rcpts[i],
                     o.relay,
@@ -47,6 +65,19 @@ pub(super) fn report(inner: &Inner, jobs: &[Job], outcomes: Vec<Outcome>) {
                     st.word(),
                     d.text
                 );
+                let m = crate::metrics::get();
+                match &st {
+                    Status::Sent(_) => {
+                        m.delivered.inc();
+                        m.delay.observe(delay.as_secs_f64());
+                    }
+                    Status::Deferred(_) => {
+                        m.deferred.inc();
+                    }
+                    Status::Bounced(_) => {
+                        m.bounced.inc();
+                    }
+                }
                 e.results.push((i, st));
             }
             e.outstanding -= 1;
@@ -110,7 +141,7 @@ fn settle(inner: &Inner, id: &str) {
     if e.done.iter().all(|&d| d) {
         entries.remove(id);
         spool.record(Update::Done { id: id.to_owned() });
-        log::debug!("{id}: removed");
+        log::info!("{id}: removed");
         return;
     }
     for &i in &finished {

@@ -203,6 +203,7 @@ fn agent(inner: &Rc<Inner>, slot: usize) {
             return;
         }
         let now = SystemTime::now();
+        let started = coro::clock::now();
         let suspended = s
             .suspended
             .borrow()
@@ -222,7 +223,7 @@ fn agent(inner: &Rc<Inner>, slot: usize) {
         if let Some(o) = outcomes.iter().find(|o| o.dest_failed) {
             suspend(inner, slot, o);
         }
-        outcome::report(inner, &jobs, outcomes);
+        outcome::report(inner, &jobs, outcomes, (now, started.elapsed()));
     }
 }
 

@@ -73,6 +73,17 @@ const MAGIC: &str = "mail-relay spool 1";
 
 /// The record's bytes before the content: the envelope.
 pub fn encode(env: &Envelope, data_len: usize) -> Vec<u8> {
+    encode_size(env, &data_len.to_string())
+}
+
+/// [`encode`] with the size zero-padded to 20 digits, so that the envelope
+/// of a message being streamed has the same length before and after its
+/// size is known (readers parse the padded number as any other).
+pub fn encode_fixed(env: &Envelope, data_len: usize) -> Vec<u8> {
+    encode_size(env, &format!("{data_len:020}"))
+}
+
+fn encode_size(env: &Envelope, size: &str) -> Vec<u8> {
     let mut h = format!(
         "{MAGIC}\nid {}\narrival {}\nclient {}\nhelo {}\nfrom {}\n",
         env.id,
@@ -87,7 +98,7 @@ pub fn encode(env: &Envelope, data_len: usize) -> Vec<u8> {
         h.push('\n');
     }
     h.push_str(&format!(
-        "body {}\nsmtputf8 {}\nsize {data_len}\n\n",
+        "body {}\nsmtputf8 {}\nsize {size}\n\n",
         if env.eight_bit { "8bitmime" } else { "7bit" },
         if env.smtputf8 { "yes" } else { "no" }
     ));
@@ -333,6 +344,16 @@ mod tests {
     fn round_trip() {
         let m = sample();
         let mut bytes = encode(&m.env, m.data.len());
+        bytes.extend_from_slice(&m.data);
+        assert_eq!(decode(&bytes).unwrap(), (m, bytes.len()));
+    }
+
+    #[test]
+    fn a_fixed_width_size_reads_back() {
+        let m = sample();
+        let short = encode_fixed(&m.env, 0);
+        let mut bytes = encode_fixed(&m.env, m.data.len());
+        assert_eq!(short.len(), bytes.len());
         bytes.extend_from_slice(&m.data);
         assert_eq!(decode(&bytes).unwrap(), (m, bytes.len()));
     }

@@ -59,6 +59,7 @@
 mod format;
 mod journal;
 mod scan;
+mod spill;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -69,11 +70,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use coro::clock::Instant;
 use coro::sync::{Event, Fifo};
 
 pub use format::{encode, Envelope, Message, Update};
 use scan::recover;
 pub use scan::{read_queue, Queued, Recovered};
+pub use spill::{Spill, Spilled, SPILL_AT};
 
 /// A message's place on disk: its batch file, where its content starts
 /// and how long it is.
@@ -94,8 +97,10 @@ struct Done {
 }
 
 enum Request {
-    /// Make this message durable, then answer.
-    Commit(Arc<Message>, Rc<Done>),
+    /// Make this message durable, then answer; its content is in memory,
+    /// or in its spill file when one is given; its session started
+    /// receiving it at the instant given.
+    Commit(Arc<Message>, Option<Spilled>, Option<Instant>, Rc<Done>),
     /// Answer once everything queued before is committed.
     Flush(Rc<Done>),
 }
@@ -112,7 +117,7 @@ struct Inner {
     /// Requests for the committer, in arrival order.
     requests: Fifo<Request>,
     /// Where committed messages go next (the delivery queue).
-    on_commit: Box<dyn Fn(Arc<Message>)>,
+    on_commit: Box<dyn Fn(Queued)>,
     /// Fault injection: extra time per batch.
     commit_delay: Duration,
     /// Batch files in `queue/`: name → messages in it not yet delivered.
@@ -144,7 +149,7 @@ impl Spool {
     pub fn open(
         dir: &Path,
         commit_delay: Duration,
-        on_commit: impl Fn(Arc<Message>) + 'static,
+        on_commit: impl Fn(Queued) + 'static,
     ) -> io::Result<(Spool, Recovered)> {
         let dir = std::path::absolute(dir)?;
         let d = dir.clone();
@@ -232,11 +237,30 @@ impl Spool {
     /// The write or sync error; a timeout or interruption of the wait (the
     /// commit itself still happens, and the message is delivered).
     pub fn commit(&self, msg: Arc<Message>) -> io::Result<()> {
+        self.commit_received(msg, None, None)
+    }
+
+    /// [`commit`](Spool::commit) for a message a session started receiving
+    /// at `started` (its MAIL; the log's `delays=` counts from there to the
+    /// commit), its content in memory or streamed into `spilled` (then
+    /// `msg` has only the envelope).
+    ///
+    /// # Errors
+    ///
+    /// As [`commit`](Spool::commit).
+    pub fn commit_received(
+        &self,
+        msg: Arc<Message>,
+        spilled: Option<Spilled>,
+        started: Option<Instant>,
+    ) -> io::Result<()> {
         let done = Rc::new(Done {
             result: RefCell::new(None),
             event: Event::new(),
         });
-        self.inner.requests.push(Request::Commit(msg, done.clone()));
+        self.inner
+            .requests
+            .push(Request::Commit(msg, spilled, started, done.clone()));
         done.event.wait()?;
         let r = done.result.borrow_mut().take();
         r.unwrap_or_else(|| Err(io::Error::other("commit result taken twice")))
@@ -260,49 +284,84 @@ impl Spool {
     /// The committer: runs until interrupted (at shutdown).
     pub fn run_committer(&self) {
         let inner = &self.inner;
-        while let Ok(batch) = inner.requests.pop_all() {
+        while let Ok(mut batch) = inner.requests.pop_all() {
             let msgs: Vec<Arc<Message>> = batch
                 .iter()
                 .filter_map(|r| match r {
-                    Request::Commit(m, _) => Some(m.clone()),
+                    Request::Commit(m, None, ..) => Some(m.clone()),
+                    _ => None,
+                })
+                .collect();
+            let spilled: Vec<Spilled> = batch
+                .iter_mut()
+                .filter_map(|r| match r {
+                    Request::Commit(_, s, ..) => s.take(),
                     Request::Flush(_) => None,
                 })
                 .collect();
-            let result = if msgs.is_empty() {
+            let spilled_info: Vec<(String, u64, usize)> = spilled
+                .iter()
+                .map(|s| (file_name(&s.path), s.header_len, s.size))
+                .collect();
+            let result = if msgs.is_empty() && spilled.is_empty() {
                 Ok(Vec::new())
             } else {
                 if !inner.commit_delay.is_zero() {
                     let _ = coro::sleep(inner.commit_delay);
                 }
                 let (dir, jobs) = (inner.dir.clone(), msgs.clone());
-                match coro::blocking(move || write_batch(&dir, &jobs)) {
+                match coro::blocking(move || commit_round(&dir, &jobs, spilled)) {
                     Ok(r) => r,
                     Err(e) => Err(io::Error::other(format!("commit cut short: {e}"))),
                 }
             };
             match &result {
-                Ok(offsets) if !msgs.is_empty() => {
-                    log::debug!(
-                        "batch {}: {} messages committed",
-                        msgs[0].env.id,
-                        msgs.len()
-                    );
-                    let placed = msgs
-                        .iter()
-                        .zip(offsets)
-                        .map(|(m, &at)| (m.env.id.clone(), at, m.data.len()))
-                        .collect();
-                    self.track(&msgs[0].env.id, placed);
+                Ok(offsets) => {
+                    if !msgs.is_empty() {
+                        log::debug!(
+                            "batch {}: {} committed",
+                            msgs[0].env.id,
+                            crate::logger::count(msgs.len(), "message")
+                        );
+                        let placed = msgs
+                            .iter()
+                            .zip(offsets)
+                            .map(|(m, &at)| (m.env.id.clone(), at, m.data.len()))
+                            .collect();
+                        self.track(&msgs[0].env.id, placed);
+                    }
+                    for (id, at, size) in &spilled_info {
+                        self.track(id, vec![(id.clone(), *at, *size)]);
+                    }
                 }
-                Ok(_) => {}
-                Err(e) => log::warn!("spool commit of {} messages failed: {e}", msgs.len()),
+                Err(e) => log::warn!(
+                    "spool commit of {} failed: {e}",
+                    crate::logger::count(msgs.len() + spilled_info.len(), "message")
+                ),
             }
+            let sizes: HashMap<&str, usize> = spilled_info
+                .iter()
+                .map(|(id, _, size)| (id.as_str(), *size))
+                .collect();
             for req in batch {
                 match req {
-                    Request::Commit(msg, done) => {
+                    Request::Commit(msg, _, started, done) => {
+                        let received_in = started.map_or(Duration::ZERO, Instant::elapsed);
                         let r = match &result {
                             Ok(_) => {
-                                (inner.on_commit)(msg);
+                                let mut q = match sizes.get(msg.env.id.as_str()) {
+                                    // Streamed: its content stays on disk until its turn.
+                                    Some(&size) => Queued {
+                                        msg,
+                                        state: Default::default(),
+                                        size,
+                                        loaded: false,
+                                        received_in,
+                                    },
+                                    None => Queued::new(msg),
+                                };
+                                q.received_in = received_in;
+                                (inner.on_commit)(q);
                                 Ok(())
                             }
                             Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
@@ -324,8 +383,44 @@ impl Spool {
     }
 }
 
-/// Writes a batch file into `tmp/`, syncs it, renames it into `queue/`,
-/// syncs `queue/`. Runs on the blocking pool.
+/// One commit round on the blocking pool: the in-memory messages as one
+/// batch file, each spill file synced and renamed into `queue/`, then one
+/// sync of `queue/`. Returns where each in-memory message's content starts.
+/// On failure the round's files are removed from `tmp/`.
+fn commit_round(dir: &Path, msgs: &[Arc<Message>], spilled: Vec<Spilled>) -> io::Result<Vec<u64>> {
+    let r = commit_files(dir, msgs, &spilled);
+    if r.is_err() {
+        for s in &spilled {
+            let _ = fs::remove_file(&s.path);
+        }
+    }
+    r
+}
+
+fn commit_files(dir: &Path, msgs: &[Arc<Message>], spilled: &[Spilled]) -> io::Result<Vec<u64>> {
+    let offsets = if msgs.is_empty() {
+        Vec::new()
+    } else {
+        write_batch(dir, msgs)?
+    };
+    for s in spilled {
+        s.file.sync_data()?;
+        fs::rename(&s.path, dir.join("queue").join(file_name(&s.path)))?;
+    }
+    sync_dir(&dir.join("queue"))
+        .map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))?;
+    Ok(offsets)
+}
+
+/// The last component of a spool path (an id).
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Writes a batch file into `tmp/`, syncs it, renames it into `queue/`
+/// (the caller syncs `queue/`).
 fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<Vec<u64>> {
     let name = &msgs[0].env.id;
     let (tmp, queue) = (dir.join("tmp").join(name), dir.join("queue").join(name));
@@ -341,8 +436,6 @@ fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<Vec<u64>> {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
-    sync_dir(&dir.join("queue"))
-        .map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))?;
     Ok(offsets)
 }
 

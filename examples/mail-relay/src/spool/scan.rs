@@ -6,7 +6,7 @@ use std::fs;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::format::{decode_all, replay, Message, MsgState};
 use super::{sync_dir, Placed};
@@ -23,6 +23,9 @@ pub struct Queued {
     /// Whether the content was kept in memory (a message due now); the
     /// others' is read back when their turn comes.
     pub loaded: bool,
+    /// How long its receiving session took, from MAIL to the commit (the
+    /// `a` of `delays=`; zero when not known, as after a restart).
+    pub received_in: Duration,
 }
 
 impl Queued {
@@ -33,6 +36,7 @@ impl Queued {
             msg,
             state: MsgState::default(),
             loaded: true,
+            received_in: Duration::ZERO,
         }
     }
 }
@@ -133,6 +137,7 @@ fn read_batch(
                 state,
                 size,
                 loaded,
+                received_in: Duration::ZERO,
             };
             Some((q, at))
         })

@@ -1,0 +1,135 @@
+//! SIGHUP: the configuration read again (the file, then the same flags),
+//! and what can change in a running relay changed.
+//!
+//! Live: the host name, `mynetworks`, `relay_domains`, the limits
+//! (`max_*`, `error_limit`, `junk_command_limit`, `hopcount_limit`,
+//! `min_data_rate`), `add_missing_headers`, `stop_deadline`, `log_level`
+//! and every timeout; sessions see the new values at their next command.
+//! Everything else (the listener, the spool and the Maildir, delivery's
+//! routes and settings, TLS, the back door, `log_file`, the blocking pool)
+//! is set up once at start: a change there is logged as needing a restart,
+//! and the running value stays. A file that does not load keeps the whole
+//! running configuration, with an error line. The log file is reopened in
+//! any case (for `logrotate`).
+
+use crate::config::{Config, ConfigError};
+
+/// What a reload did: the configuration now in force, and the keys that
+/// changed (live) or would need a restart (kept as they were).
+#[derive(Debug)]
+pub struct Reloaded {
+    /// The configuration to use from now on.
+    pub config: Config,
+    /// Keys whose new value is in force.
+    pub changed: Vec<&'static str>,
+    /// Keys whose new value needs a restart (the old one stays).
+    pub need_restart: Vec<&'static str>,
+}
+
+/// Merges `new` over `old` (see the module docs).
+pub fn merge(old: &Config, new: Config) -> Reloaded {
+    let mut config = new;
+    let mut changed = Vec::new();
+    let mut need_restart = Vec::new();
+    macro_rules! live {
+        ($($f:ident),*) => {$(
+            if format!("{:?}", old.$f) != format!("{:?}", config.$f) {
+                changed.push(stringify!($f));
+            }
+        )*};
+    }
+    macro_rules! fixed {
+        ($($f:ident),*) => {$(
+            if format!("{:?}", old.$f) != format!("{:?}", config.$f) {
+                need_restart.push(stringify!($f));
+                config.$f = old.$f.clone();
+            }
+        )*};
+    }
+    live!(
+        hostname,
+        mynetworks,
+        relay_domains,
+        max_message_size,
+        max_recipients,
+        max_sessions,
+        max_sessions_per_client,
+        error_limit,
+        junk_command_limit,
+        hopcount_limit,
+        min_data_rate,
+        add_missing_headers,
+        stop_deadline,
+        log_level,
+        timeouts
+    );
+    fixed!(
+        listen,
+        spool_dir,
+        maildir,
+        local_domains,
+        relayhost,
+        routes,
+        backdoor,
+        blocking_threads,
+        tls,
+        queue,
+        smtp,
+        log_file,
+        metrics,
+        testing
+    );
+    Reloaded {
+        config,
+        changed,
+        need_restart,
+    }
+}
+
+/// Reads the configuration again with `load`, merges it, and logs what
+/// happened; `None` when it did not load (the error is logged).
+pub fn reload(old: &Config, load: &dyn Fn() -> Result<Config, ConfigError>) -> Option<Config> {
+    let new = match load() {
+        Ok(c) => c,
+        Err(e) => {
+            log::error!("reload at SIGHUP: {e}; keeping the running configuration");
+            let _ = crate::logger::reopen(old.log_file.as_deref(), old.log_level);
+            return None;
+        }
+    };
+    let r = merge(old, new);
+    if let Err(e) = crate::logger::reopen(r.config.log_file.as_deref(), r.config.log_level) {
+        log::error!("reload at SIGHUP: reopening the log: {e}");
+    }
+    for key in &r.need_restart {
+        log::warn!("reload at SIGHUP: {key} changed: needs a restart (the running value stays)");
+    }
+    if r.changed.is_empty() {
+        log::info!("reload at SIGHUP: configuration reloaded, nothing changed that applies live");
+    } else {
+        log::info!(
+            "reload at SIGHUP: configuration reloaded; now in force: {}",
+            r.changed.join(", ")
+        );
+    }
+    Some(r.config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_keys_change_and_fixed_keys_stay() {
+        let old = Config::default();
+        let new = Config::from_toml(
+            "max_recipients = 7\nlisten = \"127.0.0.1:2600\"\n[timeouts]\nmail = \"1s\"\n",
+        )
+        .unwrap();
+        let r = merge(&old, new);
+        assert_eq!(r.changed, ["max_recipients", "timeouts"]);
+        assert_eq!(r.need_restart, ["listen"]);
+        assert_eq!(r.config.max_recipients, 7);
+        assert_eq!(r.config.listen, old.listen);
+    }
+}
