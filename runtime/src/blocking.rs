@@ -289,6 +289,7 @@ type Slot<T> = Mutex<Option<Result<T, Box<dyn Any + Send>>>>;
 ///     println!("{n} entries");
 /// });
 /// ```
+#[track_caller]
 pub fn blocking<F, T>(f: F) -> Result<T, WaitError>
 where
     F: FnOnce() -> T + Send + 'static,

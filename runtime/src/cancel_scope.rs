@@ -157,6 +157,7 @@ impl CancelScope {
     ///
     /// If the scope was entered before (a scope is entered once), or outside
     /// a green thread.
+    #[track_caller]
     pub fn run<R>(&self, f: impl FnOnce() -> R) -> Result<R, Cancelled> {
         let id = context::with_current("coro::CancelScope::run", |s, t| {
             cancel::enter(&s.task_rc(t), &self.shared)

@@ -51,6 +51,7 @@ pub struct TimerInfo {
 ///     assert!(h.join().unwrap().is_err());
 /// });
 /// ```
+#[track_caller]
 pub fn timers(limit: usize) -> Vec<TimerInfo> {
     context::with_sched("coro::timers", |s| {
         let heap = s.timers.borrow();
@@ -92,6 +93,7 @@ pub fn timers(limit: usize) -> Vec<TimerInfo> {
 ///     assert_eq!(coro::thread_by_id(u64::MAX), None);
 /// });
 /// ```
+#[track_caller]
 pub fn thread_by_id(id: u64) -> Option<Coro> {
     context::with_sched("coro::thread_by_id", |s| {
         s.tasks

@@ -114,6 +114,7 @@ impl Recent {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn latency_warnings() -> Vec<LatencyWarning> {
     context::with_sched("coro::latency_warnings", |s| {
         s.watchdog.as_ref().map_or_else(Vec::new, |w| {
@@ -131,6 +132,7 @@ pub fn latency_warnings() -> Vec<LatencyWarning> {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn latency_threshold() -> Option<Duration> {
     context::with_sched("coro::latency_threshold", |s| s.config.latency_warning)
 }

@@ -269,6 +269,7 @@ fn gone() -> io::Error {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn handle() -> Handle {
     context::with_sched("coro::handle", |s| s.remote.handle())
 }
@@ -315,6 +316,7 @@ impl RemoteWaker {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn current() -> RemoteWaker {
         context::with_current("coro::RemoteWaker::current", |s, t| RemoteWaker {
             shared: s.remote.shared.clone(),

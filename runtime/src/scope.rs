@@ -163,6 +163,7 @@ type BoxError = Box<dyn Error + Send + Sync>;
 ///     assert_eq!(r.unwrap_err().error().to_string(), "disk full");
 /// });
 /// ```
+#[track_caller]
 pub fn scope<'env, F, T>(f: F) -> Result<T, ScopeError>
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,

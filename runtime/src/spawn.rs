@@ -125,6 +125,7 @@ impl Builder {
     /// # Panics
     ///
     /// Outside a runtime.
+    #[track_caller]
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + 'static,
@@ -370,6 +371,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 ///     assert_eq!(h.join().unwrap(), 42);
 /// });
 /// ```
+#[track_caller]
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + 'static,
@@ -384,6 +386,7 @@ where
 /// # Panics
 ///
 /// Outside a green thread.
+#[track_caller]
 pub fn current() -> Coro {
     Coro(context::current_task_rc("coro::current"))
 }
@@ -411,6 +414,7 @@ pub fn current_id() -> Option<u64> {
 /// # Errors
 ///
 /// `InvalidInput` outside that range.
+#[track_caller]
 pub fn set_selfishness(n: u32) -> io::Result<()> {
     let n = check_selfishness(n)?;
     context::with_current("coro::set_selfishness", |_, t| {

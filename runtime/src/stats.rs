@@ -90,6 +90,7 @@ pub struct ThreadInfo {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn stats() -> Stats {
     context::with_sched("coro::stats", |s| {
         let timers = s.timers.borrow();
@@ -124,6 +125,7 @@ pub fn stats() -> Stats {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn threads() -> Vec<ThreadInfo> {
     context::with_sched("coro::threads", |s| {
         let run = s.watchdog.as_ref().map(|w| {

@@ -67,6 +67,7 @@ use crate::error::Timeout;
 ///     assert_eq!(outer, Err(Timeout));
 /// });
 /// ```
+#[track_caller]
 pub fn with_timeout<R>(d: Duration, f: impl FnOnce() -> R) -> Result<R, Timeout> {
     let deadline = clock::now()
         .ticks()
@@ -99,6 +100,7 @@ pub fn with_timeout<R>(d: Duration, f: impl FnOnce() -> R) -> Result<R, Timeout>
 ///     assert_eq!(r, Err(coro::Timeout));
 /// });
 /// ```
+#[track_caller]
 pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> Result<R, Timeout> {
     run_scope("coro::with_deadline", deadline.ticks(), f)
 }
@@ -106,6 +108,7 @@ pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> Result<R, T
 /// The body of [`with_timeout`] and [`with_deadline`]: a scope entry pushed
 /// and popped, nothing else unless `f` blocks.
 #[inline(always)]
+#[track_caller]
 fn run_scope<R>(what: &str, deadline: u64, f: impl FnOnce() -> R) -> Result<R, Timeout> {
     let id = context::with_current(what, |_, t| cancel::push_local(t, deadline));
     let guard = ScopeGuard(id);
@@ -162,6 +165,7 @@ fn pop_scope(id: u64) -> Left {
 ///     assert_eq!(r, Err(coro::WaitError::SuspendForbidden));
 /// });
 /// ```
+#[track_caller]
 pub fn no_suspend<R>(f: impl FnOnce() -> R) -> R {
     struct Region;
     impl Drop for Region {

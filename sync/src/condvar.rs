@@ -109,6 +109,7 @@ impl Condvar {
     /// # Panics
     ///
     /// If the caller is not a green thread.
+    #[track_caller]
     pub fn wait<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -118,6 +119,7 @@ impl Condvar {
 
     /// [`wait`](Condvar::wait); `call` names the public call in the panic
     /// outside a green thread.
+    #[track_caller]
     fn wait_named<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -143,6 +145,7 @@ impl Condvar {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn wait_while<'a, T: ?Sized, F>(
         &self,
         mut guard: MutexGuard<'a, T>,
@@ -166,6 +169,7 @@ impl Condvar {
     /// # Panics
     ///
     /// If the caller is not a green thread.
+    #[track_caller]
     pub fn notified(&self) -> Result<(), WaitError> {
         let coro = waitlist::current_coro("Condvar::notified");
         let key = self.waiters.borrow_mut().push_back(coro, ());

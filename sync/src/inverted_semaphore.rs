@@ -110,12 +110,14 @@ impl InvertedSemaphore {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn block_till_zero(&self) -> Result<(), WaitError> {
         self.wait_for_zero("InvertedSemaphore::block_till_zero")
     }
 
     /// [`block_till_zero`](Self::block_till_zero), naming the call `what`
     /// in messages and in [`threads`](coro_runtime::threads).
+    #[track_caller]
     pub(crate) fn wait_for_zero(&self, what: &'static str) -> Result<(), WaitError> {
         if self.count.get() == 0 {
             return Ok(());

@@ -130,6 +130,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// If the lock is held and the caller is not a green thread.
     #[inline]
+    #[track_caller]
     pub fn lock(&self) -> Result<MutexGuard<'_, T>, LockError> {
         let me = waitlist::current_id();
         if !self.locked.get() {
@@ -141,6 +142,7 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     #[cold]
+    #[track_caller]
     fn lock_slow(&self, me: u64) -> Result<MutexGuard<'_, T>, LockError> {
         if me != 0 && self.owner.get() == me {
             waitlist::failed_at_once();

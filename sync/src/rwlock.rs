@@ -140,6 +140,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn read(&self) -> Result<RwLockReadGuard<'_, T>, LockError> {
         let me = waitlist::current_id();
         if !self.writer.get() && self.waiters.borrow().is_empty() {
@@ -168,6 +169,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn write(&self) -> Result<RwLockWriteGuard<'_, T>, LockError> {
         let me = waitlist::current_id();
         if self.is_free() && self.waiters.borrow().is_empty() {
@@ -283,6 +285,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Queues the caller for `mode` and waits until it is admitted (the
     /// lock state already counts it).
     #[cold]
+    #[track_caller]
     fn enqueue(&self, mode: Mode, what: &'static str) -> Result<(), LockError> {
         let coro = waitlist::current_coro(what);
         let key = self.waiters.borrow_mut().push_back(coro, mode);

@@ -166,6 +166,7 @@ impl WaitGroup {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn wait(&self) -> Result<(), WaitError> {
         self.members.wait_for_zero("WaitGroup::wait")
     }

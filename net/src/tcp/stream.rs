@@ -101,6 +101,7 @@ impl TcpStream {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
         crate::source::need_runtime("TcpStream::connect");
         each_addr(addr, connect_one)
@@ -113,6 +114,7 @@ impl TcpStream {
     ///
     /// As [`connect`](TcpStream::connect); `TimedOut` past `timeout`;
     /// `InvalidInput` for a zero timeout.
+    #[track_caller]
     pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
         crate::source::need_runtime("TcpStream::connect_timeout");
         crate::source::check_timeout(Some(timeout))?;

@@ -269,6 +269,7 @@ impl Profile {
 /// # Panics
 ///
 /// Outside a green thread.
+#[track_caller]
 pub fn start() -> io::Result<()> {
     context::with_current("coro::profile::start", |s, t| {
         if s.profiler.start(t) {
@@ -287,6 +288,7 @@ pub fn start() -> io::Result<()> {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn stop() -> Option<Profile> {
     context::with_sched("coro::profile::stop", |s| s.profiler.stop(s))
 }
@@ -296,6 +298,7 @@ pub fn stop() -> Option<Profile> {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn snapshot() -> Option<Profile> {
     context::with_sched("coro::profile::snapshot", |s| s.profiler.snapshot(s))
 }

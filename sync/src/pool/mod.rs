@@ -325,6 +325,7 @@ impl<M: Manager> Pool<M> {
     }
 
     /// Queues the caller and waits to be handed a grant.
+    #[track_caller]
     fn wait(&self) -> Result<Grant<M::Connection>, WaitError> {
         let inner = &*self.inner;
         let coro = waitlist::current_coro("Pool::get");
