@@ -130,10 +130,13 @@ impl RuntimeBuilder {
     /// A green thread that runs longer than this without yielding is
     /// reported **through the `log` crate** at WARN (target
     /// `coro::latency`), naming it, while it still runs, and counted in
-    /// [`Stats::latency_warnings`](crate::Stats). Install a logger
-    /// (`env_logger`, ...) to see every warning; without one, the first
-    /// warning of the process also goes to stderr, once, so a hog is never
-    /// silent.
+    /// [`Stats::latency_warnings`](crate::Stats). The usual cause is a
+    /// blocking std call (`std::thread::sleep`, `std::fs`, a std lock) that
+    /// stops the whole OS thread; the warning says so and names
+    /// [`blocking`](crate::blocking), the fix. Install a logger
+    /// (`env_logger`, ...) to see every warning there; without one, each
+    /// also goes to stderr, rate-limited (a burst of 10, then one a second,
+    /// with a count of those not shown), so a hog is never silent.
     pub fn latency_warning(mut self, threshold: Option<Duration>) -> Self {
         self.latency_warning = threshold;
         self
