@@ -283,7 +283,6 @@ type Slot<T> = Mutex<Option<Result<T, Box<dyn Any + Send>>>>;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let n = coro::blocking(|| std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0)).unwrap();
 ///     println!("{n} entries");

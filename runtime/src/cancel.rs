@@ -718,7 +718,6 @@ pub(crate) fn scope_depth(t: &Task) -> usize {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {

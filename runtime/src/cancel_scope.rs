@@ -52,7 +52,7 @@ use crate::error::Cancelled;
 ///
 /// ```compile_fail
 /// fn send<T: Send>() {}
-/// send::<coro_runtime::CancelScope>();
+/// send::<coro::CancelScope>();
 /// ```
 ///
 /// # Examples
@@ -60,7 +60,6 @@ use crate::error::Cancelled;
 /// Cancel from another green thread:
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// use coro::{CancelScope, WaitError};
 ///
@@ -94,7 +93,6 @@ use crate::error::Cancelled;
 /// cancelled gets a shield (and its own deadline):
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// use coro::{CancelScope, WaitError};
 ///

@@ -24,7 +24,6 @@
 //! # Examples
 //!
 //! ```
-//! # use coro_runtime as coro;
 //! use std::time::Duration;
 //! use coro::clock;
 //!

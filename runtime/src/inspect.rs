@@ -37,7 +37,6 @@ pub struct TimerInfo {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {
@@ -86,7 +85,6 @@ pub fn timers(limit: usize) -> Vec<TimerInfo> {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let me = coro::current();
 ///     assert_eq!(coro::thread_by_id(me.id()), Some(me));

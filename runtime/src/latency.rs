@@ -28,7 +28,6 @@ pub const RECENT_WARNINGS: usize = 64;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// let mut rt = coro::Runtime::builder()

@@ -181,7 +181,6 @@ fn wake_task(s: &Scheduler, w: Wake) {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::sync::mpsc;
 ///
 /// coro::run(|| {
@@ -287,7 +286,6 @@ pub fn handle() -> Handle {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::sync::atomic::{AtomicBool, Ordering};
 /// use std::sync::Arc;
 ///

@@ -75,7 +75,6 @@ const SHUTDOWN_PASSES: usize = 64;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// let mut rt = coro::Runtime::builder()
@@ -188,7 +187,6 @@ impl RuntimeBuilder {
     /// # Examples
     ///
     /// ```
-    /// # use coro_runtime as coro;
     /// use std::time::Duration;
     ///
     /// let mut rt = coro::Runtime::builder()
@@ -264,7 +262,6 @@ impl RuntimeBuilder {
 /// one runtime per core to use several.
 ///
 /// ```compile_fail
-/// # use coro_runtime as coro;
 /// fn send<T: Send>() {}
 /// send::<coro::Runtime>();
 /// ```
@@ -321,7 +318,6 @@ impl Runtime {
     /// spawns still need `'static` closures.
     ///
     /// ```
-    /// # use coro_runtime as coro;
     /// let names = vec!["green".to_string(), "threads".to_string()];
     /// let mut rt = coro::Runtime::new().unwrap();
     /// let longest = rt.block_on(|| names.iter().max_by_key(|n| n.len()));
@@ -508,7 +504,6 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// let total = coro::run(|| {

@@ -521,7 +521,6 @@ fn suspend(t: &Task) {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::cell::RefCell;
 /// use std::rc::Rc;
 ///
@@ -936,7 +935,6 @@ fn sleep_until_named(deadline: Instant, call: &str) -> Result<(), WaitError> {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// coro::run(|| {
 ///     let t = coro::clock::now();

@@ -62,7 +62,6 @@ thread_local! {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::cell::Cell;
 /// use std::rc::Rc;
 ///

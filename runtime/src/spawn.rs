@@ -71,7 +71,6 @@ struct Packet<T> {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let h = coro::Builder::new()
 ///         .name("worker".into())
@@ -365,7 +364,6 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let h = coro::spawn(|| 6 * 7);
 ///     assert_eq!(h.join().unwrap(), 42);
@@ -398,7 +396,6 @@ pub fn current() -> Coro {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// assert_eq!(coro::current_id(), None);
 /// coro::run(|| {
 ///     assert_eq!(coro::current_id(), Some(coro::current().id()));

@@ -12,7 +12,6 @@ use crate::task::ThreadState;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     coro::spawn(|| ()).join().unwrap();
 ///     let s = coro::stats();

@@ -51,7 +51,6 @@ use crate::error::Timeout;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// use coro::{with_timeout, Timeout, WaitError};
 ///
@@ -86,7 +85,6 @@ pub fn with_timeout<R>(d: Duration, f: impl FnOnce() -> R) -> Result<R, Timeout>
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {
@@ -158,7 +156,6 @@ fn pop_scope(id: u64) -> Left {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// coro::run(|| {
 ///     let r = coro::no_suspend(|| coro::sleep(Duration::from_millis(1)));

@@ -49,12 +49,12 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::{Condvar, Mutex};
+/// use coro::sync::{Condvar, Mutex};
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let pair = Rc::new((Mutex::new(false), Condvar::new()));
 ///     let p = pair.clone();
-///     coro_runtime::spawn(move || {
+///     coro::spawn(move || {
 ///         *p.0.lock().unwrap() = true;
 ///         p.1.notify_one();
 ///     });
@@ -69,12 +69,12 @@ use crate::waitlist::{self, WaitList};
 /// ```
 /// use std::cell::Cell;
 /// use std::rc::Rc;
-/// use coro_sync::Condvar;
+/// use coro::sync::Condvar;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let state = Rc::new((Cell::new(0), Condvar::new()));
 ///     let s = state.clone();
-///     coro_runtime::spawn(move || {
+///     coro::spawn(move || {
 ///         s.0.set(42);
 ///         assert_eq!(s.1.notify_all(), 1);
 ///     });

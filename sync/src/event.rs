@@ -21,12 +21,12 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::Event;
+/// use coro::sync::Event;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let started = Rc::new(Event::new());
 ///     let s = started.clone();
-///     let server = coro_runtime::spawn(move || {
+///     let server = coro::spawn(move || {
 ///         // ... bind a socket ...
 ///         s.set();
 ///     });

@@ -29,15 +29,15 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::InvertedSemaphore;
+/// use coro::sync::InvertedSemaphore;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let outstanding = Rc::new(InvertedSemaphore::new());
 ///     for _ in 0..3 {
 ///         outstanding.acquire(1);
 ///         let o = outstanding.clone();
-///         coro_runtime::spawn(move || {
-///             coro_runtime::yield_now(); // the job
+///         coro::spawn(move || {
+///             coro::yield_now(); // the job
 ///             o.release(1);
 ///         });
 ///     }

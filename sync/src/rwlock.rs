@@ -62,9 +62,9 @@ enum Mode {
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::RwLock;
+/// use coro::sync::RwLock;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let config = Rc::new(RwLock::new(String::from("v1")));
 ///     let r1 = config.read().unwrap();
 ///     let r2 = config.read().unwrap(); // readers share it
@@ -243,13 +243,13 @@ impl<T: ?Sized> RwLock<T> {
     /// # Examples
     ///
     /// ```
-    /// use coro_sync::RwLock;
+    /// use coro::sync::RwLock;
     ///
-    /// coro_runtime::run(|| {
+    /// coro::run(|| {
     ///     let l = RwLock::new(0);
     ///     let w = l.write().unwrap();
     ///     assert!(l.is_write_owned_by_current_thread());
-    ///     assert_eq!(l.writer(), coro_runtime::current_id());
+    ///     assert_eq!(l.writer(), coro::current_id());
     ///     drop(w);
     ///     let _r = l.read().unwrap();
     ///     assert!(!l.is_write_owned_by_current_thread());

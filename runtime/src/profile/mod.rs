@@ -75,7 +75,6 @@
 //! # Examples
 //!
 //! ```
-//! # use coro_runtime as coro;
 //! use std::time::Duration;
 //!
 //! coro::run(|| {
@@ -318,7 +317,6 @@ pub fn is_running() -> bool {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// fn parse(body: &str) -> usize {
 ///     coro::profile::region("parse", || body.split(',').count())
 /// }

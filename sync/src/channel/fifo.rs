@@ -29,12 +29,12 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::Fifo;
+/// use coro::sync::Fifo;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let jobs = Rc::new(Fifo::new());
 ///     let j = jobs.clone();
-///     let worker = coro_runtime::spawn(move || {
+///     let worker = coro::spawn(move || {
 ///         let mut done = Vec::new();
 ///         loop {
 ///             match j.pop().unwrap() {

@@ -78,11 +78,11 @@ struct Chan<T> {
 /// # Examples
 ///
 /// ```
-/// coro_runtime::run(|| {
-///     let (tx, rx) = coro_sync::channel();
+/// coro::run(|| {
+///     let (tx, rx) = coro::sync::channel();
 ///     for id in 0..3 {
 ///         let tx = tx.clone();
-///         coro_runtime::spawn(move || tx.send(id * 10).unwrap());
+///         coro::spawn(move || tx.send(id * 10).unwrap());
 ///     }
 ///     drop(tx); // the workers hold the only senders now
 ///     let mut got: Vec<i32> = rx.iter().collect(); // ends when they are done
@@ -116,9 +116,9 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// # Examples
 ///
 /// ```
-/// coro_runtime::run(|| {
-///     let (tx, rx) = coro_sync::sync_channel(2);
-///     let producer = coro_runtime::spawn(move || {
+/// coro::run(|| {
+///     let (tx, rx) = coro::sync::sync_channel(2);
+///     let producer = coro::spawn(move || {
 ///         for i in 0..5 {
 ///             tx.send(i).unwrap(); // waits while 2 items are queued
 ///         }
@@ -131,8 +131,8 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 ///     producer.join().unwrap();
 ///
 ///     // A rendezvous: the send returns once the receiver has the value.
-///     let (tx, rx) = coro_sync::sync_channel(0);
-///     let receiver = coro_runtime::spawn(move || rx.recv());
+///     let (tx, rx) = coro::sync::sync_channel(0);
+///     let receiver = coro::spawn(move || rx.recv());
 ///     tx.send("hello").unwrap();
 ///     assert_eq!(receiver.join().unwrap(), Ok("hello"));
 /// });
@@ -169,7 +169,7 @@ fn new_chan<T>(cap: usize, unbounded: bool) -> (Sender<T>, Receiver<T>) {
 ///
 /// ```compile_fail
 /// fn send<T: Send>() {}
-/// send::<coro_sync::Sender<u32>>();
+/// send::<coro::sync::Sender<u32>>();
 /// ```
 pub struct Sender<T> {
     chan: Rc<Chan<T>>,

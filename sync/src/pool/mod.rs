@@ -148,7 +148,7 @@ pub(crate) struct Inner<M: Manager> {
 ///
 /// ```
 /// use std::convert::Infallible;
-/// use coro_sync::{Manager, Pool};
+/// use coro::sync::{Manager, Pool};
 ///
 /// struct Numbers(std::cell::Cell<u32>);
 /// impl Manager for Numbers {
@@ -160,7 +160,7 @@ pub(crate) struct Inner<M: Manager> {
 ///     }
 /// }
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let pool = Pool::builder().pool_size(2).build(Numbers(Default::default())).unwrap();
 ///     let a = pool.get().unwrap();
 ///     let b = pool.get().unwrap();
