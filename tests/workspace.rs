@@ -18,31 +18,6 @@ use std::time::Duration;
 
 const PEERS: [&str; 3] = ["tokio", "may", "criterion"];
 
-/// Is `name` one of the variables cargo sets for the test binary it runs
-/// (cargo's "Environment variables Cargo sets for crates", plus the dynamic
-/// library path)? Those describe this package, not the user's setup, and
-/// would change build scripts' fingerprints if passed on. Everything else
-/// (`CARGO_TARGET_DIR`, `CARGO_HOME`, `CARGO_BUILD_*`, `CARGO_PROFILE_*`,
-/// `RUSTFLAGS`, ...) is the user's configuration and is kept.
-fn set_by_cargo_for_the_test(name: &str) -> bool {
-    const PREFIXES: [&str; 4] = [
-        "CARGO_PKG_",
-        "CARGO_BIN_",
-        "CARGO_MANIFEST_",
-        "CARGO_CRATE_",
-    ];
-    const NAMES: [&str; 7] = [
-        "CARGO",
-        "CARGO_PRIMARY_PACKAGE",
-        "CARGO_TARGET_TMPDIR",
-        "CARGO_RUSTC_CURRENT_DIR",
-        "CARGO_MAKEFLAGS",
-        "RUST_RECURSION_COUNT",
-        "LD_LIBRARY_PATH",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
-}
-
 /// The paths of the test binaries in cargo's `Executable` lines: ``Executable
 /// `PATH` `` with `-v`, `Executable NAME (PATH)` without.
 fn executables<'a>(log: &'a str, root: &'a Path) -> impl Iterator<Item = PathBuf> + 'a {
@@ -61,12 +36,7 @@ fn issue_14_12_cargo_test_workspace_does_not_build_the_bench_peers() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if set_by_cargo_for_the_test(&k) {
-            cmd.env_remove(k);
-        }
-    }
+    util::child::as_user(&mut cmd);
     cmd.args(["test", "--workspace", "--no-run", "--offline", "-v"])
         .current_dir(root);
     // Everything is built already (cargo builds every test before running

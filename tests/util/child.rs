@@ -48,6 +48,43 @@ impl Drop for Group {
     }
 }
 
+/// Is `name` one of the variables cargo sets for the test binary it runs
+/// (cargo's "Environment variables Cargo sets for crates", plus the dynamic
+/// library path)? Those describe this package, not the user's setup, and
+/// would change build scripts' fingerprints if passed on. Everything else
+/// (`CARGO_TARGET_DIR`, `CARGO_HOME`, `CARGO_BUILD_*`, `CARGO_PROFILE_*`,
+/// `RUSTFLAGS`, ...) is the user's configuration and is kept.
+fn set_by_cargo_for_the_test(name: &str) -> bool {
+    const PREFIXES: [&str; 4] = [
+        "CARGO_PKG_",
+        "CARGO_BIN_",
+        "CARGO_MANIFEST_",
+        "CARGO_CRATE_",
+    ];
+    const NAMES: [&str; 7] = [
+        "CARGO",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "CARGO_MAKEFLAGS",
+        "RUST_RECURSION_COUNT",
+        "LD_LIBRARY_PATH",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
+}
+
+/// Runs `cmd` in the user's environment: without the variables cargo set
+/// for this test (see [`set_by_cargo_for_the_test`]), with everything else.
+pub fn as_user(cmd: &mut Command) -> &mut Command {
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if set_by_cargo_for_the_test(&k) {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
 fn drain(pipe: impl Read + Send + 'static) -> JoinHandle<String> {
     std::thread::spawn(move || {
         let mut bytes = Vec::new();
