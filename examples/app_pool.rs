@@ -20,11 +20,11 @@
 //! and in another terminal
 //!
 //! ```text
-//! echo 'GET blog' | nc 127.0.0.1 7100         # a worker is spawned
-//! echo 'GET blog' | nc 127.0.0.1 7100         # the same pid again
-//! touch /tmp/apps/apps/blog/tmp/restart.txt
-//! echo 'GET blog' | nc 127.0.0.1 7100         # a new pid
-//! echo STATUS | nc 127.0.0.1 7100
+//! echo 'GET blog' | socat - TCP:127.0.0.1:7100   # a worker is spawned
+//! echo 'GET blog' | socat - TCP:127.0.0.1:7100   # the same pid again
+//! touch /tmp/apps/apps/blog/tmp/restart.txt   # the directory exists once blog has a worker
+//! echo 'GET blog' | socat - TCP:127.0.0.1:7100   # a new pid
+//! echo STATUS | socat - TCP:127.0.0.1:7100
 //! ```
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -129,10 +129,20 @@ impl Spawner for Processes {
     type Error = io::Error;
 
     fn spawn(&self, app: &String) -> io::Result<Worker> {
+        // The name becomes a path component (its socket, its directory).
+        if app.is_empty() || app.contains(['/', '\0']) || app == "." || app == ".." {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("app_pool: invalid app name {app:?}"),
+            ));
+        }
         let n = self.started.get() + 1;
         self.started.set(n);
         let dir = self.root.join("run");
         std::fs::create_dir_all(&dir)?;
+        // The app's restart directory, so that `touch
+        // <root>/apps/<app>/tmp/restart.txt` works as written.
+        std::fs::create_dir_all(self.restart_dir(app).expect("every app has one"))?;
         let socket = dir.join(format!("{app}-{n}.sock"));
         let _ = std::fs::remove_file(&socket);
         let child = Command::new(&self.exe)

@@ -18,7 +18,7 @@
 //! 60 s by default) and talk to it from another terminal with
 //!
 //! ```text
-//! nc 127.0.0.1 7007
+//! socat - TCP:127.0.0.1:7007
 //! ```
 //!
 //! Every line you type comes back. Press Ctrl-C in the server's terminal to
@@ -71,7 +71,7 @@ fn serve(addr: &str, idle: Duration) -> io::Result<()> {
     let signals = Signals::new([SIGINT, SIGTERM])?;
     let listener = TcpListener::bind(addr)?;
     eprintln!(
-        "echo: listening on {} (idle timeout {idle:?}); try `nc {}`",
+        "echo: listening on {} (idle timeout {idle:?}); try `socat - TCP:{}`",
         listener.local_addr()?,
         listener.local_addr()?.to_string().replace(':', " ")
     );

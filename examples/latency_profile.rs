@@ -28,8 +28,8 @@
 //! socket and the profiles go; default a new private directory under the
 //! system's temp directory).
 //!
-//! While it runs you can look in yourself: `nc -U DIR/backdoor-hog` (or
-//! `socat - UNIX-CONNECT:DIR/backdoor-hog`), then `threads run`.
+//! While it runs you can look in yourself: `socat -
+//! UNIX-CONNECT:DIR/backdoor-hog`, then `threads run`.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::DirBuilderExt;

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! (`CORO_PER_CORE_THREADS` sets the number of runtimes, one per core by
-//! default) and talk to it from other terminals with `nc 127.0.0.1 7008`:
+//! default) and talk to it from other terminals with `socat - TCP:127.0.0.1:7008`:
 //! type a line, or `stats`. Close its standard input (Ctrl-D) to stop it:
 //! the main thread asks every runtime, through its `Handle`, to close its
 //! listener; open connections are cut when each runtime ends.
@@ -99,7 +99,7 @@ fn main() -> io::Result<()> {
     }
     let local = bound.expect("at least one runtime");
     eprintln!(
-        "per_core: listening on {local} with {threads} runtimes; try `nc {}` and type `stats`; \
+        "per_core: listening on {local} with {threads} runtimes; try `socat - TCP:{}` and type `stats`; \
          close stdin (Ctrl-D) to stop",
         local.to_string().replace(':', " ")
     );

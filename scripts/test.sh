@@ -36,11 +36,7 @@ fi
 
 # Postfix's tools (smtp-source for the relay's benchmark, smtp-sink for its
 # delivery tests): the postfix package needs debconf answers, which the
-# peers script gives.
-if ! command -v smtp-source >/dev/null 2>&1; then
-  peers=../shared/peers
-  echo "test.sh: installing postfix (smtp-source, smtp-sink) through $peers/postfix-relay.sh"
-  bash "$peers/postfix-relay.sh" install
-fi
+# installer gives.
+bash scripts/install-postfix.sh
 
 exec cargo test --workspace "$@"

@@ -33,6 +33,8 @@
 //!   [`sync::remote`].
 //! * Locks, semaphores, channels, events: [`sync`].
 //! * TCP, UDP and Unix sockets: [`net`].
+//! * Coming from tokio or std: [`macro@main`] (`#[coro::main]`), [`time`]
+//!   (`sleep`, `timeout`, ...), `TcpStream::split` / `into_split` in [`net`].
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
@@ -234,6 +236,72 @@ pub mod net {
 }
 
 pub use coro_net::signal;
+
+/// Runs the function's body as the main green thread of a coro runtime, in
+/// the style of `#[tokio::main]`: `#[coro::main] fn main()` is
+/// `fn main() { coro::run(move || { ... }) }`.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use coro::net::{TcpListener, TcpStream};
+///
+/// #[coro::main]
+/// fn main() -> std::io::Result<()> {
+///     let listener = TcpListener::bind("127.0.0.1:0")?;
+///     let addr = listener.local_addr()?;
+///     let server = coro::spawn(move || -> std::io::Result<()> {
+///         let (mut s, _) = listener.accept()?;
+///         s.write_all(b"hi")
+///     });
+///     let mut reply = String::new();
+///     TcpStream::connect(addr)?.read_to_string(&mut reply)?;
+///     assert_eq!(reply, "hi");
+///     server.join().unwrap()
+/// }
+/// ```
+pub use coro_macros::main;
+
+pub mod time {
+    //! Time in tokio's names (`tokio::time`), for code and habits that come
+    //! from there: [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`],
+    //! [`Instant`], [`Duration`].
+    //!
+    //! They are the runtime's own calls, renamed: `timeout` is
+    //! [`with_timeout`](crate::with_timeout) and `timeout_at`
+    //! [`with_deadline`](crate::with_deadline). Where tokio's `timeout`
+    //! wraps a future, coro's wraps a closure, and every blocking call
+    //! inside it (a socket read, a lock, a sleep) fails once the deadline
+    //! passes; see `with_timeout` for its rules (level-triggered, nesting).
+    //! A sleep is a blocking call like any other: it returns a `Result`, an
+    //! error when an enclosing timeout or an interrupt ends it early.
+    //!
+    //! # Examples
+    //!
+    //! ```
+    //! use coro::time::{self, Duration, Instant};
+    //!
+    //! coro::run(|| {
+    //!     let start = Instant::now();
+    //!     time::sleep(Duration::from_millis(2)).unwrap();
+    //!     time::sleep_until(start + Duration::from_millis(3)).unwrap();
+    //!     assert!(Instant::now() >= start + Duration::from_millis(3));
+    //!
+    //!     let slow = time::timeout(Duration::from_millis(1), || {
+    //!         time::sleep(Duration::from_secs(10))
+    //!     });
+    //!     assert!(slow.is_err()); // Err(Timeout): the sleep was cut short
+    //!     let fast = time::timeout(Duration::from_secs(10), || 42);
+    //!     assert_eq!(fast.unwrap(), 42);
+    //! });
+    //! ```
+    pub use coro_runtime::clock::Instant;
+    pub use coro_runtime::{
+        sleep, sleep_until, with_deadline as timeout_at, with_timeout as timeout, Timeout,
+    };
+    pub use std::time::Duration;
+}
 
 /// README's snippets, compiled and run as doctests.
 #[cfg(doctest)]

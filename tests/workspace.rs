@@ -1,49 +1,49 @@
-//! The newcomer's test commands stay fast (issue #14, item 12): `cargo test
-//! --workspace` used to build the benches' peers (tokio, may, criterion),
-//! 80 s cold. It must not pull them into the build, while CI still lints
-//! the benches.
+//! The newcomer's test commands stay fast and work in other setups.
+//!
+//! * Issue #14, item 12: `cargo test --workspace` used to build the benches'
+//!   peers (tokio, may, criterion), 80 s cold. It must not pull them into the
+//!   build, while CI still lints the benches.
+//! * Issue #21, item 2: with `CARGO_TARGET_DIR` pointing elsewhere (IDEs and
+//!   CI caches set it), the inner cargo used to drop it and rebuild the whole
+//!   workspace into `./target`, while its 200 KB of output filled a pipe
+//!   nobody read. The inner cargo now keeps the user's settings (and so finds
+//!   this very test binary, fresh), its output is drained as it comes, and
+//!   its run time is bounded.
 
+mod util;
+
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 const PEERS: [&str; 3] = ["tokio", "may", "criterion"];
 
+/// The paths of the test binaries in cargo's `Executable` lines: ``Executable
+/// `PATH` `` with `-v`, `Executable NAME (PATH)` without.
+fn executables<'a>(log: &'a str, root: &'a Path) -> impl Iterator<Item = PathBuf> + 'a {
+    log.lines().filter_map(move |l| {
+        let rest = l.trim_start().strip_prefix("Executable ")?.trim_end();
+        let path = match rest.strip_prefix('`') {
+            Some(quoted) => quoted.strip_suffix('`')?,
+            None => rest.rsplit_once('(')?.1.strip_suffix(')')?,
+        };
+        Some(root.join(path))
+    })
+}
+
 #[test]
 fn issue_14_12_cargo_test_workspace_does_not_build_the_bench_peers() {
-    let root = env!("CARGO_MANIFEST_DIR");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    // The variables cargo sets for this test would change build scripts'
-    // fingerprints (and rebuild them here, then again outside): run the
-    // command as a user would.
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if (k.starts_with("CARGO_") && k != "CARGO_HOME")
-            || k == "LD_LIBRARY_PATH"
-            || k == "RUST_RECURSION_COUNT"
-        {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd
-        .args(["test", "--workspace", "--no-run", "--offline", "-v"])
-        .current_dir(root)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Everything is built already (this test runs after the build): the
-    // command only checks freshness. A hang is a failure, not a stuck CI.
-    let deadline = std::time::Instant::now() + Duration::from_secs(600);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("cargo test --workspace --no-run did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().unwrap();
-    let log = String::from_utf8_lossy(&out.stderr);
+    util::child::as_user(&mut cmd);
+    cmd.args(["test", "--workspace", "--no-run", "--offline", "-v"])
+        .current_dir(root);
+    // Everything is built already (cargo builds every test before running
+    // any): the command only checks freshness, in seconds. The bound turns
+    // a rebuild of the workspace, or a hang, into a failure.
+    let out = util::child::run(&mut cmd, Duration::from_secs(300));
+    let log = out.stderr;
     assert!(out.status.success(), "{log}");
     for peer in PEERS {
         let unit = log.lines().any(|l| {
@@ -53,7 +53,28 @@ fn issue_14_12_cargo_test_workspace_does_not_build_the_bench_peers() {
         });
         assert!(!unit, "cargo test --workspace builds {peer}:\n{log}");
     }
-    let ci = std::fs::read_to_string(format!("{root}/.ci/run")).unwrap();
+    // The same build, not a second one elsewhere: the test binaries it
+    // lists are in the directory this test runs from (wherever
+    // CARGO_TARGET_DIR put it). (Not this very binary: `cargo test -p coro`
+    // unifies features differently from `--workspace`, so its hash differs.)
+    let deps = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .canonicalize()
+        .unwrap();
+    let listed: Vec<PathBuf> = executables(&log, root).collect();
+    assert!(!listed.is_empty(), "no test binaries listed:\n{log}");
+    for exe in &listed {
+        let dir = exe.parent().and_then(|d| d.canonicalize().ok());
+        assert_eq!(
+            dir.as_deref(),
+            Some(deps.as_path()),
+            "the inner cargo built {} outside this test's target directory",
+            exe.display()
+        );
+    }
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
     assert!(
         ci.contains("cargo clippy --workspace --all-targets"),
         "CI no longer lints the benches"

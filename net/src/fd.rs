@@ -114,6 +114,7 @@ impl<T: AsFd> Fd<T> {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn new(inner: T) -> io::Result<Fd<T>> {
         crate::source::need_runtime("Fd::new");
         set_nonblocking(inner.as_fd().as_raw_fd())?;

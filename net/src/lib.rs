@@ -99,7 +99,10 @@ mod unix;
 pub use error::is_fd_exhaustion;
 pub use fd::Fd;
 pub use lookup::{lookup_host, ToSocketAddrs};
-pub use tcp::{Incoming, TcpListener, TcpListenerBuilder, TcpStream, DEFAULT_BACKLOG};
+pub use tcp::{
+    Incoming, OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpListenerBuilder, TcpStream,
+    WriteHalf, DEFAULT_BACKLOG,
+};
 pub use udp::UdpSocket;
 pub use unix::{
     Incoming as UnixIncoming, SocketAddr as UnixSocketAddr, UnixDatagram, UnixListener, UnixStream,

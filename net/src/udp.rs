@@ -50,6 +50,7 @@ impl UdpSocket {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<UdpSocket> {
         crate::source::need_runtime("UdpSocket::bind");
         each_addr(addr, |a| UdpSocket::from_mio(mio::net::UdpSocket::bind(a)?))

@@ -283,12 +283,12 @@ type Slot<T> = Mutex<Option<Result<T, Box<dyn Any + Send>>>>;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let n = coro::blocking(|| std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0)).unwrap();
 ///     println!("{n} entries");
 /// });
 /// ```
+#[track_caller]
 pub fn blocking<F, T>(f: F) -> Result<T, WaitError>
 where
     F: FnOnce() -> T + Send + 'static,

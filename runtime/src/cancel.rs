@@ -718,7 +718,6 @@ pub(crate) fn scope_depth(t: &Task) -> usize {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {
@@ -738,6 +737,7 @@ pub(crate) fn scope_depth(t: &Task) -> usize {
 ///     .unwrap();
 /// });
 /// ```
+#[track_caller]
 pub fn current_effective_deadline() -> Option<Instant> {
     context::with_current("coro::current_effective_deadline", |_, t| {
         let mut best = NO_DEADLINE;

@@ -52,7 +52,7 @@ use crate::error::Cancelled;
 ///
 /// ```compile_fail
 /// fn send<T: Send>() {}
-/// send::<coro_runtime::CancelScope>();
+/// send::<coro::CancelScope>();
 /// ```
 ///
 /// # Examples
@@ -60,7 +60,6 @@ use crate::error::Cancelled;
 /// Cancel from another green thread:
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// use coro::{CancelScope, WaitError};
 ///
@@ -94,7 +93,6 @@ use crate::error::Cancelled;
 /// cancelled gets a shield (and its own deadline):
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// use coro::{CancelScope, WaitError};
 ///
@@ -157,6 +155,7 @@ impl CancelScope {
     ///
     /// If the scope was entered before (a scope is entered once), or outside
     /// a green thread.
+    #[track_caller]
     pub fn run<R>(&self, f: impl FnOnce() -> R) -> Result<R, Cancelled> {
         let id = context::with_current("coro::CancelScope::run", |s, t| {
             cancel::enter(&s.task_rc(t), &self.shared)

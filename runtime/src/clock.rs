@@ -24,7 +24,6 @@
 //! # Examples
 //!
 //! ```
-//! # use coro_runtime as coro;
 //! use std::time::Duration;
 //! use coro::clock;
 //!
@@ -314,6 +313,12 @@ pub fn duration_to_ticks(d: Duration) -> u64 {
 }
 
 impl Instant {
+    /// The current time, as [`now`] (the name std's and tokio's `Instant`
+    /// use).
+    pub fn now() -> Instant {
+        now()
+    }
+
     /// The raw tick count.
     pub fn ticks(self) -> u64 {
         self.0

@@ -19,7 +19,6 @@ use std::io;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {
@@ -53,7 +52,6 @@ impl WaitError {
     /// The error that wrapped `self` in an `io::Error`; `None` for other errors.
     ///
     /// ```
-    /// # use coro_runtime as coro;
     /// use coro::WaitError;
     /// let e: std::io::Error = WaitError::Interrupted.into();
     /// assert_eq!(WaitError::from_io(&e), Some(WaitError::Interrupted));

@@ -37,7 +37,6 @@ pub struct TimerInfo {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {
@@ -51,6 +50,7 @@ pub struct TimerInfo {
 ///     assert!(h.join().unwrap().is_err());
 /// });
 /// ```
+#[track_caller]
 pub fn timers(limit: usize) -> Vec<TimerInfo> {
     context::with_sched("coro::timers", |s| {
         let heap = s.timers.borrow();
@@ -85,13 +85,13 @@ pub fn timers(limit: usize) -> Vec<TimerInfo> {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let me = coro::current();
 ///     assert_eq!(coro::thread_by_id(me.id()), Some(me));
 ///     assert_eq!(coro::thread_by_id(u64::MAX), None);
 /// });
 /// ```
+#[track_caller]
 pub fn thread_by_id(id: u64) -> Option<Coro> {
     context::with_sched("coro::thread_by_id", |s| {
         s.tasks

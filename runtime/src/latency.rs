@@ -28,7 +28,6 @@ pub const RECENT_WARNINGS: usize = 64;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// let mut rt = coro::Runtime::builder()
@@ -114,6 +113,7 @@ impl Recent {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn latency_warnings() -> Vec<LatencyWarning> {
     context::with_sched("coro::latency_warnings", |s| {
         s.watchdog.as_ref().map_or_else(Vec::new, |w| {
@@ -131,6 +131,7 @@ pub fn latency_warnings() -> Vec<LatencyWarning> {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn latency_threshold() -> Option<Duration> {
     context::with_sched("coro::latency_threshold", |s| s.config.latency_warning)
 }

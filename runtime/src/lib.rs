@@ -65,7 +65,6 @@
 //! # Examples
 //!
 //! ```
-//! # use coro_runtime as coro;
 //! use std::time::Duration;
 //!
 //! coro::run(|| {

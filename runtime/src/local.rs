@@ -46,7 +46,6 @@ const DROP_ROUNDS: usize = 8;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::cell::Cell;
 ///
 /// coro::green_local! {
@@ -330,7 +329,6 @@ pub(crate) fn drop_all() {
 /// *green* thread has its own value (see [`LocalKey`]).
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::cell::RefCell;
 ///
 /// coro::green_local! {

@@ -181,7 +181,6 @@ fn wake_task(s: &Scheduler, w: Wake) {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::sync::mpsc;
 ///
 /// coro::run(|| {
@@ -269,6 +268,7 @@ fn gone() -> io::Error {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn handle() -> Handle {
     context::with_sched("coro::handle", |s| s.remote.handle())
 }
@@ -286,7 +286,6 @@ pub fn handle() -> Handle {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::sync::atomic::{AtomicBool, Ordering};
 /// use std::sync::Arc;
 ///
@@ -315,6 +314,7 @@ impl RemoteWaker {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn current() -> RemoteWaker {
         context::with_current("coro::RemoteWaker::current", |s, t| RemoteWaker {
             shared: s.remote.shared.clone(),

@@ -76,7 +76,6 @@ const SHUTDOWN_PASSES: usize = 64;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// let mut rt = coro::Runtime::builder()
@@ -161,10 +160,13 @@ impl RuntimeBuilder {
     /// A green thread that runs longer than this without yielding is
     /// reported **through the `log` crate** at WARN (target
     /// `coro::latency`), naming it, while it still runs, and counted in
-    /// [`Stats::latency_warnings`](crate::Stats). Install a logger
-    /// (`env_logger`, ...) to see every warning; without one, the first
-    /// warning of the process also goes to stderr, once, so a hog is never
-    /// silent.
+    /// [`Stats::latency_warnings`](crate::Stats). The usual cause is a
+    /// blocking std call (`std::thread::sleep`, `std::fs`, a std lock) that
+    /// stops the whole OS thread; the warning says so and names
+    /// [`blocking`](crate::blocking), the fix. Install a logger
+    /// (`env_logger`, ...) to see every warning there; without one, each
+    /// also goes to stderr, rate-limited (a burst of 10, then one a second,
+    /// with a count of those not shown), so a hog is never silent.
     pub fn latency_warning(mut self, threshold: Option<Duration>) -> Self {
         self.latency_warning = threshold;
         self
@@ -220,7 +222,6 @@ impl RuntimeBuilder {
     /// # Examples
     ///
     /// ```
-    /// # use coro_runtime as coro;
     /// use std::time::Duration;
     ///
     /// let mut rt = coro::Runtime::builder()
@@ -371,7 +372,6 @@ impl RuntimeBuilder {
 /// one runtime per core to use several.
 ///
 /// ```compile_fail
-/// # use coro_runtime as coro;
 /// fn send<T: Send>() {}
 /// send::<coro::Runtime>();
 /// ```
@@ -444,7 +444,6 @@ impl Runtime {
     /// spawns still need `'static` closures.
     ///
     /// ```
-    /// # use coro_runtime as coro;
     /// let names = vec!["green".to_string(), "threads".to_string()];
     /// let mut rt = coro::Runtime::new().unwrap();
     /// let longest = rt.block_on(|| names.iter().max_by_key(|n| n.len()));
@@ -674,7 +673,6 @@ fn unwind(s: &Scheduler, t: &Rc<Task>) {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// let total = coro::run(|| {

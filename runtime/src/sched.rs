@@ -527,7 +527,6 @@ fn suspend(t: &Task) {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::cell::RefCell;
 /// use std::rc::Rc;
 ///
@@ -542,6 +541,7 @@ fn suspend(t: &Task) {
 /// });
 /// ```
 #[inline]
+#[track_caller]
 pub fn yield_now() {
     context::with_current("coro::yield_now", |_, t| {
         if may_suspend(t) {
@@ -610,6 +610,7 @@ fn why_not_suspend(t: &Task) -> &'static str {
 ///
 /// Outside a green thread.
 #[inline]
+#[track_caller]
 pub fn try_selfish() -> bool {
     context::with_current("coro::try_selfish", spend_selfishness)
 }
@@ -669,12 +670,14 @@ fn spend_selfishness(s: &Scheduler, t: &Task) -> bool {
 ///
 /// Outside a green thread (in a plain OS thread, or with no runtime).
 #[inline]
+#[track_caller]
 pub fn park() -> Result<(), WaitError> {
     park_named("park", "coro::park")
 }
 
 /// [`park`], recording `what` the thread waits on for [`threads`](crate::threads).
 #[inline]
+#[track_caller]
 pub fn park_as(what: &'static str) -> Result<(), WaitError> {
     park_named(what, "coro::park_as")
 }
@@ -686,6 +689,7 @@ pub fn park_as(what: &'static str) -> Result<(), WaitError> {
 /// predictor no longer holds after another thread ran (each such return
 /// mispredicts; BENCHMARKS.md, "Park/unpark").
 #[cfg_attr(not(debug_assertions), inline(always))]
+#[track_caller]
 fn park_named(what: &'static str, call: &'static str) -> Result<(), WaitError> {
     // SAFETY: `s` and `t` are used only inside this call of the running
     // thread, across its suspend (see `context::current_unbound`).
@@ -891,12 +895,14 @@ fn count_refusal_while_stopping(t: &Task) {
 /// # Panics
 ///
 /// Outside a green thread.
+#[track_caller]
 pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
     sleep_until_named(deadline, "coro::sleep_until")
 }
 
 /// [`sleep_until`]; `call` names the public call in the panic outside a
 /// green thread.
+#[track_caller]
 fn sleep_until_named(deadline: Instant, call: &str) -> Result<(), WaitError> {
     let t = context::current_task_rc(call);
     loop {
@@ -935,7 +941,6 @@ fn sleep_until_named(deadline: Instant, call: &str) -> Result<(), WaitError> {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// coro::run(|| {
 ///     let t = coro::clock::now();
@@ -943,6 +948,7 @@ fn sleep_until_named(deadline: Instant, call: &str) -> Result<(), WaitError> {
 ///     assert!(t.elapsed() >= Duration::from_millis(5));
 /// });
 /// ```
+#[track_caller]
 pub fn sleep(d: Duration) -> Result<(), WaitError> {
     sleep_until_named(clock::now() + d, "coro::sleep")
 }

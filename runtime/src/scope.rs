@@ -125,7 +125,6 @@ type BoxError = Box<dyn Error + Send + Sync>;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {
@@ -148,7 +147,6 @@ type BoxError = Box<dyn Error + Send + Sync>;
 /// A failure cancels the other threads and is reported once:
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::io;
 /// use std::time::Duration;
 ///
@@ -163,6 +161,7 @@ type BoxError = Box<dyn Error + Send + Sync>;
 ///     assert_eq!(r.unwrap_err().error().to_string(), "disk full");
 /// });
 /// ```
+#[track_caller]
 pub fn scope<'env, F, T>(f: F) -> Result<T, ScopeError>
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,

@@ -62,7 +62,6 @@ thread_local! {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::cell::Cell;
 /// use std::rc::Rc;
 ///
@@ -76,6 +75,7 @@ thread_local! {
 /// });
 /// assert!(ran.get());
 /// ```
+#[track_caller]
 pub fn on_shutdown(f: impl FnOnce() + 'static) {
     let s = context::with_sched("coro::on_shutdown", |s| s.id);
     HOOKS.with(|h| h.borrow_mut().push((s, Box::new(f))));

@@ -71,7 +71,6 @@ struct Packet<T> {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let h = coro::Builder::new()
 ///         .name("worker".into())
@@ -125,6 +124,7 @@ impl Builder {
     /// # Panics
     ///
     /// Outside a runtime.
+    #[track_caller]
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + 'static,
@@ -365,12 +365,12 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let h = coro::spawn(|| 6 * 7);
 ///     assert_eq!(h.join().unwrap(), 42);
 /// });
 /// ```
+#[track_caller]
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + 'static,
@@ -385,6 +385,7 @@ where
 /// # Panics
 ///
 /// Outside a green thread.
+#[track_caller]
 pub fn current() -> Coro {
     Coro(context::current_task_rc("coro::current"))
 }
@@ -396,7 +397,6 @@ pub fn current() -> Coro {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// assert_eq!(coro::current_id(), None);
 /// coro::run(|| {
 ///     assert_eq!(coro::current_id(), Some(coro::current().id()));
@@ -412,6 +412,7 @@ pub fn current_id() -> Option<u64> {
 /// # Errors
 ///
 /// `InvalidInput` outside that range.
+#[track_caller]
 pub fn set_selfishness(n: u32) -> io::Result<()> {
     let n = check_selfishness(n)?;
     context::with_current("coro::set_selfishness", |_, t| {

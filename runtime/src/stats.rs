@@ -12,7 +12,6 @@ use crate::task::ThreadState;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     coro::spawn(|| ()).join().unwrap();
 ///     let s = coro::stats();
@@ -95,6 +94,7 @@ pub struct ThreadInfo {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn stats() -> Stats {
     context::with_sched("coro::stats", |s| {
         let timers = s.timers.borrow();
@@ -130,6 +130,7 @@ pub fn stats() -> Stats {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn threads() -> Vec<ThreadInfo> {
     context::with_sched("coro::threads", |s| {
         let run = s.watchdog.as_ref().map(|w| {

@@ -271,7 +271,6 @@ impl fmt::Debug for Waiter {
 /// their handles:
 ///
 /// ```compile_fail
-/// # use coro_runtime as coro;
 /// fn send<T: Send>() {}
 /// send::<coro::Coro>();
 /// ```
@@ -307,7 +306,6 @@ impl Coro {
     /// # Examples
     ///
     /// ```
-    /// # use coro_runtime as coro;
     /// coro::run(|| {
     ///     let me = coro::current();
     ///     let waker = coro::spawn(move || me.unpark());

@@ -51,7 +51,6 @@ use crate::error::Timeout;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// use coro::{with_timeout, Timeout, WaitError};
 ///
@@ -67,6 +66,7 @@ use crate::error::Timeout;
 ///     assert_eq!(outer, Err(Timeout));
 /// });
 /// ```
+#[track_caller]
 pub fn with_timeout<R>(d: Duration, f: impl FnOnce() -> R) -> Result<R, Timeout> {
     let deadline = clock::now()
         .ticks()
@@ -85,7 +85,6 @@ pub fn with_timeout<R>(d: Duration, f: impl FnOnce() -> R) -> Result<R, Timeout>
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {
@@ -99,6 +98,7 @@ pub fn with_timeout<R>(d: Duration, f: impl FnOnce() -> R) -> Result<R, Timeout>
 ///     assert_eq!(r, Err(coro::Timeout));
 /// });
 /// ```
+#[track_caller]
 pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> Result<R, Timeout> {
     run_scope("coro::with_deadline", deadline.ticks(), f)
 }
@@ -106,6 +106,7 @@ pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> Result<R, T
 /// The body of [`with_timeout`] and [`with_deadline`]: a scope entry pushed
 /// and popped, nothing else unless `f` blocks.
 #[inline(always)]
+#[track_caller]
 fn run_scope<R>(what: &str, deadline: u64, f: impl FnOnce() -> R) -> Result<R, Timeout> {
     let id = context::with_current(what, |_, t| cancel::push_local(t, deadline));
     let guard = ScopeGuard(id);
@@ -155,13 +156,13 @@ fn pop_scope(id: u64) -> Left {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 /// coro::run(|| {
 ///     let r = coro::no_suspend(|| coro::sleep(Duration::from_millis(1)));
 ///     assert_eq!(r, Err(coro::WaitError::SuspendForbidden));
 /// });
 /// ```
+#[track_caller]
 pub fn no_suspend<R>(f: impl FnOnce() -> R) -> R {
     struct Region;
     impl Drop for Region {

@@ -16,22 +16,26 @@
 //! The same samples give each thread's approximate run time for
 //! [`threads`](crate::threads).
 //!
+//! # The message
+//!
+//! The usual cause of a long slice is not computation but a blocking std
+//! call that stops the whole OS thread (`std::thread::sleep`, `std::fs`, a
+//! std lock, a DNS lookup): the warning says so and names `coro::blocking`,
+//! the fix.
+//!
 //! # Without a logger
 //!
 //! A program that installed no `log` logger (or filters coro's warnings
-//! out) would never hear of a hog. So the first warning of the process that
-//! no logger would show goes to stderr as well, once, with a hint to install
-//! a logger; later ones count in `Stats::latency_warnings` and go to `log`
-//! only.
+//! out) would never hear of a hog. So each warning that no logger would show
+//! goes to stderr as well, rate-limited, with a count of those suppressed
+//! (`stderr`).
+
+mod stderr;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// A warning went to stderr because no logger would show it (see the
-/// module docs): once per process.
-static TOLD_STDERR: AtomicBool = AtomicBool::new(false);
 
 /// Shared between the scheduler and its watchdog.
 pub(crate) struct WatchShared {
@@ -88,7 +92,22 @@ impl Drop for Watchdog {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        stderr::flush();
     }
+}
+
+/// The text of one warning: who, how long, and the usual cause and its fix.
+fn warning_text(id: u64, name: Option<&str>, ran: Duration, threshold: Duration) -> String {
+    format!(
+        "latency warning: green thread #{id} '{}' has run {:.3} s without yielding (threshold \
+         {:.3} s), and no other green thread of its runtime ran meanwhile. The usual cause is a \
+         blocking std call (std::thread::sleep, std::fs, a std lock, a DNS lookup) that stops \
+         the whole OS thread: run it with coro::blocking(|| ...), use coro's own call \
+         (coro::sleep, coro::sync, coro::net), or yield (coro::yield_now) in a long computation",
+        name.unwrap_or("<unnamed>"),
+        ran.as_secs_f64(),
+        threshold.as_secs_f64(),
+    )
 }
 
 /// Charges `dt` nanoseconds to the thread running now.
@@ -158,21 +177,10 @@ fn watch(s: Arc<WatchShared>) {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(running, name.clone(), ran);
-            let text = format!(
-                "latency warning: green thread #{running} '{}' has run {:.3} s without yielding (threshold {:.3} s)",
-                name.as_deref().unwrap_or("<unnamed>"),
-                ran.as_secs_f64(),
-                s.threshold.as_secs_f64(),
-            );
+            let text = warning_text(running, name.as_deref(), ran, s.threshold);
             log::warn!(target: "coro::latency", "{text}");
-            if !log::log_enabled!(target: "coro::latency", log::Level::Warn)
-                && !TOLD_STDERR.swap(true, Ordering::Relaxed)
-            {
-                eprintln!(
-                    "coro: {text}\ncoro: (no `log` logger shows coro's warnings, so this first one \
-                     goes to stderr; install one, e.g. env_logger, to see them all; \
-                     coro::stats().latency_warnings counts them)"
-                );
+            if !log::log_enabled!(target: "coro::latency", log::Level::Warn) {
+                stderr::warn(&text);
             }
         }
     }

@@ -49,12 +49,12 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::{Condvar, Mutex};
+/// use coro::sync::{Condvar, Mutex};
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let pair = Rc::new((Mutex::new(false), Condvar::new()));
 ///     let p = pair.clone();
-///     coro_runtime::spawn(move || {
+///     coro::spawn(move || {
 ///         *p.0.lock().unwrap() = true;
 ///         p.1.notify_one();
 ///     });
@@ -69,12 +69,12 @@ use crate::waitlist::{self, WaitList};
 /// ```
 /// use std::cell::Cell;
 /// use std::rc::Rc;
-/// use coro_sync::Condvar;
+/// use coro::sync::Condvar;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let state = Rc::new((Cell::new(0), Condvar::new()));
 ///     let s = state.clone();
-///     coro_runtime::spawn(move || {
+///     coro::spawn(move || {
 ///         s.0.set(42);
 ///         assert_eq!(s.1.notify_all(), 1);
 ///     });
@@ -109,6 +109,7 @@ impl Condvar {
     /// # Panics
     ///
     /// If the caller is not a green thread.
+    #[track_caller]
     pub fn wait<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -118,6 +119,7 @@ impl Condvar {
 
     /// [`wait`](Condvar::wait); `call` names the public call in the panic
     /// outside a green thread.
+    #[track_caller]
     fn wait_named<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -143,6 +145,7 @@ impl Condvar {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn wait_while<'a, T: ?Sized, F>(
         &self,
         mut guard: MutexGuard<'a, T>,
@@ -166,6 +169,7 @@ impl Condvar {
     /// # Panics
     ///
     /// If the caller is not a green thread.
+    #[track_caller]
     pub fn notified(&self) -> Result<(), WaitError> {
         let coro = waitlist::current_coro("Condvar::notified");
         let key = self.waiters.borrow_mut().push_back(coro, ());

@@ -60,9 +60,9 @@ struct Shared<T> {
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::{Deferred, Mutex};
+/// use coro::sync::{Deferred, Mutex};
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let server_log = Rc::new(Mutex::new(Vec::new()));
 ///     let l = server_log.clone();
 ///     // Closing a cursor takes a lock: never from a destructor.

@@ -21,12 +21,12 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::Event;
+/// use coro::sync::Event;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let started = Rc::new(Event::new());
 ///     let s = started.clone();
-///     let server = coro_runtime::spawn(move || {
+///     let server = coro::spawn(move || {
 ///         // ... bind a socket ...
 ///         s.set();
 ///     });
@@ -76,6 +76,7 @@ impl Event {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn wait(&self) -> Result<(), WaitError> {
         if self.set.get() {
             return Ok(());

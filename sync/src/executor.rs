@@ -122,9 +122,9 @@ struct Inner {
 /// use std::cell::Cell;
 /// use std::rc::Rc;
 /// use std::time::Duration;
-/// use coro_sync::{ExecutorExit, PeriodicExecutor};
+/// use coro::sync::{ExecutorExit, PeriodicExecutor};
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let runs = Rc::new(Cell::new(0));
 ///     let r = runs.clone();
 ///     let hour = Duration::from_secs(3600);
@@ -135,7 +135,7 @@ struct Inner {
 ///     ex.open().unwrap();
 ///     while runs.get() < 3 {
 ///         ex.wake(); // run again soon, not in an hour
-///         coro_runtime::yield_now();
+///         coro::yield_now();
 ///     }
 ///     assert!(ex.join(Duration::from_secs(5)).unwrap());
 ///     assert_eq!(ex.exit(), Some(ExecutorExit::Stopped));

@@ -29,15 +29,15 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::InvertedSemaphore;
+/// use coro::sync::InvertedSemaphore;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let outstanding = Rc::new(InvertedSemaphore::new());
 ///     for _ in 0..3 {
 ///         outstanding.acquire(1);
 ///         let o = outstanding.clone();
-///         coro_runtime::spawn(move || {
-///             coro_runtime::yield_now(); // the job
+///         coro::spawn(move || {
+///             coro::yield_now(); // the job
 ///             o.release(1);
 ///         });
 ///     }
@@ -110,12 +110,14 @@ impl InvertedSemaphore {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn block_till_zero(&self) -> Result<(), WaitError> {
         self.wait_for_zero("InvertedSemaphore::block_till_zero")
     }
 
     /// [`block_till_zero`](Self::block_till_zero), naming the call `what`
     /// in messages and in [`threads`](coro_runtime::threads).
+    #[track_caller]
     pub(crate) fn wait_for_zero(&self, what: &'static str) -> Result<(), WaitError> {
         if self.count.get() == 0 {
             return Ok(());

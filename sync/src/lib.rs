@@ -38,21 +38,21 @@
 //!
 //! ```
 //! use std::rc::Rc;
-//! use coro_sync::{Mutex, Semaphore};
+//! use coro::sync::{Mutex, Semaphore};
 //!
-//! coro_runtime::run(|| {
+//! coro::run(|| {
 //!     let in_flight = Rc::new(Semaphore::new(2));
 //!     let log = Rc::new(Mutex::new(Vec::new()));
 //!     let jobs = (0..4).map(|i| {
 //!         let (in_flight, log) = (in_flight.clone(), log.clone());
 //!         move || {
 //!             let _permit = in_flight.acquire(1)?;
-//!             coro_runtime::yield_now(); // the request
+//!             coro::yield_now(); // the request
 //!             log.lock().map_err(std::io::Error::from)?.push(i);
 //!             Ok::<_, std::io::Error>(())
 //!         }
 //!     });
-//!     for r in coro_sync::in_parallel(jobs).unwrap() {
+//!     for r in coro::sync::in_parallel(jobs).unwrap() {
 //!         r.unwrap().unwrap();
 //!     }
 //!     assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3]);

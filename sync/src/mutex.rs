@@ -54,25 +54,25 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```compile_fail
 /// fn send<T: Send>() {}
-/// send::<coro_sync::Mutex<u32>>();
+/// send::<coro::sync::Mutex<u32>>();
 /// ```
 ///
 /// # Examples
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::Mutex;
+/// use coro::sync::Mutex;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let log = Rc::new(Mutex::new(Vec::new()));
 ///     let l = log.clone();
-///     let writer = coro_runtime::spawn(move || {
+///     let writer = coro::spawn(move || {
 ///         let mut g = l.lock().unwrap();
 ///         g.push("first");
-///         coro_runtime::yield_now(); // still holding the lock
+///         coro::yield_now(); // still holding the lock
 ///         g.push("second");
 ///     });
-///     coro_runtime::yield_now(); // let the writer take the lock
+///     coro::yield_now(); // let the writer take the lock
 ///     log.lock().unwrap().push("third"); // waits for the writer's guard
 ///     writer.join().unwrap();
 ///     assert_eq!(*log.lock().unwrap(), ["first", "second", "third"]);
@@ -130,6 +130,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// If the lock is held and the caller is not a green thread.
     #[inline]
+    #[track_caller]
     pub fn lock(&self) -> Result<MutexGuard<'_, T>, LockError> {
         let me = waitlist::current_id();
         if !self.locked.get() {
@@ -141,6 +142,7 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     #[cold]
+    #[track_caller]
     fn lock_slow(&self, me: u64) -> Result<MutexGuard<'_, T>, LockError> {
         if me != 0 && self.owner.get() == me {
             waitlist::failed_at_once();
@@ -201,17 +203,17 @@ impl<T: ?Sized> Mutex<T> {
     /// # Examples
     ///
     /// ```
-    /// use coro_sync::Mutex;
+    /// use coro::sync::Mutex;
     ///
     /// fn must_hold(m: &Mutex<u32>) {
     ///     assert!(m.is_owned_by_current_thread(), "call with the lock held");
     /// }
     ///
-    /// coro_runtime::run(|| {
+    /// coro::run(|| {
     ///     let m = Mutex::new(0);
     ///     let g = m.lock().unwrap();
     ///     must_hold(&m);
-    ///     assert_eq!(m.owner(), coro_runtime::current_id());
+    ///     assert_eq!(m.owner(), coro::current_id());
     ///     drop(g);
     ///     assert!(!m.is_owned_by_current_thread());
     /// });

@@ -24,12 +24,12 @@ use coro_runtime::{JoinError, JoinHandle, WaitError};
 /// # Examples
 ///
 /// ```
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let jobs = (1..=3u64).map(|i| move || {
-///         coro_runtime::yield_now(); // e.g. a DNS lookup
+///         coro::yield_now(); // e.g. a DNS lookup
 ///         i * 10
 ///     });
-///     let results = coro_sync::in_parallel(jobs).unwrap();
+///     let results = coro::sync::in_parallel(jobs).unwrap();
 ///     let values: Vec<u64> = results.into_iter().map(Result::unwrap).collect();
 ///     assert_eq!(values, [10, 20, 30]);
 /// });

@@ -62,9 +62,9 @@ enum Mode {
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::RwLock;
+/// use coro::sync::RwLock;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let config = Rc::new(RwLock::new(String::from("v1")));
 ///     let r1 = config.read().unwrap();
 ///     let r2 = config.read().unwrap(); // readers share it
@@ -140,6 +140,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn read(&self) -> Result<RwLockReadGuard<'_, T>, LockError> {
         let me = waitlist::current_id();
         if !self.writer.get() && self.waiters.borrow().is_empty() {
@@ -168,6 +169,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn write(&self) -> Result<RwLockWriteGuard<'_, T>, LockError> {
         let me = waitlist::current_id();
         if self.is_free() && self.waiters.borrow().is_empty() {
@@ -241,13 +243,13 @@ impl<T: ?Sized> RwLock<T> {
     /// # Examples
     ///
     /// ```
-    /// use coro_sync::RwLock;
+    /// use coro::sync::RwLock;
     ///
-    /// coro_runtime::run(|| {
+    /// coro::run(|| {
     ///     let l = RwLock::new(0);
     ///     let w = l.write().unwrap();
     ///     assert!(l.is_write_owned_by_current_thread());
-    ///     assert_eq!(l.writer(), coro_runtime::current_id());
+    ///     assert_eq!(l.writer(), coro::current_id());
     ///     drop(w);
     ///     let _r = l.read().unwrap();
     ///     assert!(!l.is_write_owned_by_current_thread());
@@ -283,6 +285,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Queues the caller for `mode` and waits until it is admitted (the
     /// lock state already counts it).
     #[cold]
+    #[track_caller]
     fn enqueue(&self, mode: Mode, what: &'static str) -> Result<(), LockError> {
         let coro = waitlist::current_coro(what);
         let key = self.waiters.borrow_mut().push_back(coro, mode);

@@ -49,16 +49,16 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::Semaphore;
+/// use coro::sync::Semaphore;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let slots = Rc::new(Semaphore::new(2)); // at most 2 requests in flight
 ///     let workers: Vec<_> = (0..5)
 ///         .map(|i| {
 ///             let slots = slots.clone();
-///             coro_runtime::spawn(move || {
+///             coro::spawn(move || {
 ///                 let _permit = slots.acquire(1).unwrap();
-///                 coro_runtime::yield_now(); // "talk to the backend"
+///                 coro::yield_now(); // "talk to the backend"
 ///                 i
 ///             })
 ///         })
@@ -104,6 +104,7 @@ impl Semaphore {
     ///
     /// If it has to wait and the caller is not a green thread.
     #[inline]
+    #[track_caller]
     pub fn acquire(&self, n: usize) -> Result<SemaphorePermit<'_>, WaitError> {
         if let Ok(p) = self.try_acquire(n) {
             return Ok(p);
@@ -112,6 +113,7 @@ impl Semaphore {
     }
 
     #[cold]
+    #[track_caller]
     fn acquire_slow(&self, n: usize) -> Result<SemaphorePermit<'_>, WaitError> {
         let coro = waitlist::current_coro("Semaphore::acquire");
         let key = self.waiters.borrow_mut().push_back(coro, n);

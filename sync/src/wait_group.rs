@@ -36,15 +36,15 @@ use crate::InvertedSemaphore;
 /// ```
 /// use std::cell::Cell;
 /// use std::rc::Rc;
-/// use coro_sync::WaitGroup;
+/// use coro::sync::WaitGroup;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let group = WaitGroup::new();
 ///     let done = Rc::new(Cell::new(0));
 ///     for _ in 0..3 {
 ///         let done = done.clone();
 ///         group.spawn(move || {
-///             coro_runtime::yield_now(); // the work
+///             coro::yield_now(); // the work
 ///             done.set(done.get() + 1);
 ///         });
 ///     }
@@ -68,13 +68,13 @@ impl WaitGroup {
     /// # Examples
     ///
     /// ```
-    /// use coro_sync::WaitGroup;
+    /// use coro::sync::WaitGroup;
     ///
-    /// coro_runtime::run(|| {
+    /// coro::run(|| {
     ///     let group = WaitGroup::new();
     ///     let member = group.add();
-    ///     coro_runtime::spawn(move || {
-    ///         coro_runtime::yield_now(); // the work
+    ///     coro::spawn(move || {
+    ///         coro::yield_now(); // the work
     ///         member.done();
     ///     });
     ///     group.wait().unwrap();
@@ -121,13 +121,13 @@ impl WaitGroup {
     /// # Examples
     ///
     /// ```
-    /// use coro_runtime::Builder;
-    /// use coro_sync::WaitGroup;
+    /// use coro::Builder;
+    /// use coro::sync::WaitGroup;
     ///
-    /// coro_runtime::run(|| -> std::io::Result<()> {
+    /// coro::run(|| -> std::io::Result<()> {
     ///     let group = WaitGroup::new();
     ///     let worker = Builder::new().name("worker".into()).stack_size(64 * 1024);
-    ///     group.spawn_with(worker, || coro_runtime::yield_now())?;
+    ///     group.spawn_with(worker, || coro::yield_now())?;
     ///     group.wait().unwrap();
     ///     Ok(())
     /// })
@@ -166,6 +166,7 @@ impl WaitGroup {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn wait(&self) -> Result<(), WaitError> {
         self.members.wait_for_zero("WaitGroup::wait")
     }

@@ -372,6 +372,7 @@ pub(crate) fn current_id() -> u64 {
 /// # Panics
 ///
 /// Outside a green thread, with a message naming `what`.
+#[track_caller]
 pub(crate) fn current_coro(what: &str) -> Coro {
     if !coro_runtime::in_green_thread() {
         panic!(

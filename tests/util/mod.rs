@@ -1,8 +1,11 @@
 //! Helpers shared by the cross-crate integration tests: a runtime whose main
 //! thread is bounded in time, ways to let the other green threads run, a
-//! connected loopback TCP pair, and error assertions.
+//! connected loopback TCP pair, error assertions, and (`child`) running a
+//! chatty child process with its pipes drained and its time bounded.
 
 #![allow(dead_code)]
+
+pub mod child;
 
 use std::io;
 use std::time::Duration;

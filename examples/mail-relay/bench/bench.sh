@@ -2,7 +2,7 @@
 # The mail relay's acceptance benchmark, side by side with Postfix in one run:
 #
 #   smtp-source --> mail-relay --> smtp-sink
-#   smtp-source --> Postfix    --> smtp-sink      (../shared/peers/postfix-relay.sh)
+#   smtp-source --> Postfix    --> smtp-sink      (bench/postfix.sh)
 #
 #   bash examples/mail-relay/bench/bench.sh [SESSIONS...]      (default: 1 20 100)
 #
@@ -30,9 +30,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$(pwd)
-peers=${PEERS:-$root/../shared/peers}
+peer=$root/examples/mail-relay/bench/postfix.sh
 
-command -v smtp-source >/dev/null 2>&1 || bash "$peers/postfix-relay.sh" install
+bash scripts/install-postfix.sh
 cargo build --release -q -p mail-relay
 relay_bin=$root/target/release/mail-relay
 
@@ -41,7 +41,7 @@ chmod 755 "$work" # Postfix's own processes (user postfix) must reach its direct
 relay_pid= sink_pid=
 cleanup() {
   [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null || true
-  bash "$peers/postfix-relay.sh" stop "$work/pf" >/dev/null 2>&1 || true
+  bash "$peer" stop "$work/pf" >/dev/null 2>&1 || true
   [ -n "$sink_pid" ] && kill "$sink_pid" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -77,7 +77,7 @@ report() {
 # The sink both relays deliver to; -c prints its counters as they change.
 smtp-sink -u nobody -c 127.0.0.1:2601 1000 > "$work/sink.out" &
 sink_pid=$!
-bash "$peers/postfix-relay.sh" start "$work/pf" 2600 2601 >/dev/null
+bash "$peer" start "$work/pf" 2600 2601 >/dev/null
 postfix_cache() {
   postconf -c "$work/pf/etc" -e "smtp_connection_cache_on_demand = $([ "$1" = on ] && echo yes || echo no)"
   postfix -c "$work/pf/etc" reload >/dev/null 2>&1
@@ -124,14 +124,14 @@ EOF
       # Postfix, the same load, relayed to the same sink
       postfix_cache "$ur"
       base=$(sunk_now)
-      c0=$(bash "$peers/postfix-relay.sh" cpu "$work/pf")
+      c0=$(bash "$peer" cpu "$work/pf")
       t0=$(now)
       smtp-source "${source_args[@]}" 127.0.0.1:2600
       t1=$(now)
       wait_sunk $((base + m)) || true
       t2=$(now)
-      while [ "$(bash "$peers/postfix-relay.sh" queue "$work/pf")" -gt 0 ]; do sleep 0.1; done
-      c1=$(bash "$peers/postfix-relay.sh" cpu "$work/pf")
+      while [ "$(bash "$peer" queue "$work/pf")" -gt 0 ]; do sleep 0.1; done
+      c1=$(bash "$peer" cpu "$work/pf")
       lost=$((base + m - $(sunk_now)))
       report "$n" "$cr" "$ur" postfix "$m" "$t0" "$t1" "$t2" "$c0" "$c1" "$lost"
     done

@@ -161,6 +161,7 @@ impl TcpListenerBuilder {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn bind<A: ToSocketAddrs>(&self, addr: A) -> io::Result<TcpListener> {
         crate::source::need_runtime("TcpListenerBuilder::bind");
         if self.backlog < 1 {
@@ -199,6 +200,7 @@ impl TcpListener {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
         crate::source::need_runtime("TcpListener::bind");
         TcpListenerBuilder::default().bind(addr)

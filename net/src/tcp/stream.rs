@@ -31,7 +31,10 @@ use crate::source::Source;
 ///
 /// [`try_clone`](TcpStream::try_clone) returns a second handle to the same
 /// socket (`&TcpStream` or an `Rc` works too), so one green thread can read
-/// while another writes. When two green threads wait on the same direction
+/// while another writes; tokio's shapes are here as well:
+/// [`split`](TcpStream::split) (borrowed halves) and
+/// [`into_split`](TcpStream::into_split) (owned halves; dropping the write
+/// half shuts the writing direction down). When two green threads wait on the same direction
 /// they **queue in order**: a readiness event wakes all of them, they retry
 /// in the order they started waiting, and those that find nothing left wait
 /// again. Nobody is forgotten and nobody gets an error for sharing.
@@ -81,7 +84,7 @@ use crate::source::Source;
 /// ```
 pub struct TcpStream {
     /// The shared socket; clones from `try_clone` point at the same one.
-    inner: Rc<Source<mio::net::TcpStream>>,
+    pub(super) inner: Rc<Source<mio::net::TcpStream>>,
 }
 
 impl TcpStream {
@@ -101,6 +104,7 @@ impl TcpStream {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
         crate::source::need_runtime("TcpStream::connect");
         each_addr(addr, connect_one)
@@ -113,6 +117,7 @@ impl TcpStream {
     ///
     /// As [`connect`](TcpStream::connect); `TimedOut` past `timeout`;
     /// `InvalidInput` for a zero timeout.
+    #[track_caller]
     pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
         crate::source::need_runtime("TcpStream::connect_timeout");
         crate::source::check_timeout(Some(timeout))?;

@@ -45,6 +45,7 @@ impl UnixDatagram {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixDatagram> {
         crate::source::need_runtime("UnixDatagram::bind");
         UnixDatagram::from_mio(mio::net::UnixDatagram::bind(path)?)
@@ -55,6 +56,7 @@ impl UnixDatagram {
     /// # Errors
     ///
     /// As `socket(2)`.
+    #[track_caller]
     pub fn unbound() -> io::Result<UnixDatagram> {
         crate::source::need_runtime("UnixDatagram::unbound");
         UnixDatagram::from_mio(mio::net::UnixDatagram::unbound()?)

@@ -51,6 +51,7 @@ impl UnixListener {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixListener> {
         crate::source::need_runtime("UnixListener::bind");
         UnixListener::from_mio(mio::net::UnixListener::bind(path)?)

@@ -56,6 +56,7 @@ impl UnixStream {
     /// # Panics
     ///
     /// Outside a green thread.
+    #[track_caller]
     pub fn connect<P: AsRef<Path>>(path: P) -> io::Result<UnixStream> {
         crate::source::need_runtime("UnixStream::connect");
         let addr = SocketAddr::from_pathname(path)?;
@@ -87,6 +88,7 @@ impl UnixStream {
     /// # Errors
     ///
     /// As `socketpair(2)` (`EMFILE`, ...).
+    #[track_caller]
     pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
         crate::source::need_runtime("UnixStream::pair");
         let (a, b) = mio::net::UnixStream::pair()?;

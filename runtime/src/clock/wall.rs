@@ -19,7 +19,6 @@ use super::{wall_at, wall_offset, Instant};
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::{Duration, SystemTime};
 /// use coro::clock;
 ///

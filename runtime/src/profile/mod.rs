@@ -75,7 +75,6 @@
 //! # Examples
 //!
 //! ```
-//! # use coro_runtime as coro;
 //! use std::time::Duration;
 //!
 //! coro::run(|| {
@@ -269,6 +268,7 @@ impl Profile {
 /// # Panics
 ///
 /// Outside a green thread.
+#[track_caller]
 pub fn start() -> io::Result<()> {
     context::with_current("coro::profile::start", |s, t| {
         if s.profiler.start(t) {
@@ -287,6 +287,7 @@ pub fn start() -> io::Result<()> {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn stop() -> Option<Profile> {
     context::with_sched("coro::profile::stop", |s| s.profiler.stop(s))
 }
@@ -296,6 +297,7 @@ pub fn stop() -> Option<Profile> {
 /// # Panics
 ///
 /// Outside a runtime.
+#[track_caller]
 pub fn snapshot() -> Option<Profile> {
     context::with_sched("coro::profile::snapshot", |s| s.profiler.snapshot(s))
 }
@@ -315,7 +317,6 @@ pub fn is_running() -> bool {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// fn parse(body: &str) -> usize {
 ///     coro::profile::region("parse", || body.split(',').count())
 /// }

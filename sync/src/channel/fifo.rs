@@ -29,12 +29,12 @@ use crate::waitlist::{self, WaitList};
 ///
 /// ```
 /// use std::rc::Rc;
-/// use coro_sync::Fifo;
+/// use coro::sync::Fifo;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let jobs = Rc::new(Fifo::new());
 ///     let j = jobs.clone();
-///     let worker = coro_runtime::spawn(move || {
+///     let worker = coro::spawn(move || {
 ///         let mut done = Vec::new();
 ///         loop {
 ///             match j.pop().unwrap() {
@@ -103,12 +103,14 @@ impl<T> Fifo<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn pop(&self) -> Result<T, WaitError> {
         self.pop_named("Fifo::pop")
     }
 
     /// [`pop`](Fifo::pop); `call` names the public call in the panic
     /// outside a green thread.
+    #[track_caller]
     fn pop_named(&self, call: &str) -> Result<T, WaitError> {
         if let Some(item) = self.items.borrow_mut().pop_front() {
             return Ok(item);
@@ -143,6 +145,7 @@ impl<T> Fifo<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn pop_all(&self) -> Result<Vec<T>, WaitError> {
         let first = self.pop_named("Fifo::pop_all")?;
         let mut items = self.items.borrow_mut();

@@ -78,11 +78,11 @@ struct Chan<T> {
 /// # Examples
 ///
 /// ```
-/// coro_runtime::run(|| {
-///     let (tx, rx) = coro_sync::channel();
+/// coro::run(|| {
+///     let (tx, rx) = coro::sync::channel();
 ///     for id in 0..3 {
 ///         let tx = tx.clone();
-///         coro_runtime::spawn(move || tx.send(id * 10).unwrap());
+///         coro::spawn(move || tx.send(id * 10).unwrap());
 ///     }
 ///     drop(tx); // the workers hold the only senders now
 ///     let mut got: Vec<i32> = rx.iter().collect(); // ends when they are done
@@ -116,9 +116,9 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// # Examples
 ///
 /// ```
-/// coro_runtime::run(|| {
-///     let (tx, rx) = coro_sync::sync_channel(2);
-///     let producer = coro_runtime::spawn(move || {
+/// coro::run(|| {
+///     let (tx, rx) = coro::sync::sync_channel(2);
+///     let producer = coro::spawn(move || {
 ///         for i in 0..5 {
 ///             tx.send(i).unwrap(); // waits while 2 items are queued
 ///         }
@@ -131,8 +131,8 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 ///     producer.join().unwrap();
 ///
 ///     // A rendezvous: the send returns once the receiver has the value.
-///     let (tx, rx) = coro_sync::sync_channel(0);
-///     let receiver = coro_runtime::spawn(move || rx.recv());
+///     let (tx, rx) = coro::sync::sync_channel(0);
+///     let receiver = coro::spawn(move || rx.recv());
 ///     tx.send("hello").unwrap();
 ///     assert_eq!(receiver.join().unwrap(), Ok("hello"));
 /// });
@@ -169,7 +169,7 @@ fn new_chan<T>(cap: usize, unbounded: bool) -> (Sender<T>, Receiver<T>) {
 ///
 /// ```compile_fail
 /// fn send<T: Send>() {}
-/// send::<coro_sync::Sender<u32>>();
+/// send::<coro::sync::Sender<u32>>();
 /// ```
 pub struct Sender<T> {
     chan: Rc<Chan<T>>,
@@ -281,6 +281,7 @@ impl<T> Sender<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         match self.try_send(value) {
             Ok(()) => Ok(()),
@@ -293,6 +294,7 @@ impl<T> Sender<T> {
     }
 
     #[cold]
+    #[track_caller]
     fn send_slow(&self, mut value: T) -> Result<(), SendError<T>> {
         let c = &*self.chan;
         // A rendezvous sender whose receiver left before it ran keeps its
@@ -451,12 +453,14 @@ impl<T> Receiver<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn recv(&self) -> Result<T, RecvError> {
         self.recv_named("Receiver::recv")
     }
 
     /// [`recv`](Receiver::recv); `call` names the public call in the panic
     /// outside a green thread.
+    #[track_caller]
     fn recv_named(&self, call: &str) -> Result<T, RecvError> {
         let c = &*self.chan;
         if let Some(v) = c.take() {
@@ -569,6 +573,7 @@ pub struct Iter<'a, T> {
 impl<T> Iterator for Iter<'_, T> {
     type Item = T;
 
+    #[track_caller]
     fn next(&mut self) -> Option<T> {
         self.rx.recv_named("Receiver::iter").ok()
     }
@@ -583,6 +588,7 @@ pub struct TryIter<'a, T> {
 impl<T> Iterator for TryIter<'_, T> {
     type Item = T;
 
+    #[track_caller]
     fn next(&mut self) -> Option<T> {
         self.rx.try_recv().ok()
     }

@@ -58,9 +58,9 @@ impl<T> Shared<T> {
 /// # Examples
 ///
 /// ```
-/// use coro_sync::remote;
+/// use coro::sync::remote;
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let (tx, rx) = remote::channel();
 ///     let workers: Vec<_> = (0..4)
 ///         .map(|i| {
@@ -110,7 +110,7 @@ pub struct Sender<T> {
 ///
 /// ```compile_fail
 /// fn sync<T: Sync>() {}
-/// sync::<coro_sync::remote::Receiver<u32>>();
+/// sync::<coro::sync::remote::Receiver<u32>>();
 /// ```
 pub struct Receiver<T> {
     shared: Arc<Shared<T>>,

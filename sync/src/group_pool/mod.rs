@@ -104,7 +104,7 @@ struct Inner<S: Spawner> {
 ///
 /// ```
 /// use std::convert::Infallible;
-/// use coro_sync::{GroupPool, Spawner};
+/// use coro::sync::{GroupPool, Spawner};
 ///
 /// /// Workers are numbers; a session is a copy of the number.
 /// struct Numbers(std::cell::Cell<u32>);
@@ -122,7 +122,7 @@ struct Inner<S: Spawner> {
 ///     }
 /// }
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let pool = GroupPool::builder().max(2).build(Numbers(Default::default())).unwrap();
 ///     let s = pool.get(&"app").unwrap();  // waits for the first spawn
 ///     assert_eq!(*s, 1);

@@ -22,7 +22,7 @@
 ///
 /// ```
 /// use std::io;
-/// use coro_sync::Manager;
+/// use coro::sync::Manager;
 ///
 /// /// Connections to a backend, here just numbered.
 /// struct Backend {
@@ -41,8 +41,8 @@
 ///     }
 /// }
 ///
-/// coro_runtime::run(|| {
-///     let pool = coro_sync::Pool::new(Backend { opened: Default::default() }).unwrap();
+/// coro::run(|| {
+///     let pool = coro::sync::Pool::new(Backend { opened: Default::default() }).unwrap();
 ///     assert_eq!(*pool.get().unwrap(), 1);
 /// });
 /// ```

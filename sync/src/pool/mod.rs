@@ -148,7 +148,7 @@ pub(crate) struct Inner<M: Manager> {
 ///
 /// ```
 /// use std::convert::Infallible;
-/// use coro_sync::{Manager, Pool};
+/// use coro::sync::{Manager, Pool};
 ///
 /// struct Numbers(std::cell::Cell<u32>);
 /// impl Manager for Numbers {
@@ -160,7 +160,7 @@ pub(crate) struct Inner<M: Manager> {
 ///     }
 /// }
 ///
-/// coro_runtime::run(|| {
+/// coro::run(|| {
 ///     let pool = Pool::builder().pool_size(2).build(Numbers(Default::default())).unwrap();
 ///     let a = pool.get().unwrap();
 ///     let b = pool.get().unwrap();
@@ -325,6 +325,7 @@ impl<M: Manager> Pool<M> {
     }
 
     /// Queues the caller and waits to be handed a grant.
+    #[track_caller]
     fn wait(&self) -> Result<Grant<M::Connection>, WaitError> {
         let inner = &*self.inner;
         let coro = waitlist::current_coro("Pool::get");

@@ -1,0 +1,158 @@
+//! Running a chatty child process (cargo, a shell snippet) from a test: its
+//! stdout and stderr are drained by threads while it runs, so it never
+//! blocks on a full pipe, and its run time is bounded.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What a child printed, and how it ended.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// Everything it wrote to stdout.
+    pub stdout: String,
+    /// Everything it wrote to stderr.
+    pub stderr: String,
+}
+
+/// The child, leading a process group of its own (see [`run`]). Dropping
+/// it (a panic too) kills the group while the child is unreaped, so nothing
+/// it started in the background outlives the test.
+struct Group {
+    child: Child,
+    /// Set once `try_wait` has reaped the child: its pid (the group's id)
+    /// may then be reused, so the group is not signalled again.
+    reaped: bool,
+}
+
+impl Group {
+    fn kill(&self) {
+        // kill(1) rather than libc: no unsafe for a test helper.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Is `name` one of the variables cargo sets for the test binary it runs
+/// (cargo's "Environment variables Cargo sets for crates", plus the dynamic
+/// library path)? Those describe this package, not the user's setup, and
+/// would change build scripts' fingerprints if passed on. Everything else
+/// (`CARGO_TARGET_DIR`, `CARGO_HOME`, `CARGO_BUILD_*`, `CARGO_PROFILE_*`,
+/// `RUSTFLAGS`, ...) is the user's configuration and is kept.
+fn set_by_cargo_for_the_test(name: &str) -> bool {
+    const PREFIXES: [&str; 4] = [
+        "CARGO_PKG_",
+        "CARGO_BIN_",
+        "CARGO_MANIFEST_",
+        "CARGO_CRATE_",
+    ];
+    const NAMES: [&str; 7] = [
+        "CARGO",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "CARGO_MAKEFLAGS",
+        "RUST_RECURSION_COUNT",
+        "LD_LIBRARY_PATH",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
+}
+
+/// Runs `cmd` in the user's environment: without the variables cargo set
+/// for this test (see [`set_by_cargo_for_the_test`]), with everything else.
+pub fn as_user(cmd: &mut Command) -> &mut Command {
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if set_by_cargo_for_the_test(&k) {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+fn drain(pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let mut pipe = pipe;
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// Runs `cmd` with stdin closed and stdout/stderr captured, both read by
+/// threads as the child writes. The child leads a process group of its own;
+/// when it has exited, whatever it left running is killed with the group.
+/// Panics (after killing the group, with what it had printed) when it runs
+/// past `limit`: a hang is a failure, not a stuck CI.
+#[track_caller]
+pub fn run(cmd: &mut Command, limit: Duration) -> Finished {
+    let what = format!("{cmd:?}");
+    let mut group = Group {
+        child: cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}")),
+        reaped: false,
+    };
+    let out = drain(group.child.stdout.take().unwrap());
+    let err = drain(group.child.stderr.take().unwrap());
+    let deadline = Instant::now() + limit;
+    let mut status = None;
+    while Instant::now() < deadline {
+        if status.is_none() {
+            status = group.child.try_wait().unwrap();
+            if status.is_some() {
+                // What it left in the background would hold the pipes. The
+                // pid was reaped just now; while any member of the group
+                // lives, its id cannot be handed out again.
+                group.kill();
+                group.reaped = true;
+            }
+        }
+        if status.is_some() && out.is_finished() && err.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if status.is_none() {
+        drop(group); // kills the group, reaps the child
+    }
+    // Killed processes close their pipes as they exit: a short grace.
+    let grace = Instant::now() + Duration::from_secs(5);
+    while !(out.is_finished() && err.is_finished()) && Instant::now() < grace {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !(out.is_finished() && err.is_finished()) {
+        panic!(
+            "{what}: something it started holds its stdout/stderr open (it left its process group)"
+        );
+    }
+    let stdout = out.join().unwrap();
+    let stderr = err.join().unwrap();
+    match status {
+        Some(status) => Finished {
+            status,
+            stdout,
+            stderr,
+        },
+        None => panic!("{what} ran past {limit:?}; stdout:\n{stdout}\nstderr:\n{stderr}"),
+    }
+}
