@@ -207,7 +207,9 @@ fn sleeping_1m_child() {
         .idle_stack_release(Some(Duration::from_millis(500)));
     // SAFETY: the bench's threads only sleep; nothing outside the runtime
     // borrows their stacks.
-    let mut rt = unsafe { builder.idle_stack_copy_out(true) }.build().unwrap();
+    let mut rt = unsafe { builder.idle_stack_copy_out(true) }
+        .build()
+        .unwrap();
     rt.block_on(|| {
         let before = rss_bytes().unwrap();
         let t = Instant::now();

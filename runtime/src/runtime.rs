@@ -282,7 +282,6 @@ impl RuntimeBuilder {
     /// # Examples
     ///
     /// ```
-    /// # use coro_runtime as coro;
     /// use std::time::Duration;
     ///
     /// // SAFETY: no green thread of this runtime lends its stack outside

@@ -32,7 +32,7 @@ use coro_runtime::clock::Instant;
 ///
 /// ```
 /// use std::time::Duration;
-/// use coro_sync::SpawnBackoff;
+/// use coro::sync::SpawnBackoff;
 ///
 /// let b = SpawnBackoff { after: 3, initial: Duration::from_secs(1), max: Duration::from_secs(60) };
 /// assert_eq!(b, SpawnBackoff::default());

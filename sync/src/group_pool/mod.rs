@@ -186,7 +186,7 @@ impl<S: Spawner> GroupPool<S> {
     ///
     /// ```
     /// use std::io;
-    /// use coro_sync::{GetError, GroupPool, Spawner};
+    /// use coro::sync::{GetError, GroupPool, Spawner};
     ///
     /// /// An application that never starts.
     /// struct Broken;
@@ -203,7 +203,7 @@ impl<S: Spawner> GroupPool<S> {
     ///     }
     /// }
     ///
-    /// coro_runtime::run(|| {
+    /// coro::run(|| {
     ///     let pool = GroupPool::builder().build(Broken).unwrap();
     ///     for _ in 0..3 {
     ///         // Each caller's own spawn, and its error.
