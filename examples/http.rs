@@ -185,7 +185,7 @@ fn serve(mut stream: TcpStream) -> io::Result<()> {
                     pos += req.head_len;
                     skip = req.body_len;
                     close = !req.keep_alive;
-                    respond(&mut out, req.route, req.head_only);
+                    respond(&mut out, req.route, req.head_only, close);
                 }
                 Parsed::Bad(status) => {
                     error_response(&mut out, status);
@@ -343,12 +343,14 @@ struct Message {
     message: &'static str,
 }
 
-/// Appends the response to `route` to `out`.
-fn respond(out: &mut Vec<u8>, route: Route, head_only: bool) {
+/// Appends the response to `route` to `out`; `close` says the server
+/// closes the connection after it.
+fn respond(out: &mut Vec<u8>, route: Route, head_only: bool, close: bool) {
+    let close: &[&str] = if close { &["Connection: close"] } else { &[] };
     match route {
         Route::Plaintext => {
             let body = b"Hello, World!";
-            head(out, "200 OK", "text/plain", body.len(), &[]);
+            head(out, "200 OK", "text/plain", body.len(), close);
             if !head_only {
                 out.extend_from_slice(body);
             }
@@ -358,14 +360,14 @@ fn respond(out: &mut Vec<u8>, route: Route, head_only: bool) {
                 message: "Hello, World!",
             })
             .expect("a struct of one string serializes");
-            head(out, "200 OK", "application/json", body.len(), &[]);
+            head(out, "200 OK", "application/json", body.len(), close);
             if !head_only {
                 out.extend_from_slice(&body);
             }
         }
         Route::NotFound => {
             let body = b"not found\n";
-            head(out, "404 Not Found", "text/plain", body.len(), &[]);
+            head(out, "404 Not Found", "text/plain", body.len(), close);
             if !head_only {
                 out.extend_from_slice(body);
             }
@@ -377,7 +379,11 @@ fn respond(out: &mut Vec<u8>, route: Route, head_only: bool) {
                 "405 Method Not Allowed",
                 "text/plain",
                 body.len(),
-                &["Allow: GET, HEAD"],
+                if close.is_empty() {
+                    &["Allow: GET, HEAD"]
+                } else {
+                    &["Allow: GET, HEAD", "Connection: close"]
+                },
             );
             if !head_only {
                 out.extend_from_slice(body);
