@@ -172,6 +172,8 @@ fn serve(mut stream: TcpStream) -> io::Result<()> {
         filled += n;
         let mut pos = 0;
         let mut close = false;
+        // An error response: the client may still be sending.
+        let mut rejected = false;
         while pos < filled && !close {
             if skip > 0 {
                 let k = skip.min(filled - pos);
@@ -190,6 +192,7 @@ fn serve(mut stream: TcpStream) -> io::Result<()> {
                 Parsed::Bad(status) => {
                     error_response(&mut out, status);
                     close = true;
+                    rejected = true;
                 }
             }
         }
@@ -198,7 +201,14 @@ fn serve(mut stream: TcpStream) -> io::Result<()> {
             out.clear();
         }
         if close {
-            return linger(&mut stream, &mut buf);
+            // A client that asked to close sends nothing more; one that got
+            // an error, or sent more behind its close, may still be
+            // sending, and closing on unread input would reset the
+            // connection under the response.
+            if rejected || pos < filled {
+                return linger(&mut stream, &mut buf);
+            }
+            return Ok(());
         }
         buf.copy_within(pos..filled, 0);
         filled -= pos;
