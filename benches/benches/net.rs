@@ -512,6 +512,15 @@ fn main() {
         // `cargo bench -p coro-benches --bench net -- wide`: only that.
         return wide_report();
     }
+    if std::env::args().any(|a| a == "rounds") {
+        // `cargo bench -p coro-benches --bench net -- rounds`: the
+        // alternating rounds at 1, 100 and 1 000 connections, then 10 000
+        // (no criterion runs, no memory report).
+        let mut rigs = BTreeMap::new();
+        alternating_report(&mut rigs);
+        drop(rigs);
+        return wide_report();
+    }
     let mut c = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
@@ -598,6 +607,15 @@ fn main() {
         );
     }
 
+    alternating_report(&mut rigs);
+    drop(rigs);
+    wide_report();
+    idle_report();
+}
+
+/// The servers take turns at 1, 100 and 1 000 connections (building any
+/// rig `rigs` lacks).
+fn alternating_report(rigs: &mut BTreeMap<(usize, &'static str), Rig>) {
     // The VM's noise (which core the kernel runs the loopback softirq on,
     // steal time) moves CPU per message by ±25% between criterion's
     // back-to-back runs, so the servers also take turns: each round runs
@@ -614,13 +632,14 @@ fn main() {
         for _ in 0..ROUNDS {
             for name in SERVERS {
                 let mut t = Totals::default();
-                rigs.get_mut(&(conns, name))
-                    .expect("every rig was built")
+                rigs.entry((conns, name))
+                    .or_insert_with(|| Rig::new(name, conns))
                     .measure(msgs, &mut t);
                 per_round.entry(name).or_default().push(t.cpu_ns());
                 let sum = sums.entry(name).or_default();
                 sum.msgs += t.msgs;
                 sum.cpu += t.cpu;
+                sum.elapsed += t.elapsed;
                 sum.user_ticks += t.user_ticks;
                 sum.sys_ticks += t.sys_ticks;
             }
@@ -644,18 +663,17 @@ fn main() {
                 )
             };
             println!(
-                "{:<28} {:>10.0} ns/msg   cpu x {:.2} (rounds {:.2}..{:.2}){above}",
+                "{:<28} {:>10.0} ns/msg   {:>8.0} msg/s (x {:.2})   cpu x {:.2} (rounds {:.2}..{:.2}){above}",
                 format!("net::echo_64b/{name}/conns={conns}"),
                 median(cpu.clone()),
+                sums[name].rate(),
+                sums[name].rate() / sums["tokio"].rate(),
                 median(ratios.clone()),
                 ratios.iter().copied().fold(f64::INFINITY, f64::min),
                 ratios.iter().copied().fold(0.0, f64::max),
             );
         }
     }
-    drop(rigs);
-    wide_report();
-    idle_report();
 }
 
 /// Child mode: an echo server (its name in `ECHO_ENV`) that prints its

@@ -78,6 +78,8 @@ pub struct Fd<T: AsFd> {
 /// Adapts any `AsRawFd` to a mio source.
 struct Raw<T>(T);
 
+impl<T: AsFd> crate::source::Socket for Raw<T> {}
+
 impl<T: AsFd> mio::event::Source for Raw<T> {
     fn register(
         &mut self,

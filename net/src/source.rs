@@ -16,7 +16,10 @@
 //! retry; a call that succeeds without waiting spends one unit of
 //! selfishness. Stream reads and writes go through
 //! [`Registration::io_stream`], which also treats a short count as "drained"
-//! and so saves the syscall that would only say `EWOULDBLOCK`.
+//! and so saves the syscall that would only say `EWOULDBLOCK`: always for
+//! writes, for reads only on TCP streams (registered for urgent-data events,
+//! see [`Socket`]) until their first urgent data. A vectored call counts
+//! only the buffers the kernel takes (`IOV_MAX`), so a capped one is full.
 //!
 //! [`Source::close`] marks the registration closed: every green thread parked
 //! on it wakes at once with [`closed_error`], and every later call fails the
@@ -44,10 +47,55 @@ pub(crate) struct Source<S: mio::event::Source> {
     write_timeout: Cell<Option<Duration>>,
 }
 
+/// How a socket type registers with the reactor.
+pub(crate) trait Socket: mio::event::Source + Sized {
+    /// Registers the socket for reads and writes.
+    fn register_with_runtime(&mut self) -> io::Result<Registration> {
+        Registration::new(self, Interest::READABLE | Interest::WRITABLE)
+    }
+}
+
+/// A TCP stream also asks for urgent-data events, so that a short read can
+/// count as drained until the first urgent mark
+/// ([`Registration::new_tcp_stream`]).
+impl Socket for mio::net::TcpStream {
+    fn register_with_runtime(&mut self) -> io::Result<Registration> {
+        Registration::new_tcp_stream(self, Interest::READABLE | Interest::WRITABLE)
+    }
+}
+
+impl Socket for mio::net::TcpListener {}
+impl Socket for mio::net::UdpSocket {}
+/// Not the TCP rule: a Unix stream read stops at an `SCM_RIGHTS` boundary
+/// with more queued behind it, and no event says so.
+impl Socket for mio::net::UnixStream {}
+impl Socket for mio::net::UnixListener {}
+impl Socket for mio::net::UnixDatagram {}
+
+/// The most buffers one `readv`/`writev` takes: std passes at most this
+/// many to the kernel (`UIO_MAXIOV` on Linux), so a call with more moves
+/// at most the bytes of the first this many.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const MAX_IOV: usize = libc::UIO_MAXIOV as usize;
+/// Elsewhere std asks `sysconf(_SC_IOV_MAX)`; 16 is its floor (POSIX's
+/// `_XOPEN_IOV_MAX`). Only the write side's short-count rule uses the
+/// figure there, and a smaller one is only a missed saving.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const MAX_IOV: usize = 16;
+
+/// The bytes a vectored call on `lens` can move at most: the lengths of
+/// the buffers the kernel takes.
+fn vectored_len(lens: impl Iterator<Item = usize>) -> usize {
+    lens.take(MAX_IOV).sum()
+}
+
 impl<S: mio::event::Source> Source<S> {
     /// Registers `io` (already non-blocking) for reads and writes.
-    pub(crate) fn new(mut io: S) -> io::Result<Source<S>> {
-        let reg = Registration::new(&mut io, Interest::READABLE | Interest::WRITABLE)?;
+    pub(crate) fn new(mut io: S) -> io::Result<Source<S>>
+    where
+        S: Socket,
+    {
+        let reg = io.register_with_runtime()?;
         Ok(Source {
             reg,
             io,
@@ -183,7 +231,7 @@ impl<S: mio::event::Source> Source<S> {
     where
         for<'a> &'a S: io::Read,
     {
-        let len = bufs.iter().map(|b| b.len()).sum();
+        let len = vectored_len(bufs.iter().map(|b| b.len()));
         if len == 0 {
             return Ok(0);
         }
@@ -222,7 +270,7 @@ impl<S: mio::event::Source> Source<S> {
     where
         for<'a> &'a S: io::Write,
     {
-        let len = bufs.iter().map(|b| b.len()).sum();
+        let len = vectored_len(bufs.iter().map(|b| b.len()));
         self.run_stream(Direction::Write, what, len, |mut s| {
             io::Write::write_vectored(&mut s, bufs)
         })

@@ -44,6 +44,18 @@ pub(crate) struct IoState {
     /// The peer closed its side (or the socket has an error): final states,
     /// never cleared, so a read after a short read still sees the EOF.
     read_closed: Cell<bool>,
+    /// A short stream read proves the socket drained (see
+    /// [`Registration::new_tcp_stream`]): set at registration for a TCP
+    /// stream registered for urgent-data events, cleared for good by the
+    /// first such event.
+    ///
+    /// # Invariant
+    ///
+    /// Only true for a socket whose reads stop short of what is queued for
+    /// no reason but an urgent mark, and whose poller reports urgent data
+    /// (`EPOLLPRI`): then every short read with data still queued is
+    /// preceded by an event that clears this flag.
+    short_read_drains: Cell<bool>,
     write_closed: Cell<bool>,
     closed: Cell<bool>,
     readers: RefCell<VecDeque<Waiter>>,
@@ -127,6 +139,11 @@ impl Reactor {
             };
             if ev.is_read_closed() || ev.is_error() {
                 state.read_closed.set(true);
+            }
+            if ev.is_priority() {
+                // Urgent data: from now on a read may stop at an urgent
+                // mark with more queued behind it.
+                state.short_read_drains.set(false);
             }
             if ev.is_write_closed() || ev.is_error() {
                 state.write_closed.set(true);
@@ -214,6 +231,43 @@ impl Registration {
                 runtime: s.id,
             })
         })
+    }
+
+    /// Registers a connected TCP stream socket for `interest`, and for
+    /// urgent-data events (`EPOLLPRI`, mio's `Interest::PRIORITY`) where
+    /// the platform has them (Linux and Android), so that
+    /// [`io_stream`](Registration::io_stream) may take a short read as
+    /// proof the socket is drained and save the syscall that would only say
+    /// `EWOULDBLOCK` (tokio's rule), until the socket's first urgent data.
+    ///
+    /// A TCP read stops short of what is queued only at an urgent mark; a
+    /// socket that has seen urgent data keeps the safe rule (a read clears
+    /// readiness only on `EWOULDBLOCK`) for the rest of its life. Register
+    /// nothing but TCP streams this way: a Unix stream read also stops at
+    /// an `SCM_RIGHTS` boundary, which no event announces.
+    ///
+    /// # Panics
+    ///
+    /// Outside a runtime.
+    pub fn new_tcp_stream<S: mio::event::Source + ?Sized>(
+        source: &mut S,
+        interest: Interest,
+    ) -> io::Result<Registration> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            let reg = Registration::new(source, interest | Interest::PRIORITY)?;
+            reg.state.short_read_drains.set(true);
+            Ok(reg)
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        Registration::new(source, interest)
+    }
+
+    /// Whether a short read now proves the socket drained (see
+    /// [`new_tcp_stream`](Registration::new_tcp_stream)): true for a TCP
+    /// stream registered that way that has not seen urgent data.
+    pub fn short_read_drains(&self) -> bool {
+        self.state.short_read_drains.get()
     }
 
     /// Deregisters `source` from the reactor (before its fd is closed).
@@ -328,10 +382,17 @@ impl Registration {
     /// For writes, a count short of `len` (but not zero) shows the socket
     /// buffer filled up, so write readiness is cleared without spending a
     /// syscall to hear `EWOULDBLOCK`; the edge that comes when room frees
-    /// sets it again. Reads clear readiness only on `EWOULDBLOCK`: a short
-    /// read does not prove the socket is empty (Linux stops a TCP read at the
-    /// urgent mark, `readv` at `IOV_MAX` buffers, a Unix stream read at an
-    /// `SCM_RIGHTS` boundary), and no new edge would come for what is left.
+    /// sets it again. Reads do the same only on a socket whose
+    /// [`short_read_drains`](Registration::short_read_drains) (a TCP stream
+    /// registered with [`new_tcp_stream`](Registration::new_tcp_stream) that
+    /// has seen no urgent data); elsewhere they clear readiness only on
+    /// `EWOULDBLOCK`, since a short read does not prove the socket is empty
+    /// (Linux stops a TCP read at the urgent mark, a Unix stream read at an
+    /// `SCM_RIGHTS` boundary) and no new edge would come for what is left.
+    ///
+    /// `len` is what the syscall could move at most: for `readv`/`writev`
+    /// the buffers the kernel takes (`IOV_MAX` of them, std's cap), not
+    /// all that were passed, or a capped call would look short.
     #[inline]
     pub fn io_stream(
         &self,
@@ -340,7 +401,9 @@ impl Registration {
         op: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
         match dir {
-            Direction::Read => self.run(dir, op, |_| false),
+            Direction::Read => self.run(dir, op, |&n| {
+                n > 0 && n < len && self.state.short_read_drains.get()
+            }),
             Direction::Write => self.run(dir, op, |&n| n > 0 && n < len),
         }
     }
