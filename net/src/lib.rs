@@ -85,6 +85,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 pub mod backdoor;
+mod compat;
 mod error;
 mod fd;
 mod handle;
@@ -96,6 +97,8 @@ mod tcp;
 mod udp;
 mod unix;
 
+#[cfg(feature = "hyper")]
+pub use compat::hyper_rt::{CoroExecutor, CoroTimer};
 pub use error::is_fd_exhaustion;
 pub use fd::Fd;
 pub use lookup::{lookup_host, ToSocketAddrs};

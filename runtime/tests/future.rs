@@ -37,7 +37,12 @@ impl Future for Flag {
     }
 }
 
-fn flag() -> (Flag, Arc<AtomicBool>, Rc<Cell<u32>>, Rc<Cell<Option<Waker>>>) {
+fn flag() -> (
+    Flag,
+    Arc<AtomicBool>,
+    Rc<Cell<u32>>,
+    Rc<Cell<Option<Waker>>>,
+) {
     let done = Arc::new(AtomicBool::new(false));
     let polls = Rc::new(Cell::new(0));
     let waker = Rc::new(Cell::new(None));
