@@ -175,14 +175,12 @@ impl Drop for Server {
     }
 }
 
+/// The green thread that runs a connection future.
+type ConnThread = coro::JoinHandle<Result<Result<(), tokio_postgres::Error>, coro::WaitError>>;
+
 /// Connects over a coro socket; the connection future runs on a green
 /// thread, whose handle is returned.
-fn connect(
-    server: &Server,
-) -> (
-    Rc<Client>,
-    coro::JoinHandle<Result<Result<(), tokio_postgres::Error>, coro::WaitError>>,
-) {
+fn connect(server: &Server) -> (Rc<Client>, ConnThread) {
     let stream = TcpStream::connect(server.addr).unwrap();
     stream.set_nodelay(true).unwrap();
     let (client, conn) = block_on(server.config().connect_raw(stream, NoTls))

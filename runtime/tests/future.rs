@@ -37,12 +37,10 @@ impl Future for Flag {
     }
 }
 
-fn flag() -> (
-    Flag,
-    Arc<AtomicBool>,
-    Rc<Cell<u32>>,
-    Rc<Cell<Option<Waker>>>,
-) {
+type Probes = (Arc<AtomicBool>, Rc<Cell<u32>>, Rc<Cell<Option<Waker>>>);
+
+/// A [`Flag`] and its done flag, poll count and last waker.
+fn flag() -> (Flag, Probes) {
     let done = Arc::new(AtomicBool::new(false));
     let polls = Rc::new(Cell::new(0));
     let waker = Rc::new(Cell::new(None));
@@ -51,7 +49,7 @@ fn flag() -> (
         polls: polls.clone(),
         waker: waker.clone(),
     };
-    (f, done, polls, waker)
+    (f, (done, polls, waker))
 }
 
 fn state_of(id: u64) -> ThreadState {
@@ -68,7 +66,7 @@ fn a_ready_future_returns_its_value() {
 #[test]
 fn a_pending_future_parks_only_its_green_thread_until_a_green_thread_wakes_it() {
     util::run(|| {
-        let (f, done, polls, waker) = flag();
+        let (f, (done, polls, waker)) = flag();
         let ran = Rc::new(Cell::new(false));
         let r2 = ran.clone();
         let h = coro::spawn(move || block_on(f));
@@ -248,9 +246,9 @@ fn late_wakes_after_a_timeout_or_the_end_wake_nothing() {
     util::run(|| {
         let kept: Rc<Cell<Option<Waker>>> = Rc::new(Cell::new(None));
         let k = kept.clone();
-        let (f2, done2, polls2, waker2) = flag();
+        let (f2, (done2, polls2, waker2)) = flag();
         let h = coro::spawn(move || {
-            let (f, _done, _polls, waker) = flag();
+            let (f, (_done, _polls, waker)) = flag();
             let r = coro::with_timeout(Duration::from_millis(5), || block_on(f));
             assert!(r.is_err());
             k.set(waker.take());
@@ -273,11 +271,11 @@ fn late_wakes_after_a_timeout_or_the_end_wake_nothing() {
         assert_eq!(h.join().unwrap(), 2);
 
         // After the end: the thread is gone and its key is reused.
-        let (f, done, _polls, waker) = flag();
+        let (f, (done, _polls, waker)) = flag();
         done.store(true, Ordering::Release);
         coro::spawn(move || block_on(f).unwrap()).join().unwrap();
         let finished = waker.take().unwrap();
-        let parked = coro::spawn(|| coro::park());
+        let parked = coro::spawn(coro::park);
         util::yield_until("the new thread to park", || {
             state_of(parked.thread().id()) == ThreadState::Parked
         });

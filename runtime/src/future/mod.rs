@@ -6,7 +6,7 @@
 //!
 //! `block_on` polls the future on the green thread's own stack; while it
 //! is pending, only that green thread parks (the runtime runs the others),
-//! and its [`Waker`](std::task::Waker) schedules it again (see `waker`
+//! and its [`Waker`] schedules it again (see `waker`
 //! for why no wake is lost and a late one is harmless). The future is
 //! local to the call: a timeout, a cancel scope or an interrupt ends the
 //! park with an error, `block_on` returns it, and the future is dropped
