@@ -385,3 +385,24 @@ fn sleep_is_a_future_on_the_timer_wheel() {
         assert_eq!(coro::stats().pending_timers, 0);
     });
 }
+
+/// The waker state a finished `block_on` keeps for the thread's next one
+/// does not count as "something outside may wake this runtime": a runtime
+/// whose threads all park for good after a `block_on` still reports the
+/// deadlock (instead of hanging). `util::bounded` turns a hang into a failure.
+#[test]
+fn a_finished_block_on_leaves_deadlock_detection_working() {
+    let msg = util::bounded(30, || {
+        std::panic::catch_unwind(|| {
+            coro::run(|| {
+                block_on(async { 1 }).unwrap();
+                let _ = coro::park(); // everything parked: "coro: deadlock"
+            })
+        })
+        .expect_err("the deadlock is reported")
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default()
+    });
+    assert!(msg.contains("deadlock"), "{msg}");
+}

@@ -58,10 +58,11 @@ use crate::sched;
 ///
 /// A future that wakes itself and returns `Pending` (a cooperative yield,
 /// as `tokio::task::yield_now` does) makes the green thread
-/// [yield](crate::yield_now) before it is polled again; one that is ready at
-/// once spends selfishness (see [`try_selfish`](crate::try_selfish)), as a
-/// socket call that does not wait does. So a busy future cannot starve the
-/// other green threads.
+/// [yield](crate::yield_now) before it is polled again. A future that does
+/// I/O through coro's adapters spends selfishness per syscall that does
+/// not wait (see [`try_selfish`](crate::try_selfish)), as blocking socket
+/// calls do, and is switched out in the middle of its poll when the budget
+/// runs out. So a busy future cannot starve the other green threads.
 ///
 /// # Cancellation
 ///
@@ -108,8 +109,16 @@ use crate::sched;
 /// ```
 #[track_caller]
 pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
-    let Some(state) = context::try_with_current(|s, t| {
-        Arc::new(FutureWake::new(t.key.get(), t.id, s.remote.shared.clone()))
+    let Some(state) = context::try_with_current(|s, t| match t.future_wake.take() {
+        Some(mut cached) => {
+            // Unshared (see `recycle`), so `get_mut` succeeds.
+            if let Some(w) = Arc::get_mut(&mut cached) {
+                w.reset(Some(s.remote.shared.clone()));
+                return cached;
+            }
+            Arc::new(FutureWake::new(t.key.get(), t.id, s.remote.shared.clone()))
+        }
+        None => Arc::new(FutureWake::new(t.key.get(), t.id, s.remote.shared.clone())),
     }) else {
         outside()
     };
@@ -120,7 +129,10 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
         // Acquire: the poll sees what every earlier waker call published.
         state.woken.swap(false, Ordering::AcqRel);
         if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            sched::try_selfish_if_green();
+            // No selfishness is spent here: the I/O the future did spent
+            // it (coro-net's adapters do, per syscall), as blocking calls do.
+            drop(waker);
+            recycle(state);
             return Ok(v);
         }
         if state.woken.load(Ordering::Acquire) {
@@ -142,6 +154,20 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
         };
         state.parked.store(0, Ordering::Relaxed);
         r?;
+    }
+}
+
+/// Keeps `state` for the thread's next `block_on` if no clone of its waker
+/// survived: then nothing can wake through it any more (no other thread
+/// holds a reference, and none can make one), so reusing it cannot carry
+/// a late wake into the next call. Saves an allocation per call.
+fn recycle(mut state: Arc<FutureWake>) {
+    if let Some(w) = Arc::get_mut(&mut state) {
+        w.reset(None);
+        context::try_with_current(|_, t| {
+            let old = t.future_wake.replace(Some(state));
+            drop(old);
+        });
     }
 }
 

@@ -48,8 +48,16 @@ pub(crate) struct FutureWake {
     key: usize,
     /// Its id: a key is reused by a later thread, an id never.
     id: u64,
+    /// Id of the runtime the thread belongs to.
+    runtime: u64,
     /// The runtime's inbox, for wakes from other OS threads.
-    remote: Arc<Shared>,
+    ///
+    /// # Invariant
+    /// `Some` whenever a `Waker` of this state exists; `None` only while the
+    /// state waits, unshared, for its thread's next `block_on` (`recycle`):
+    /// a held inbox reference tells the runtime that something outside may
+    /// still wake it (no deadlock report), which a cached state must not.
+    remote: Option<Arc<Shared>>,
 }
 
 impl FutureWake {
@@ -59,8 +67,17 @@ impl FutureWake {
             parked: AtomicU64::new(0),
             key,
             id,
-            remote,
+            runtime: remote.runtime(),
+            remote: Some(remote),
         }
+    }
+
+    /// Readies an unshared state for reuse by its thread's next `block_on`
+    /// (`remote` is the runtime's inbox), or for the cache (`None`).
+    pub(super) fn reset(&mut self, remote: Option<Arc<Shared>>) {
+        *self.woken.get_mut() = false;
+        *self.parked.get_mut() = 0;
+        self.remote = remote;
     }
 
     /// On the runtime's OS thread: schedules the thread if it is still
@@ -90,7 +107,7 @@ impl FutureWake {
             return;
         }
         let local = context::try_with_sched(|s| {
-            if s.id == self.remote.runtime() {
+            if s.id == self.runtime {
                 self.wake_here(s);
                 true
             } else {
@@ -98,8 +115,10 @@ impl FutureWake {
             }
         });
         if local != Some(true) {
-            // A closed inbox (the runtime was dropped): nothing to wake.
-            let _ = self.remote.push_future_wake(self.clone());
+            if let Some(remote) = &self.remote {
+                // A closed inbox (the runtime was dropped): nothing to wake.
+                let _ = remote.push_future_wake(self.clone());
+            }
         }
     }
 }
