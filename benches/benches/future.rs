@@ -45,16 +45,19 @@ fn block_on_ready(c: &mut Criterion) {
     });
 }
 
+/// The next job of the helper: a waker to call once the flag is set.
+type Slot = Arc<Mutex<Option<(Waker, Arc<AtomicBool>)>>>;
+
 /// The helper OS thread's side: a slot it spins on for the next waker.
 struct Helper {
-    slot: Arc<Mutex<Option<(Waker, Arc<AtomicBool>)>>>,
+    slot: Slot,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Helper {
     fn start() -> Helper {
-        let slot: Arc<Mutex<Option<(Waker, Arc<AtomicBool>)>>> = Arc::default();
+        let slot: Slot = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (s, st) = (slot.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
