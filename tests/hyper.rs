@@ -258,3 +258,47 @@ fn a_request_to_a_stalling_server_is_bounded_by_with_timeout_and_leaves_nothing(
         Ok(())
     })
 }
+
+#[test]
+fn coro_executor_runs_each_future_as_a_green_thread() {
+    use hyper::rt::Executor;
+    util::run(|| {
+        let me = coro::current().id();
+        let ran = Rc::new(Cell::new(None));
+        let r = ran.clone();
+        coro::net::CoroExecutor.execute(async move {
+            coro::future::sleep(Duration::from_millis(2)).await;
+            r.set(Some(coro::current_id().unwrap()));
+        });
+        util::wait_until("the executed future to finish", || ran.get().is_some());
+        assert_ne!(ran.get(), Some(me), "it ran on a green thread of its own");
+    });
+}
+
+/// hyper's header-read timeout runs on `CoroTimer`: a client that sends
+/// half a request head is disconnected when it expires.
+#[test]
+fn coro_timer_drives_hypers_header_read_timeout() -> io::Result<()> {
+    use std::io::Write;
+    util::run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let server = coro::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(CoroTimer)
+                .header_read_timeout(Duration::from_millis(100))
+                .serve_connection(stream, hyper::service::service_fn(handle));
+            block_on(conn).unwrap()
+        });
+        let mut c = TcpStream::connect(addr)?;
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")?; // never finished
+        let t = coro::clock::now();
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest)?; // the server hangs up
+        assert!(t.elapsed() >= Duration::from_millis(100));
+        let r = server.join().unwrap();
+        assert!(r.is_err(), "hyper reports the timeout: {r:?}");
+        Ok(())
+    })
+}
