@@ -20,6 +20,7 @@ tools=(
   "chromium:chromium"    # tests/coro_profile.rs: renders the HTML report headless
   "swaks:swaks"          # mail-relay's client tests
   "python3:python3"      # mail-relay's smtplib tests (smtplib is in the standard library)
+  "curl:curl"            # tests/hyper.rs: the HTTP client of the hyper-on-coro server
 )
 
 missing=()
@@ -27,6 +28,9 @@ for entry in "${tools[@]}"; do
   cmd=${entry%%:*} pkg=${entry#*:}
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
 done
+# tests/postgres.rs starts its own PostgreSQL server (initdb, postgres as
+# the postgres user); Debian keeps them in /usr/lib/postgresql/*/bin.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 if ((${#missing[@]})); then
   echo "test.sh: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -35,6 +35,42 @@
 //! * TCP, UDP and Unix sockets: [`net`].
 //! * Coming from tokio or std: [`macro@main`] (`#[coro::main]`), [`time`]
 //!   (`sleep`, `timeout`, ...), `TcpStream::split` / `into_split` in [`net`].
+//! * Futures and async crates on green threads: [`future::block_on`],
+//!   [`future::sleep`], and the features below.
+//!
+//! # Calling async crates
+//!
+//! Code on a green thread calls a future with [`future::block_on`]: only
+//! that green thread waits while the future is pending. With the features
+//! below, coro's sockets are the async crates' I/O objects and its timers
+//! their timers, all on coro's own reactor: no tokio runtime runs anywhere.
+//! A long-lived future (a hyper or tokio-postgres connection) gets a green
+//! thread of its own: `coro::spawn(move || coro::future::block_on(conn))`.
+//! `with_timeout`, cancel scopes and interrupts apply to `block_on`: the
+//! future is dropped on its green thread, which cancels it.
+//!
+//! ```ignore
+//! // Cargo.toml: coro = { version = "0.1", features = ["hyper"] }
+//! let stream = coro::net::TcpStream::connect(addr)?;
+//! let (mut sender, conn) = block_on(hyper::client::conn::http1::handshake(stream))??;
+//! coro::spawn(move || block_on(conn));
+//! let resp = coro::with_timeout(Duration::from_secs(5), || block_on(sender.send_request(req)))???;
+//! ```
+//!
+//! `examples/hyper_server.rs` and `examples/postgres.rs` are complete
+//! programs.
+//!
+//! # Cargo features
+//!
+//! None is on by default; each forwards to `coro-net`, which implements it.
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `futures-io` | `TcpStream` and `UnixStream` implement `futures_io::AsyncRead` / `AsyncWrite` |
+//! | `tokio-io` | the same for tokio's `AsyncRead` / `AsyncWrite` (tokio's io traits only, with none of its runtime features), for tokio-postgres, tokio-util codecs, ... |
+//! | `hyper` | the same for hyper 1.x `rt::Read` / `rt::Write`, plus `net::CoroTimer` (`hyper::rt::Timer`) and `net::CoroExecutor` (`hyper::rt::Executor`, each future a green thread) |
+//!
+//! [`future::block_on`] and [`future::Sleep`] need no feature.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 

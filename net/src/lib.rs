@@ -31,6 +31,20 @@
 //! them. `try_clone` returns another handle to the same socket for another
 //! green thread; `close` wakes every green thread waiting on it at once.
 //!
+//! # Cargo features
+//!
+//! Off by default; the `coro` facade forwards them. Each makes
+//! [`TcpStream`] and [`UnixStream`] an async I/O object on the same
+//! reactor registration as their blocking calls (`compat`), for futures
+//! run by `coro::future::block_on`:
+//!
+//! * `futures-io`: `futures_io::AsyncRead` / `AsyncWrite`.
+//! * `tokio-io`: tokio's `AsyncRead` / `AsyncWrite` (its io traits only;
+//!   no tokio runtime), for tokio-postgres, tokio-util codecs, ...
+//! * `hyper`: hyper 1.x `rt::Read` / `rt::Write`, and `CoroTimer`
+//!   (`hyper::rt::Timer` on coro's timers) and `CoroExecutor`
+//!   (`hyper::rt::Executor`: each future a green thread).
+//!
 //! # Examples
 //!
 //! An echo server and a client in one runtime:
@@ -85,6 +99,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 pub mod backdoor;
+mod compat;
 mod error;
 mod fd;
 mod handle;
@@ -96,6 +111,8 @@ mod tcp;
 mod udp;
 mod unix;
 
+#[cfg(feature = "hyper")]
+pub use compat::hyper_rt::{CoroExecutor, CoroTimer};
 pub use error::is_fd_exhaustion;
 pub use fd::Fd;
 pub use lookup::{lookup_host, ToSocketAddrs};

@@ -104,6 +104,12 @@ impl<S: mio::event::Source> Source<S> {
         })
     }
 
+    /// The reactor registration (readiness flags, waiters).
+    #[cfg(any(feature = "futures-io", feature = "tokio-io", feature = "hyper"))]
+    pub(crate) fn reg(&self) -> &Registration {
+        &self.reg
+    }
+
     /// The socket itself, for syscalls that never block.
     pub(crate) fn get(&self) -> &S {
         &self.io

@@ -69,6 +69,7 @@ pub fn timers(limit: usize) -> Vec<TimerInfo> {
                     kind: match e.kind {
                         TimerKind::Wake { .. } => "sleep",
                         TimerKind::Scope { .. } => "timeout",
+                        TimerKind::Waker { .. } => "future",
                     },
                 }
             })

@@ -89,6 +89,7 @@ mod cancel_scope;
 pub mod clock;
 mod context;
 mod error;
+pub mod future;
 mod inspect;
 mod latency;
 mod local;

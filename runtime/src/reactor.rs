@@ -23,6 +23,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{self, Context, Waker};
 use std::time::Duration;
 
 use mio::{Events, Interest, Poll, Token};
@@ -60,6 +61,12 @@ pub(crate) struct IoState {
     closed: Cell<bool>,
     readers: RefCell<VecDeque<Waiter>>,
     writers: RefCell<VecDeque<Waiter>>,
+    /// The task `Waker` of the last [`Registration::poll_ready`] for
+    /// reading that returned `Pending` (one per direction, as tokio's
+    /// `PollEvented`): woken, and taken, by the next read event or `close`.
+    read_waker: RefCell<Option<Waker>>,
+    /// The same for writing.
+    write_waker: RefCell<Option<Waker>>,
 }
 
 impl IoState {
@@ -75,6 +82,15 @@ impl IoState {
                 Some(w) => w.wake(),
                 None => break,
             };
+        }
+    }
+
+    /// Wakes and forgets the task waker in `slot`. No borrow is held while
+    /// it runs (it is user code: it may poll this very source again).
+    fn wake_task(slot: &RefCell<Option<Waker>>) {
+        let w = slot.borrow_mut().take();
+        if let Some(w) = w {
+            w.wake();
         }
     }
 }
@@ -151,10 +167,12 @@ impl Reactor {
             if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                 state.readable.set(true);
                 IoState::wake_all(&state.readers);
+                IoState::wake_task(&state.read_waker);
             }
             if ev.is_writable() || ev.is_write_closed() || ev.is_error() {
                 state.writable.set(true);
                 IoState::wake_all(&state.writers);
+                IoState::wake_task(&state.write_waker);
             }
         }
         Ok(out)
@@ -359,6 +377,53 @@ impl Registration {
         }
     }
 
+    /// The polling form of [`wait`](Registration::wait), for futures:
+    /// `Ready(Ok(()))` if `dir` is ready; otherwise stores the task's waker
+    /// (replacing the one stored by an earlier poll in this direction),
+    /// which the next event in `dir` wakes, and returns `Pending`. Never
+    /// parks. Async adapters (`coro-net`'s `AsyncRead`/`AsyncWrite`) call it
+    /// before each syscall, and [`clear`](Registration::clear) on
+    /// `EWOULDBLOCK`.
+    ///
+    /// One waker per direction, as tokio's `PollEvented`: two tasks polling
+    /// the same direction of one source take turns being woken.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected` if the registration was [closed](Registration::close)
+    /// (before or while pending: `close` wakes the stored waker); an error
+    /// naming the mix-up if polled where another runtime than the source's
+    /// runs (or none: its events would never arrive).
+    pub fn poll_ready(&self, dir: Direction, cx: &mut Context<'_>) -> task::Poll<io::Result<()>> {
+        if self.state.closed.get() {
+            return task::Poll::Ready(Err(closed_error()));
+        }
+        if self.is_ready(dir) {
+            return task::Poll::Ready(Ok(()));
+        }
+        match context::try_with_sched(|s| self.same_runtime(s)) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return task::Poll::Ready(Err(e)),
+            None => {
+                return task::Poll::Ready(Err(io::Error::other(
+                    "coro: a socket was polled where no coro runtime runs: its readiness \
+                     comes from the reactor of the runtime that made it (poll it inside \
+                     coro::future::block_on)",
+                )))
+            }
+        }
+        let slot = match dir {
+            Direction::Read => &self.state.read_waker,
+            Direction::Write => &self.state.write_waker,
+        };
+        let mut slot = slot.borrow_mut();
+        match &mut *slot {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            s => *s = Some(cx.waker().clone()),
+        }
+        task::Poll::Pending
+    }
+
     fn remove_stale(&self, dir: Direction) {
         self.queue(dir).borrow_mut().retain(Waiter::is_waiting);
     }
@@ -463,6 +528,8 @@ impl Registration {
         }
         IoState::wake_all(&self.state.readers);
         IoState::wake_all(&self.state.writers);
+        IoState::wake_task(&self.state.read_waker);
+        IoState::wake_task(&self.state.write_waker);
     }
 
     /// Whether [`close`](Registration::close) was called.

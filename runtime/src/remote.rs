@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::context;
+use crate::future::FutureWake;
 use crate::sched::Scheduler;
 use crate::spawn::Builder;
 use crate::task::{make_ready, ThreadState};
@@ -49,11 +50,14 @@ struct Wake {
 struct Inbox {
     jobs: VecDeque<(Builder, Job)>,
     wakes: Vec<Wake>,
+    /// Wake-ups of `future::block_on` calls, sorted out on the loop's
+    /// thread (see `future::waker`).
+    futures: Vec<Arc<FutureWake>>,
     /// The runtime was dropped: nothing will drain the inbox again.
     closed: bool,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     runtime: u64,
     inbox: Mutex<Inbox>,
     /// Something was pushed since the loop last drained.
@@ -76,7 +80,7 @@ impl Shared {
 
 /// The runtime side: owned by the scheduler.
 pub(crate) struct Remote {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Remote {
@@ -113,9 +117,10 @@ impl Remote {
         {
             return;
         }
-        let (wakes, jobs) = {
+        let (wakes, futures, jobs) = {
             let mut inbox = self.shared.lock();
             let wakes = std::mem::take(&mut inbox.wakes);
+            let futures = std::mem::take(&mut inbox.futures);
             let jobs = if s.shutting_down.get() {
                 if !inbox.jobs.is_empty() {
                     self.shared.pending.store(true, Ordering::Release);
@@ -124,10 +129,13 @@ impl Remote {
             } else {
                 std::mem::take(&mut inbox.jobs)
             };
-            (wakes, jobs)
+            (wakes, futures, jobs)
         };
         for w in wakes {
             wake_task(s, w);
+        }
+        for f in futures {
+            f.wake_here(s);
         }
         for (builder, job) in jobs {
             if let Err(e) = builder.spawn_in(s, job) {
@@ -149,6 +157,7 @@ impl Drop for Remote {
             let mut inbox = self.shared.lock();
             inbox.closed = true;
             inbox.wakes.clear();
+            inbox.futures.clear();
             std::mem::take(&mut inbox.jobs)
         };
         drop(jobs);
@@ -253,6 +262,26 @@ impl fmt::Debug for Handle {
         f.debug_struct("Handle")
             .field("runtime", &self.shared.runtime)
             .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// The id of the runtime this inbox belongs to.
+    pub(crate) fn runtime(&self) -> u64 {
+        self.runtime
+    }
+
+    /// Queues a `block_on` wake-up for the loop; `false` if the runtime
+    /// was dropped.
+    pub(crate) fn push_future_wake(&self, f: Arc<FutureWake>) -> bool {
+        let mut inbox = self.lock();
+        if inbox.closed {
+            return false;
+        }
+        inbox.futures.push(f);
+        drop(inbox);
+        self.notify();
+        true
     }
 }
 

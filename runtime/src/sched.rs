@@ -128,6 +128,8 @@ pub(crate) struct Scheduler {
     /// the whole resume).
     pub(crate) current: Cell<*const Task>,
     pub(crate) timers: RefCell<TimerHeap>,
+    /// The wakers of pending `future::Sleep`s, named by their timer entries.
+    pub(crate) timer_wakers: RefCell<crate::future::TimerWakers>,
     pub(crate) reactor: Reactor,
     pub(crate) precise: PreciseTimer,
     pub(crate) stacks: RefCell<StackPool>,
@@ -173,6 +175,7 @@ impl Scheduler {
             tasks: RefCell::new(Slab::new()),
             current: Cell::new(std::ptr::null()),
             timers: RefCell::new(TimerHeap::default()),
+            timer_wakers: RefCell::default(),
             reactor,
             precise,
             blocking,
@@ -380,6 +383,9 @@ impl Scheduler {
             return;
         }
         let now = clock::now().ticks();
+        // Wakers of futures run after the heap is released: they are user
+        // code, which may touch the timers.
+        let mut wakers = Vec::new();
         while let Some(e) = timers.pop_expired(now) {
             if !e.is_live() {
                 continue;
@@ -399,7 +405,14 @@ impl Scheduler {
                         timers.insert(d, e.task, TimerKind::Scope { id });
                     }
                 }
+                TimerKind::Waker { key, seq } => {
+                    wakers.extend(self.timer_wakers.borrow_mut().take(key, seq));
+                }
             }
+        }
+        drop(timers);
+        for w in wakers {
+            w.wake();
         }
     }
 

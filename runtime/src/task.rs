@@ -120,6 +120,9 @@ pub(crate) struct Task {
     pub(crate) stack: ThreadStack,
     /// Its `green_local!` values (see `local`).
     pub(crate) locals: RefCell<crate::local::Locals>,
+    /// The waker state of its last `future::block_on`, kept for the next
+    /// one when no clone of that waker survived (see `future`).
+    pub(crate) future_wake: Cell<Option<Arc<crate::future::FutureWake>>>,
 }
 
 impl Task {
@@ -158,6 +161,7 @@ impl Task {
             spawned_at: crate::clock::now().ticks(),
             stack: ThreadStack::default(),
             locals: RefCell::new(Vec::new()),
+            future_wake: Cell::new(None),
         }
     }
 

@@ -79,6 +79,9 @@ pub(crate) enum TimerKind {
     Wake { gen: u64 },
     /// Expire the task's scope with this id (`with_timeout`, a cancel scope).
     Scope { id: u64 },
+    /// Wake the `Waker` of a `future::Sleep`, kept in the scheduler's
+    /// `TimerWakers` under `key` while its sequence number is `seq`.
+    Waker { key: usize, seq: u64 },
 }
 
 pub(crate) struct Entry {
@@ -96,6 +99,7 @@ impl Entry {
                 self.task.state.get() == ThreadState::Parked && self.task.park_gen.get() == gen
             }
             TimerKind::Scope { id } => crate::cancel::timer_is_live(&self.task, id, self.deadline),
+            TimerKind::Waker { key, seq } => crate::future::waker_timer_is_live(key, seq),
         }
     }
 

@@ -227,4 +227,5 @@ crate::handle::shutdown!(TcpStream);
 crate::handle::timeouts!(TcpStream);
 crate::handle::ttl!(TcpStream, "the packets this socket sends");
 crate::handle::stream_io!(TcpStream);
+crate::compat::async_io!(TcpStream);
 crate::handle::sendfile!(TcpStream);

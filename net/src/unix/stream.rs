@@ -109,4 +109,5 @@ crate::handle::addrs!(UnixStream, SocketAddr);
 crate::handle::shutdown!(UnixStream);
 crate::handle::timeouts!(UnixStream);
 crate::handle::stream_io!(UnixStream);
+crate::compat::async_io!(UnixStream);
 crate::handle::sendfile!(UnixStream);
