@@ -86,7 +86,6 @@ use crate::sched;
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {

@@ -88,7 +88,6 @@ struct Armed {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::time::Duration;
 ///
 /// coro::run(|| {
