@@ -108,6 +108,7 @@ mod sys;
 mod task;
 mod timeout;
 mod timer;
+mod waits;
 mod watchdog;
 
 pub use blocking::blocking;
@@ -124,7 +125,7 @@ pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_WARNING,
     DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
-pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
+pub use sched::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};
 pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};
 pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
 pub use spawn::{
@@ -134,6 +135,7 @@ pub use stack::MIN_STACK_SIZE;
 pub use stats::{stats, threads, Stats, ThreadInfo};
 pub use task::{Coro, ThreadState};
 pub use timeout::{no_suspend, with_deadline, with_timeout};
+pub use waits::{deadlocks, leaks, BlockedThread, Deadlock, LeakedThread, WaitInfo, WaitTarget};
 
 /// Re-exported so `coro::net` and users can name mio's interest flags.
 pub use mio::Interest;

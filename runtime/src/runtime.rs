@@ -95,6 +95,7 @@ pub struct RuntimeBuilder {
     blocking_keep_alive: Duration,
     stack_pool: usize,
     idle_stack_release: Option<Duration>,
+    deadlock_check: Option<Duration>,
 }
 
 impl Default for RuntimeBuilder {
@@ -107,6 +108,7 @@ impl Default for RuntimeBuilder {
             blocking_keep_alive: crate::blocking::DEFAULT_KEEP_ALIVE,
             stack_pool: usize::MAX,
             idle_stack_release: Some(DEFAULT_IDLE_STACK_RELEASE),
+            deadlock_check: None,
         }
     }
 }
@@ -204,6 +206,29 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Looks for deadlocks (cycles of threads waiting on locks and joins
+    /// held by each other, see [`deadlocks`](crate::deadlocks)) every
+    /// `every`, and logs each new one at ERROR (target `coro::deadlock`),
+    /// naming each thread, the call it is parked in and where it was made.
+    /// `None` (the default) turns the check off; `deadlocks()` and the back
+    /// door's `deadlocks` work either way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use coro_runtime as coro;
+    /// use std::time::Duration;
+    /// let rt = coro::Runtime::builder()
+    ///     .deadlock_check(Some(Duration::from_secs(10)))
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(rt);
+    /// ```
+    pub fn deadlock_check(mut self, every: Option<Duration>) -> Self {
+        self.deadlock_check = every;
+        self
+    }
+
     /// Builds the runtime.
     ///
     /// # Errors
@@ -227,6 +252,12 @@ impl RuntimeBuilder {
                 "blocking_keep_alive must be above zero",
             ));
         }
+        if self.deadlock_check == Some(Duration::ZERO) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "deadlock_check interval must be above zero (use None to disable)",
+            ));
+        }
         if self.latency_warning == Some(Duration::ZERO) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -245,6 +276,7 @@ impl RuntimeBuilder {
             blocking_keep_alive: self.blocking_keep_alive,
             stack_pool: self.stack_pool,
             idle_stack_release: self.idle_stack_release,
+            deadlock_check: self.deadlock_check,
         })?;
         Ok(Runtime {
             sched: Box::new(sched),

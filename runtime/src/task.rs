@@ -95,6 +95,17 @@ pub(crate) struct Task {
     pub(crate) no_suspend: Cell<u32>,
     /// What the task waits on while parked, for `threads()`.
     pub(crate) waiting_on: Cell<&'static str>,
+    /// Who-waits-on-whom (see `waits`): the object it is parked on, set by
+    /// [`park_on`](crate::park_on) for the length of the park.
+    pub(crate) wait_target: Cell<Option<Rc<crate::waits::WaitTarget>>>,
+    /// The green thread it is parked joining (0: none).
+    pub(crate) wait_thread: Cell<u64>,
+    /// The caller of the blocking call it is parked in, where known.
+    pub(crate) wait_site: Cell<Option<&'static std::panic::Location<'static>>>,
+    /// Scheduler clock ticks (to its last poll) when its current park began.
+    pub(crate) wait_since: Cell<u64>,
+    /// Reported as leaked (see `waits`): it is reported once per park.
+    pub(crate) leaked: Cell<bool>,
     /// Lowest address of the stack mapping (the guard page starts here) and
     /// usable size; read by the stack-overflow handler.
     pub(crate) stack_limit: usize,
@@ -144,6 +155,11 @@ impl Task {
             selfish_max: Cell::new(selfishness),
             no_suspend: Cell::new(0),
             waiting_on: Cell::new(""),
+            wait_target: Cell::new(None),
+            wait_thread: Cell::new(0),
+            wait_site: Cell::new(None),
+            wait_since: Cell::new(0),
+            leaked: Cell::new(false),
             stack_limit,
             stack_size,
             unwinding: Cell::new(false),

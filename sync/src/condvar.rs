@@ -109,6 +109,7 @@ impl Condvar {
     /// # Panics
     ///
     /// If the caller is not a green thread.
+    #[track_caller]
     pub fn wait<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -166,12 +167,14 @@ impl Condvar {
     /// # Panics
     ///
     /// If the caller is not a green thread.
+    #[track_caller]
     pub fn notified(&self) -> Result<(), WaitError> {
         let coro = waitlist::current_coro("Condvar::notified");
         let key = self.waiters.borrow_mut().push_back(coro, ());
         self.park(key)
     }
 
+    #[track_caller]
     fn park(&self, key: usize) -> Result<(), WaitError> {
         waitlist::wait(
             &self.waiters,

@@ -76,6 +76,7 @@ impl Event {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn wait(&self) -> Result<(), WaitError> {
         if self.set.get() {
             return Ok(());

@@ -130,6 +130,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// If the lock is held and the caller is not a green thread.
     #[inline]
+    #[track_caller]
     pub fn lock(&self) -> Result<MutexGuard<'_, T>, LockError> {
         let me = waitlist::current_id();
         if !self.locked.get() {
@@ -141,6 +142,7 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     #[cold]
+    #[track_caller]
     fn lock_slow(&self, me: u64) -> Result<MutexGuard<'_, T>, LockError> {
         if me != 0 && self.owner.get() == me {
             waitlist::failed_at_once();
@@ -154,6 +156,7 @@ impl<T: ?Sized> Mutex<T> {
             self.waiters.borrow_mut().remove(key);
             return Ok(self.guard());
         }
+        (self.waiters.borrow_mut().target("Mutex::lock")).set_holder(self.owner.get());
         // If ownership was handed to us but we cannot take it, pass it on.
         waitlist::wait(
             &self.waiters,
@@ -261,9 +264,11 @@ impl<T: ?Sized> Mutex<T> {
         if let Some(k) = w.first_live() {
             self.locked.set(true);
             self.owner.set(w.coro_id(k));
+            w.set_holder(self.owner.get());
             w.hand(k);
         } else {
             self.owner.set(0);
+            w.set_holder(0);
         }
     }
 }

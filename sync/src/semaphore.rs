@@ -104,6 +104,7 @@ impl Semaphore {
     ///
     /// If it has to wait and the caller is not a green thread.
     #[inline]
+    #[track_caller]
     pub fn acquire(&self, n: usize) -> Result<SemaphorePermit<'_>, WaitError> {
         if let Ok(p) = self.try_acquire(n) {
             return Ok(p);
@@ -112,6 +113,7 @@ impl Semaphore {
     }
 
     #[cold]
+    #[track_caller]
     fn acquire_slow(&self, n: usize) -> Result<SemaphorePermit<'_>, WaitError> {
         let coro = waitlist::current_coro("Semaphore::acquire");
         let key = self.waiters.borrow_mut().push_back(coro, n);

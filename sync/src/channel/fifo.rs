@@ -103,12 +103,14 @@ impl<T> Fifo<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn pop(&self) -> Result<T, WaitError> {
         self.pop_named("Fifo::pop")
     }
 
     /// [`pop`](Fifo::pop); `call` names the public call in the panic
     /// outside a green thread.
+    #[track_caller]
     fn pop_named(&self, call: &str) -> Result<T, WaitError> {
         if let Some(item) = self.items.borrow_mut().pop_front() {
             return Ok(item);

@@ -281,6 +281,7 @@ impl<T> Sender<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         match self.try_send(value) {
             Ok(()) => Ok(()),
@@ -293,6 +294,7 @@ impl<T> Sender<T> {
     }
 
     #[cold]
+    #[track_caller]
     fn send_slow(&self, mut value: T) -> Result<(), SendError<T>> {
         let c = &*self.chan;
         // A rendezvous sender whose receiver left before it ran keeps its
@@ -451,12 +453,14 @@ impl<T> Receiver<T> {
     /// # Panics
     ///
     /// If it has to wait and the caller is not a green thread.
+    #[track_caller]
     pub fn recv(&self) -> Result<T, RecvError> {
         self.recv_named("Receiver::recv")
     }
 
     /// [`recv`](Receiver::recv); `call` names the public call in the panic
     /// outside a green thread.
+    #[track_caller]
     fn recv_named(&self, call: &str) -> Result<T, RecvError> {
         let c = &*self.chan;
         if let Some(v) = c.take() {
