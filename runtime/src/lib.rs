@@ -90,6 +90,7 @@ mod cancel_scope;
 pub mod clock;
 mod context;
 mod error;
+pub mod flight;
 mod inspect;
 mod latency;
 mod local;
@@ -122,8 +123,8 @@ pub use panic_hook::panic_hook_line;
 pub use reactor::{Direction, Registration};
 pub use remote::{handle, Handle, RemoteWaker};
 pub use runtime::{
-    run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_WARNING,
-    DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
+    run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_SNAPSHOTS,
+    DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
 pub use sched::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};
 pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};

@@ -68,6 +68,10 @@ pub const DEFAULT_IDLE_STACK_RELEASE: Duration = Duration::from_secs(2);
 /// Default latency-warning threshold.
 pub const DEFAULT_LATENCY_WARNING: Duration = Duration::from_millis(200);
 
+/// The least time between two flight-recorder snapshots taken on latency
+/// warnings ([`RuntimeBuilder::latency_snapshots`]).
+pub const DEFAULT_LATENCY_SNAPSHOTS: Duration = Duration::from_secs(60);
+
 const SHUTDOWN_PASSES: usize = 64;
 
 /// Settings for a [`Runtime`].
@@ -96,6 +100,7 @@ pub struct RuntimeBuilder {
     stack_pool: usize,
     idle_stack_release: Option<Duration>,
     deadlock_check: Option<Duration>,
+    latency_snapshots: Option<Duration>,
 }
 
 impl Default for RuntimeBuilder {
@@ -109,6 +114,7 @@ impl Default for RuntimeBuilder {
             stack_pool: usize::MAX,
             idle_stack_release: Some(DEFAULT_IDLE_STACK_RELEASE),
             deadlock_check: None,
+            latency_snapshots: Some(DEFAULT_LATENCY_SNAPSHOTS),
         }
     }
 }
@@ -229,6 +235,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// When a latency warning's slice ends, the flight recorder's events
+    /// are saved (see [`flight`](crate::flight)), at most once per `every`
+    /// (default [`DEFAULT_LATENCY_SNAPSHOTS`]); `None` turns that off.
+    pub fn latency_snapshots(mut self, every: Option<Duration>) -> Self {
+        self.latency_snapshots = every;
+        self
+    }
+
     /// Builds the runtime.
     ///
     /// # Errors
@@ -277,6 +291,7 @@ impl RuntimeBuilder {
             stack_pool: self.stack_pool,
             idle_stack_release: self.idle_stack_release,
             deadlock_check: self.deadlock_check,
+            latency_snapshots: self.latency_snapshots,
         })?;
         Ok(Runtime {
             sched: Box::new(sched),

@@ -89,6 +89,7 @@ pub(crate) struct Config {
     pub(crate) stack_pool: usize,
     pub(crate) idle_stack_release: Option<Duration>,
     pub(crate) deadlock_check: Option<Duration>,
+    pub(crate) latency_snapshots: Option<Duration>,
 }
 
 /// Counters behind [`Stats`](crate::Stats).
@@ -137,6 +138,8 @@ pub(crate) struct Scheduler {
     pub(crate) remote: crate::remote::Remote,
     pub(crate) watchdog: Option<Watchdog>,
     pub(crate) profiler: crate::profile::Profiler,
+    /// The flight recorder (always on).
+    pub(crate) flight: crate::flight::Recorder,
     pub(crate) counters: Counters,
     pub(crate) next_id: Cell<u64>,
     /// Shutdown is stopping the threads (the main closure returned, or the
@@ -182,6 +185,7 @@ impl Scheduler {
             blocking,
             watchdog,
             profiler: Default::default(),
+            flight: Default::default(),
             counters: Counters::default(),
             next_id: Cell::new(1),
             shutting_down: Cell::new(false),
@@ -301,8 +305,13 @@ impl Scheduler {
             let co = co.as_mut().expect("ready task has a coroutine");
             panic::catch_unwind(AssertUnwindSafe(|| co.resume(())))
         };
+        self.flight.resume_ended(&task, n);
         if let Some(w) = &self.watchdog {
             w.shared.running.store(0, Ordering::Relaxed);
+            let hog = w.shared.hog_slice.load(Ordering::Acquire);
+            if hog != self.flight.hog_seen.get() {
+                crate::flight::hog(self, &task, hog, n);
+            }
         }
         self.current.set(std::ptr::null());
         match result {
@@ -387,6 +396,7 @@ impl Scheduler {
             return;
         }
         let now = clock::now().ticks();
+        self.flight.tick(now);
         while let Some(e) = timers.pop_expired(now) {
             if !e.is_live() {
                 continue;
@@ -397,10 +407,12 @@ impl Scheduler {
                 .set(self.counters.timers_fired.get() + 1);
             match e.kind {
                 TimerKind::Wake { .. } => {
+                    self.flight.timer(e.task.id, "sleep");
                     e.task.timer_fired.set(true);
                     make_ready(&e.task);
                 }
                 TimerKind::Scope { id } => {
+                    self.flight.timer(e.task.id, "timeout");
                     // A deadline moved later re-arms (see `cancel`).
                     if let Some(d) = cancel::timer_fired(&e.task, id) {
                         timers.insert(d, e.task, TimerKind::Scope { id });
@@ -451,7 +463,14 @@ impl Scheduler {
         if polls.is_multiple_of(RECALIBRATE_POLLS) {
             clock::recalibrate(RECALIBRATE_INTERVAL);
         }
-        match crate::profile::around_poll(self, block, || self.reactor.poll(timeout)) {
+        self.flight.tick(clock::now().ticks());
+        let polled = crate::profile::around_poll(self, block, || self.reactor.poll(timeout));
+        let after = clock::now().ticks();
+        self.coarse_now.set(after);
+        if let Ok(out) = &polled {
+            self.flight.poll(after, out.events, block);
+        }
+        match polled {
             Ok(out) => {
                 if out.timer {
                     self.precise.fired();
@@ -463,7 +482,6 @@ impl Scheduler {
             }
             Err(e) => panic!("coro: polling the OS for events failed: {e}"),
         }
-        self.coarse_now.set(clock::now().ticks());
     }
 
     /// Runs the periodic deadlock check when it is due; returns when it is

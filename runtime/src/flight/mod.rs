@@ -1,0 +1,555 @@
+//! The flight recorder: an always-on, bounded ring of a runtime's recent
+//! scheduling events, and snapshots of it as [`Trace`]s in Chrome's
+//! trace-event JSON (which Perfetto and `chrome://tracing` open).
+//!
+//! # What it records
+//!
+//! | event | when | with |
+//! |---|---|---|
+//! | spawn | a green thread is spawned | the spawning thread |
+//! | resume | a resume ends | how it ended (yield, park and its reason, finish) and how long it ran |
+//! | wake | a parked thread is made ready | the green thread that woke it (0: the scheduler: a timer, I/O, another OS thread) |
+//! | timer | a timer fires | its kind (`sleep`, `timeout`) |
+//! | poll | the loop polls the OS | the number of events, and how long it blocked |
+//!
+//! The ring keeps the last [`EVENTS`] events (32 bytes each, one allocation
+//! when the runtime is built); older ones are overwritten.
+//!
+//! # Cost, and how times are known
+//!
+//! A clock read costs about as much as a whole switch here (12 ns against a
+//! 10–17 ns yield), so the switch path reads no clock: recording an event is
+//! four stores into the ring. The clock is read where the loop reads it
+//! anyway or where a read is cheap beside the work: around each poll (the
+//! loop polls at least every 256 resumes while threads are ready, and each
+//! time it waits) and when timers fire. An event's time is interpolated
+//! between the two clock readings around it, so a resume's length is exact
+//! to those readings when it is alone between two polls and an estimate
+//! (its share of the interval) when several resumes share one. A slice the
+//! latency watchdog reported carries its measured start (to the watchdog's
+//! sampling period), and the clock is read when it ends: a hog's resume is
+//! shown with its real length. The measured cost on the yield benchmark is
+//! in BENCHMARKS.md.
+//!
+//! # Snapshots
+//!
+//! * [`snapshot`]: the ring now;
+//! * the back door's `trace` command (`trace dump PATH`);
+//! * automatically when the latency watchdog reports a slice, once it ends
+//!   (at most one per
+//!   [`RuntimeBuilder::latency_snapshots`](crate::RuntimeBuilder::latency_snapshots)
+//!   interval): [`latency_snapshots`] keeps the last [`KEPT_SNAPSHOTS`].
+//!
+//! # Examples
+//!
+//! ```
+//! # use coro_runtime as coro;
+//! coro::run(|| {
+//!     coro::spawn(|| coro::yield_now()).join().unwrap();
+//!     let trace = coro::flight::snapshot();
+//!     assert!(trace.events.iter().any(|e| matches!(e.event, coro::flight::Event::Spawn { .. })));
+//!     let json = trace.to_chrome_json();
+//!     assert!(json.starts_with("{\"traceEvents\":["));
+//! });
+//! ```
+
+mod chrome;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::clock::{self, Instant};
+use crate::context;
+use crate::sched::Scheduler;
+use crate::task::{Task, ThreadState};
+
+/// Events the ring keeps (a power of two).
+pub const EVENTS: usize = 8192;
+
+/// Snapshots taken on latency warnings that a runtime keeps.
+pub const KEPT_SNAPSHOTS: usize = 4;
+
+/// Kinds, in the low byte of [`Slot::a`] (the thread id is above it).
+const SPAWN: u64 = 1;
+const WAKE: u64 = 2;
+const TIMER: u64 = 3;
+/// A clock reading: `b` is the tick count.
+const TICK: u64 = 4;
+/// A poll ended: `b` is the tick count, the count of events above the kind.
+const POLL: u64 = 5;
+/// The resume just before was reported by the watchdog: `b` is its start.
+const HOG: u64 = 6;
+/// A resume ended; plus the thread's state after it.
+const RESUME: u64 = 0x10;
+
+/// One event in the ring.
+#[derive(Clone, Copy)]
+struct Slot {
+    /// The kind in the low byte, a thread id (or a count) above.
+    a: u64,
+    /// A thread id, a tick count or a count, by kind.
+    b: u64,
+    /// A park's reason, a timer's kind.
+    s: &'static str,
+}
+
+const EMPTY: Slot = Slot { a: 0, b: 0, s: "" };
+
+/// A runtime's recorder.
+pub(crate) struct Recorder {
+    /// # Invariant
+    /// Slot `i % EVENTS` holds event `i` for the last `EVENTS` values of
+    /// `i` below `head`.
+    ring: Box<[Cell<Slot>; EVENTS]>,
+    /// Events recorded since the runtime started.
+    head: Cell<u64>,
+    /// The last watchdog-reported slice handled (see `hog`).
+    pub(crate) hog_seen: Cell<u64>,
+    /// Ticks of the last automatic snapshot (0: none yet).
+    last_auto: Cell<u64>,
+    /// The automatic snapshots kept, oldest first.
+    latency: RefCell<VecDeque<Trace>>,
+    /// Names of the last [`NAMES`] named threads spawned, so that a trace
+    /// names threads that have finished.
+    names: RefCell<VecDeque<(u64, Arc<str>)>>,
+}
+
+/// Thread names the recorder remembers.
+const NAMES: usize = 1024;
+
+impl Default for Recorder {
+    fn default() -> Recorder {
+        let ring: Box<[Cell<Slot>]> = (0..EVENTS).map(|_| Cell::new(EMPTY)).collect();
+        Recorder {
+            ring: ring
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("EVENTS slots")),
+            head: Cell::new(0),
+            hog_seen: Cell::new(0),
+            last_auto: Cell::new(0),
+            latency: RefCell::new(VecDeque::new()),
+            names: RefCell::new(VecDeque::new()),
+        }
+    }
+}
+
+impl Recorder {
+    #[inline(always)]
+    fn push(&self, a: u64, b: u64, s: &'static str) {
+        let i = self.head.get();
+        self.head.set(i.wrapping_add(1));
+        self.ring[i as usize & (EVENTS - 1)].set(Slot { a, b, s });
+    }
+
+    /// A resume of `t` ended; `slice` is its switch number.
+    #[inline(always)]
+    pub(crate) fn resume_ended(&self, t: &Task, slice: u64) {
+        let state = t.state.get() as u64;
+        self.push(RESUME | state | t.id << 8, slice, t.waiting_on.get());
+    }
+
+    /// `t` was made ready by `by` (0: not by a green thread).
+    #[inline(always)]
+    pub(crate) fn woken(&self, t: u64, by: u64) {
+        self.push(WAKE | t << 8, by, "");
+    }
+
+    /// `t` was spawned by `by`.
+    #[inline]
+    pub(crate) fn spawned(&self, t: &Task, by: u64) {
+        self.push(SPAWN | t.id << 8, by, "");
+        if let Some(name) = &t.name {
+            let mut names = self.names.borrow_mut();
+            if names.len() == NAMES {
+                names.pop_front();
+            }
+            names.push_back((t.id, name.clone()));
+        }
+    }
+
+    /// A timer of `t` fired.
+    #[inline]
+    pub(crate) fn timer(&self, t: u64, kind: &'static str) {
+        self.push(TIMER | t << 8, 0, kind);
+    }
+
+    /// The clock read `ticks`.
+    #[inline]
+    pub(crate) fn tick(&self, ticks: u64) {
+        self.push(TICK, ticks, "");
+    }
+
+    /// A poll that began at the previous tick ended at `ticks` with
+    /// `events` events; `blocking`: it could wait.
+    #[inline]
+    pub(crate) fn poll(&self, ticks: u64, events: usize, blocking: bool) {
+        self.push(
+            POLL | (events as u64) << 8,
+            ticks,
+            if blocking { "wait" } else { "poll" },
+        );
+    }
+
+    /// Copies the ring out, oldest first, with the names of the threads it
+    /// mentions that are still alive (and `extra`).
+    fn trace(&self, s: &Scheduler, reason: String, extra: Option<&Task>) -> Trace {
+        let now = clock::now().ticks();
+        let head = self.head.get();
+        let n = head.min(EVENTS as u64);
+        let slots: Vec<Slot> = (head - n..head)
+            .map(|i| self.ring[i as usize & (EVENTS - 1)].get())
+            .collect();
+        let mut names: HashMap<u64, String> = self
+            .names
+            .borrow()
+            .iter()
+            .map(|(id, n)| (*id, n.to_string()))
+            .collect();
+        for (_, t) in s.tasks.borrow().iter() {
+            if let Some(name) = &t.name {
+                names.insert(t.id, name.to_string());
+            }
+        }
+        if let Some(t) = extra {
+            if let Some(name) = &t.name {
+                names.insert(t.id, name.to_string());
+            }
+        }
+        decode(&slots, now, names, reason, head - n)
+    }
+}
+
+/// Turns the ring's slots into timed events (see the module docs for how
+/// times are interpolated).
+fn decode(
+    slots: &[Slot],
+    now: u64,
+    names: HashMap<u64, String>,
+    reason: String,
+    first: u64,
+) -> Trace {
+    // Anchors: (position, ticks). Position i is just after slot i.
+    let mut anchors: Vec<(usize, u64)> = Vec::new();
+    for (i, sl) in slots.iter().enumerate() {
+        match sl.a & 0xff {
+            TICK | POLL => anchors.push((i + 1, sl.b)),
+            HOG if i > 0 => {
+                // The reported resume (slot i - 1) began at `b` and ended
+                // at the clock reading that follows.
+                anchors.push((i - 1, sl.b));
+                if let Some(end) = slots.get(i + 1).filter(|n| n.a & 0xff == TICK) {
+                    anchors.push((i, end.b));
+                }
+            }
+            _ => {}
+        }
+    }
+    anchors.push((slots.len() + 1, now));
+    anchors.sort_by_key(|a| a.0);
+    // Ticks never go back; a hog's start cannot be before an earlier reading.
+    let mut last = 0;
+    for a in &mut anchors {
+        a.1 = a.1.max(last);
+        last = a.1;
+    }
+    let base = anchors.first().map_or(now, |a| a.1);
+    let at = |pos: usize| -> u64 {
+        let k = anchors.partition_point(|a| a.0 <= pos);
+        match (k.checked_sub(1).map(|j| anchors[j]), anchors.get(k)) {
+            (Some(lo), Some(hi)) if hi.0 > lo.0 => {
+                lo.1 + (hi.1 - lo.1) * (pos - lo.0) as u64 / (hi.0 - lo.0) as u64
+            }
+            (Some(lo), _) => lo.1,
+            (None, Some(hi)) => hi.1,
+            (None, None) => now,
+        }
+    };
+    let rel = |t: u64| clock::ticks_to_duration(t.saturating_sub(base));
+    let mut events = Vec::with_capacity(slots.len());
+    for (i, sl) in slots.iter().enumerate() {
+        let id = sl.a >> 8;
+        let end = at(i + 1);
+        let event = match sl.a & 0xff {
+            SPAWN => Event::Spawn {
+                thread: id,
+                parent: sl.b,
+            },
+            WAKE => Event::Wake {
+                thread: id,
+                by: sl.b,
+            },
+            TIMER => Event::Timer {
+                thread: id,
+                kind: sl.s,
+            },
+            POLL => {
+                let start = at(i);
+                events.push(TimedEvent {
+                    at: rel(start),
+                    event: Event::Poll {
+                        events: id as usize,
+                        took: clock::ticks_to_duration(end - start),
+                        blocking: sl.s == "wait",
+                    },
+                });
+                continue;
+            }
+            k if k & RESUME != 0 => {
+                let start = at(i);
+                let then = match k & 0xf {
+                    s if s == ThreadState::Ready as u64 => After::Yield,
+                    s if s == ThreadState::Parked as u64 => After::Park(sl.s),
+                    _ => After::Finish,
+                };
+                let reported = slots.get(i + 1).is_some_and(|n| n.a & 0xff == HOG);
+                events.push(TimedEvent {
+                    at: rel(start),
+                    event: Event::Resume {
+                        thread: id,
+                        ran: clock::ticks_to_duration(end - start),
+                        then,
+                        latency_warning: reported,
+                    },
+                });
+                continue;
+            }
+            _ => continue,
+        };
+        events.push(TimedEvent {
+            at: rel(end),
+            event,
+        });
+    }
+    Trace {
+        reason,
+        taken: SystemTime::now(),
+        start_wall: crate::clock::Instant::from_ticks(base).to_system_time(),
+        first_event: first,
+        names,
+        events,
+    }
+}
+
+/// How a resume ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    /// The thread yielded (or was forced to): it is ready again.
+    Yield,
+    /// It parked; the reason (`"Mutex::lock"`, `"sleep"`, `"readable"`).
+    Park(&'static str),
+    /// It finished.
+    Finish,
+}
+
+/// A recorded event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// `thread` was spawned by `parent` (0: not by a green thread).
+    Spawn {
+        /// The new thread.
+        thread: u64,
+        /// The spawning green thread, 0 for none.
+        parent: u64,
+    },
+    /// `thread` ran for `ran`, then `then`.
+    Resume {
+        /// The thread.
+        thread: u64,
+        /// How long it ran (see the module docs for the precision).
+        ran: Duration,
+        /// How the resume ended.
+        then: After,
+        /// The latency watchdog reported this slice.
+        latency_warning: bool,
+    },
+    /// `thread` was made ready by `by` (0: by the scheduler: I/O, a timer,
+    /// another OS thread).
+    Wake {
+        /// The woken thread.
+        thread: u64,
+        /// The waking green thread, 0 for none.
+        by: u64,
+    },
+    /// A timer of `thread` fired.
+    Timer {
+        /// Its thread.
+        thread: u64,
+        /// `"sleep"` or `"timeout"`.
+        kind: &'static str,
+    },
+    /// The loop polled the OS.
+    Poll {
+        /// Events it returned.
+        events: usize,
+        /// How long the poll took (blocked, if `blocking`).
+        took: Duration,
+        /// It could wait (nothing was ready).
+        blocking: bool,
+    },
+}
+
+/// An event and when it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedEvent {
+    /// Since the trace's first clock reading (for a resume or a poll: its
+    /// start).
+    pub at: Duration,
+    /// The event.
+    pub event: Event,
+}
+
+/// A snapshot of the flight recorder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Trace {
+    /// Why it was taken (`"snapshot"`, or the latency warning).
+    pub reason: String,
+    /// When it was taken.
+    pub taken: SystemTime,
+    /// The wall time of `at == 0`.
+    pub start_wall: SystemTime,
+    /// The number of the first event (events before it were overwritten).
+    pub first_event: u64,
+    /// Names of the named threads it mentions that were alive.
+    pub names: HashMap<u64, String>,
+    /// The events, oldest first.
+    pub events: Vec<TimedEvent>,
+}
+
+impl Trace {
+    /// The name of thread `id` for display: its name, or `#id`.
+    pub fn thread_name(&self, id: u64) -> String {
+        match self.names.get(&id) {
+            Some(n) => format!("#{id} {n}"),
+            None => format!("#{id}"),
+        }
+    }
+
+    /// The trace as Chrome trace-event JSON (see [`write_chrome_json`](Self::write_chrome_json)).
+    pub fn to_chrome_json(&self) -> String {
+        let mut v = Vec::new();
+        chrome::write(self, &mut v).expect("writing to a Vec cannot fail");
+        String::from_utf8(v).expect("the writer writes UTF-8")
+    }
+
+    /// Writes the trace in Chrome's trace-event format (the JSON object
+    /// form), which Perfetto (ui.perfetto.dev) and `chrome://tracing` open.
+    ///
+    /// Each green thread is a thread track (`tid` = its id, named by
+    /// `thread_name` metadata), the scheduler is `tid` 0. A resume is a
+    /// complete event (`"ph":"X"`, `ts`, `dur` in microseconds) named after
+    /// the thread, with how it ended in `args`; polls are complete events
+    /// on the scheduler's track; spawns, wakes and timers are instant events
+    /// (`"ph":"i"`) on the thread's track, with the spawner or waker in
+    /// `args`.
+    ///
+    /// # Errors
+    ///
+    /// Those of `w`.
+    pub fn write_chrome_json<W: std::io::Write>(&self, w: W) -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::new(w);
+        chrome::write(self, &mut w)?;
+        std::io::Write::flush(&mut w)
+    }
+
+    /// Writes the trace as Chrome trace-event JSON to a new file at `path`
+    /// and syncs it. Plain file I/O: on a green thread, run it inside
+    /// [`blocking`](crate::blocking) if the disk may be slow.
+    ///
+    /// # Errors
+    ///
+    /// Those of creating, writing and syncing the file.
+    pub fn save<P: AsRef<std::path::Path>>(&self, path: P) -> std::io::Result<()> {
+        let f = std::fs::File::create(path)?;
+        self.write_chrome_json(&f)?;
+        f.sync_all()
+    }
+}
+
+/// The current runtime's flight recorder now: its last [`EVENTS`] events.
+///
+/// # Panics
+///
+/// Outside a runtime.
+pub fn snapshot() -> Trace {
+    context::with_sched("coro::flight::snapshot", |s| {
+        s.flight.trace(s, "snapshot".into(), None)
+    })
+}
+
+/// The snapshots the current runtime took when latency warnings were
+/// reported (at most [`KEPT_SNAPSHOTS`], oldest first).
+///
+/// # Panics
+///
+/// Outside a runtime.
+pub fn latency_snapshots() -> Vec<Trace> {
+    context::with_sched("coro::flight::latency_snapshots", |s| {
+        s.flight.latency.borrow().iter().cloned().collect()
+    })
+}
+
+/// The watchdog reported slice `hog` (it may be the one of `t` that just
+/// ended, switch number `slice`): records when it began and ended, and
+/// takes a snapshot if the rate limit allows.
+#[cold]
+#[inline(never)]
+pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
+    let Some(w) = &s.watchdog else { return };
+    s.flight.hog_seen.set(hog);
+    let now = clock::now().ticks();
+    if hog == slice {
+        let since = w.shared.hog_since.load(Ordering::Relaxed);
+        s.flight.push(HOG | t.id << 8, since, "");
+    }
+    s.flight.tick(now);
+    let Some(every) = s.config.latency_snapshots else {
+        return;
+    };
+    let last = s.flight.last_auto.get();
+    if last != 0 && now.saturating_sub(last) < clock::duration_to_ticks(every) {
+        return;
+    }
+    s.flight.last_auto.set(now);
+    let ran =
+        clock::ticks_to_duration(now.saturating_sub(w.shared.hog_since.load(Ordering::Relaxed)));
+    let reason = if hog == slice {
+        format!(
+            "latency warning: green thread #{} '{}' ran {:.3} s without yielding",
+            t.id,
+            t.display_name(),
+            ran.as_secs_f64()
+        )
+    } else {
+        "latency warning".to_owned()
+    };
+    let trace = s.flight.trace(s, reason.clone(), Some(t));
+    log::warn!(
+        target: "coro::flight",
+        "flight recorder: {} events before the end of the slice saved ({reason}); \
+         read them with coro::flight::latency_snapshots() or the back door's `trace latency PATH`",
+        trace.events.len()
+    );
+    let mut kept = s.flight.latency.borrow_mut();
+    if kept.len() == KEPT_SNAPSHOTS {
+        kept.pop_front();
+    }
+    kept.push_back(trace);
+}
+
+impl Instant {
+    /// This instant in wall time.
+    fn to_system_time(self) -> SystemTime {
+        let now = clock::now();
+        let wall = SystemTime::now();
+        if self <= now {
+            wall.checked_sub(now.duration_since(self)).unwrap_or(wall)
+        } else {
+            wall + self.duration_since(now)
+        }
+    }
+}
