@@ -67,6 +67,10 @@ const BUILTIN: &[(&str, &str)] = &[
         "profile",
         "profile start|stop|status|dump PATH: records a profile; dump writes the running or last one to PATH (read it with coro-profile)",
     ),
+    (
+        "trace",
+        "trace [dump PATH|latency PATH]: the flight recorder; dump writes its events now, latency the snapshot of the last latency warning, as Chrome trace JSON (Perfetto)",
+    ),
     ("quit", "quit: ends this session"),
 ];
 
@@ -142,6 +146,7 @@ pub(crate) fn dispatch(s: &mut Session<'_>, name: &str, args: &str) -> io::Resul
         "latency" => latency(s)?,
         "interrupt" => interrupt(s, args)?,
         "profile" => profile(s, args)?,
+        "trace" => super::trace::trace(s, args)?,
         "quit" | "exit" => {
             writeln!(s, "bye")?;
             return Ok(Next::Quit);

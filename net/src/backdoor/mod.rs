@@ -20,7 +20,8 @@
 //! `coro_runtime::leaks`), `timers [N]` (the next
 //! deadlines), `latency` (recent latency warnings), `interrupt ID`,
 //! `profile start|stop|status|dump PATH` (the [profiler](coro_runtime::profile);
-//! read the dump with `coro-profile report`), `quit`. The application adds
+//! read the dump with `coro-profile report`), `trace [dump PATH|latency
+//! PATH]` (the flight recorder as Chrome trace JSON), `quit`. The application adds
 //! its own with [`Builder::command`] or [`BackDoor::add_command`]. There is
 //! no `stack ID`: see the `commands` module for why it cannot be done safely.
 //!
@@ -75,6 +76,7 @@ mod commands;
 mod secure;
 mod server;
 mod session;
+mod trace;
 mod waits;
 
 pub use server::{
