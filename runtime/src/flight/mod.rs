@@ -80,7 +80,8 @@ const TIMER: u64 = 3;
 const TICK: u64 = 4;
 /// A poll ended: `b` is the tick count, the count of events above the kind.
 const POLL: u64 = 5;
-/// The resume just before was reported by the watchdog: `b` is its start.
+/// The watchdog reported the resume whose switch number is above the
+/// kind: `b` is its start.
 const HOG: u64 = 6;
 /// A resume ended; plus the thread's state after it.
 const RESUME: u64 = 0x10;
@@ -231,17 +232,29 @@ fn decode(
     reason: String,
     first: u64,
 ) -> Trace {
-    // Anchors: (position, ticks). Position i is just after slot i.
+    // Anchors: (position, ticks). Position i is just before slot i.
     let mut anchors: Vec<(usize, u64)> = Vec::new();
+    let mut reported = std::collections::HashSet::new();
     for (i, sl) in slots.iter().enumerate() {
         match sl.a & 0xff {
             TICK | POLL => anchors.push((i + 1, sl.b)),
-            HOG if i > 0 => {
-                // The reported resume (slot i - 1) began at `b` and ended
-                // at the clock reading that follows.
-                anchors.push((i - 1, sl.b));
-                if let Some(end) = slots.get(i + 1).filter(|n| n.a & 0xff == TICK) {
-                    anchors.push((i, end.b));
+            HOG => {
+                // The reported resume began at `b`; when the report came in
+                // time (the slot just before is that resume), it ended at
+                // the clock reading that follows.
+                let slice = sl.a >> 8;
+                let Some(r) = slots[..i]
+                    .iter()
+                    .rposition(|x| x.a & 0xff & RESUME != 0 && x.b == slice)
+                else {
+                    continue;
+                };
+                reported.insert(r);
+                anchors.push((r, sl.b));
+                if r + 1 == i {
+                    if let Some(end) = slots.get(i + 1).filter(|n| n.a & 0xff == TICK) {
+                        anchors.push((i, end.b));
+                    }
                 }
             }
             _ => {}
@@ -304,14 +317,13 @@ fn decode(
                     s if s == ThreadState::Parked as u64 => After::Park(sl.s),
                     _ => After::Finish,
                 };
-                let reported = slots.get(i + 1).is_some_and(|n| n.a & 0xff == HOG);
                 events.push(TimedEvent {
                     at: rel(start),
                     event: Event::Resume {
                         thread: id,
                         ran: clock::ticks_to_duration(end - start),
                         then,
-                        latency_warning: reported,
+                        latency_warning: reported.contains(&i),
                     },
                 });
                 continue;
@@ -493,6 +505,58 @@ pub fn latency_snapshots() -> Vec<Trace> {
     })
 }
 
+/// The recorder's resumes and polls since `start` (wall time), as the
+/// timeline of a profile whose interval began then.
+pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::profile::Slice> {
+    let t = s.flight.trace(s, "profile".into(), None);
+    // `at` of the trace, measured from the profile's start.
+    let offset =
+        |at: Duration| -> Option<Duration> { (t.start_wall + at).duration_since(start).ok() };
+    t.events
+        .iter()
+        .filter_map(|e| {
+            let (track, name, dur, what, warn) = match e.event {
+                Event::Resume {
+                    thread,
+                    ran,
+                    then,
+                    latency_warning,
+                } => (
+                    thread,
+                    t.thread_name(thread),
+                    ran,
+                    match then {
+                        After::Yield => "yield".to_owned(),
+                        After::Finish => "finish".to_owned(),
+                        After::Park(why) => format!("park: {why}"),
+                    },
+                    latency_warning,
+                ),
+                Event::Poll {
+                    events,
+                    took,
+                    blocking,
+                } => (
+                    0,
+                    if blocking { "wait" } else { "poll" }.to_owned(),
+                    took,
+                    format!("{events} events"),
+                    false,
+                ),
+                _ => return None,
+            };
+            Some(crate::profile::Slice {
+                track,
+                name,
+                start: offset(e.at)?,
+                dur,
+                what,
+                latency_warning: warn,
+            })
+        })
+        .collect()
+}
+
 /// The watchdog reported slice `hog` (it may be the one of `t` that just
 /// ended, switch number `slice`): records when it began and ended, and
 /// takes a snapshot if the rate limit allows.
@@ -502,10 +566,10 @@ pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
     let Some(w) = &s.watchdog else { return };
     s.flight.hog_seen.set(hog);
     let now = clock::now().ticks();
-    if hog == slice {
-        let since = w.shared.hog_since.load(Ordering::Relaxed);
-        s.flight.push(HOG | t.id << 8, since, "");
-    }
+    // Late (the slice ended before the report was seen): the slice's
+    // resume is found by its number when the ring is read.
+    let since = w.shared.hog_since.load(Ordering::Relaxed);
+    s.flight.push(HOG | hog << 8, since, "");
     s.flight.tick(now);
     let Some(every) = s.config.latency_snapshots else {
         return;
