@@ -64,7 +64,8 @@ use crate::task::{Task, ThreadState};
 static NEXT_TARGET_ID: AtomicU64 = AtomicU64::new(1);
 
 /// An object green threads park on and another thread can hold: a lock, a
-/// queue, a thread being joined. See the [module docs](self).
+/// queue, a thread being joined. [`threads`](crate::threads) shows it as
+/// what a thread waits on, [`deadlocks`] and [`leaks`] follow its holder.
 ///
 /// Primitives make one (an `Rc`, shared with the threads parked on it) when
 /// a thread first waits, keep its holder up to date while threads wait,
@@ -433,8 +434,35 @@ pub(crate) fn thread_finished(s: &Scheduler, gone: u64) {
 }
 
 /// The green threads of the current runtime reported as leaked and still
-/// parked in the park that was reported (see the [module docs](self) for
-/// what counts).
+/// parked in the park that was reported.
+///
+/// # What counts as leaked
+///
+/// A parked thread is *leaked* when what it waits for can never be handed
+/// to it: only an interrupt, a deadline or shutdown can end its park. The
+/// runtime says so only where it can know it:
+///
+/// * it waits on a lock whose holder thread has **finished** without
+///   releasing it (a guard that was `mem::forget`-ten or leaked in an `Rc`
+///   cycle);
+/// * it waits on a lock held by, or joins, a thread that is itself leaked.
+///
+/// A park with a deadline (inside `with_timeout`, a cancel scope with a
+/// deadline) is not leaked. Each leaked park is reported once, when the
+/// holder finishes, at WARN (target `coro::leak`: thread, call, caller),
+/// and counted in [`Stats::leaked`](crate::Stats).
+///
+/// Not detected: a thread parked on a channel, a `Condvar`, an `Event` or
+/// a semaphore can be woken by any thread that still holds a handle, and
+/// which threads hold one is a question of reachability that only a
+/// tracing collector answers (Go's goroutine-leak profile asks its GC).
+/// When the last other handle really goes (a channel's last sender
+/// drops), coro-sync wakes the waiter with `Disconnected` instead. So a
+/// receiver that itself holds the last sender of its channel waits
+/// forever unreported; [`threads`](crate::threads) shows how long it has
+/// waited in `Receiver::recv`. A lock guard handed to another green thread
+/// still names the thread that locked: if that one finishes, the waiters
+/// are reported although the guard's new owner may still unlock.
 ///
 /// # Panics
 ///

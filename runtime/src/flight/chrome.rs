@@ -126,9 +126,9 @@ pub(super) fn write(t: &Trace, w: &mut impl Write) -> io::Result<()> {
         .start_wall
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    write!(
+    writeln!(
         w,
-        ",\"start_unix_ns\":\"{start}\",\"first_event\":\"{}\",\"events\":\"{}\"}}}}\n",
+        ",\"start_unix_ns\":\"{start}\",\"first_event\":\"{}\",\"events\":\"{}\"}}}}",
         t.first_event,
         t.events.len()
     )

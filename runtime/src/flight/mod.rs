@@ -67,7 +67,7 @@ use crate::sched::Scheduler;
 use crate::task::{Task, ThreadState};
 
 /// Events the ring keeps (a power of two).
-pub const EVENTS: usize = 8192;
+pub const EVENTS: usize = 4096;
 
 /// Snapshots taken on latency warnings that a runtime keeps.
 pub const KEPT_SNAPSHOTS: usize = 4;
