@@ -305,7 +305,7 @@ impl Scheduler {
             let co = co.as_mut().expect("ready task has a coroutine");
             panic::catch_unwind(AssertUnwindSafe(|| co.resume(())))
         };
-        self.flight.resume_ended(&task, n);
+        self.flight.resume_ended(&task);
         if let Some(w) = &self.watchdog {
             w.shared.running.store(0, Ordering::Relaxed);
             let hog = w.shared.hog_slice.load(Ordering::Acquire);

@@ -12,14 +12,15 @@
 //! | timer | a timer fires | its kind (`sleep`, `timeout`) |
 //! | poll | the loop polls the OS | the number of events, and how long it blocked |
 //!
-//! The ring keeps the last [`EVENTS`] events (32 bytes each, one allocation
-//! when the runtime is built); older ones are overwritten.
+//! The ring keeps the last [`EVENTS`] events (32 bytes each, three
+//! allocations when the runtime is built); older ones are overwritten.
 //!
 //! # Cost, and how times are known
 //!
 //! A clock read costs about as much as a whole switch here (12 ns against a
-//! 10–17 ns yield), so the switch path reads no clock: recording an event is
-//! four stores into the ring. The clock is read where the loop reads it
+//! 10–17 ns yield), so the switch path reads no clock, and the commonest
+//! event (a resume that yielded) is one store into the ring (a park adds
+//! its reason, a wake its waker). The clock is read where the loop reads it
 //! anyway or where a read is cheap beside the work: around each poll (the
 //! loop polls at least every 256 resumes while threads are ready, and each
 //! time it waits) and when timers fire. An event's time is interpolated
@@ -80,31 +81,37 @@ const TIMER: u64 = 3;
 const TICK: u64 = 4;
 /// A poll ended: `b` is the tick count, the count of events above the kind.
 const POLL: u64 = 5;
-/// The watchdog reported the resume whose switch number is above the
-/// kind: `b` is its start.
+/// The watchdog reported a resume: above the kind, how many resumes were
+/// recorded after it (0: the one just before); `b` is its start.
 const HOG: u64 = 6;
 /// A resume ended; plus the thread's state after it.
 const RESUME: u64 = 0x10;
 
-/// One event in the ring.
+/// One event as read from the ring.
 #[derive(Clone, Copy)]
 struct Slot {
     /// The kind in the low byte, a thread id (or a count) above.
     a: u64,
-    /// A thread id, a tick count or a count, by kind.
+    /// A thread id, a tick count or a count, by kind (stale for the kinds
+    /// that do not write it: a resume).
     b: u64,
-    /// A park's reason, a timer's kind.
+    /// A park's reason, a timer's kind, a poll's `"wait"` (stale for the
+    /// kinds that do not write it).
     s: &'static str,
 }
 
-const EMPTY: Slot = Slot { a: 0, b: 0, s: "" };
-
 /// A runtime's recorder.
 pub(crate) struct Recorder {
+    /// The ring, as three parallel arrays so that the commonest event (a
+    /// resume that yielded) is one store: `a` of every event, `b` and `s`
+    /// of the kinds that use them.
+    ///
     /// # Invariant
-    /// Slot `i % EVENTS` holds event `i` for the last `EVENTS` values of
+    /// Index `i % EVENTS` holds event `i` for the last `EVENTS` values of
     /// `i` below `head`.
-    ring: Box<[Cell<Slot>; EVENTS]>,
+    a: Box<[Cell<u64>; EVENTS]>,
+    b: Box<[Cell<u64>; EVENTS]>,
+    s: Box<[Cell<&'static str>; EVENTS]>,
     /// Events recorded since the runtime started.
     head: Cell<u64>,
     /// The last watchdog-reported slice handled (see `hog`).
@@ -123,11 +130,15 @@ const NAMES: usize = 1024;
 
 impl Default for Recorder {
     fn default() -> Recorder {
-        let ring: Box<[Cell<Slot>]> = (0..EVENTS).map(|_| Cell::new(EMPTY)).collect();
+        fn array<T: Copy>(v: T) -> Box<[Cell<T>; EVENTS]> {
+            let b: Box<[Cell<T>]> = (0..EVENTS).map(|_| Cell::new(v)).collect();
+            b.try_into()
+                .unwrap_or_else(|_| unreachable!("EVENTS slots"))
+        }
         Recorder {
-            ring: ring
-                .try_into()
-                .unwrap_or_else(|_| unreachable!("EVENTS slots")),
+            a: array(0),
+            b: array(0),
+            s: array(""),
             head: Cell::new(0),
             hog_seen: Cell::new(0),
             last_auto: Cell::new(0),
@@ -138,24 +149,38 @@ impl Default for Recorder {
 }
 
 impl Recorder {
+    /// Records an event with its `a` word; returns its index.
     #[inline(always)]
-    fn push(&self, a: u64, b: u64, s: &'static str) {
+    fn push_a(&self, a: u64) -> usize {
         let i = self.head.get();
         self.head.set(i.wrapping_add(1));
-        self.ring[i as usize & (EVENTS - 1)].set(Slot { a, b, s });
+        let i = i as usize & (EVENTS - 1);
+        self.a[i].set(a);
+        i
     }
 
-    /// A resume of `t` ended; `slice` is its switch number.
     #[inline(always)]
-    pub(crate) fn resume_ended(&self, t: &Task, slice: u64) {
-        let state = t.state.get() as u64;
-        self.push(RESUME | state | t.id << 8, slice, t.waiting_on.get());
+    fn push(&self, a: u64, b: u64, s: &'static str) {
+        let i = self.push_a(a);
+        self.b[i].set(b);
+        self.s[i].set(s);
+    }
+
+    /// A resume of `t` ended: one store, two for a park (its reason).
+    #[inline(always)]
+    pub(crate) fn resume_ended(&self, t: &Task) {
+        let state = t.state.get();
+        let i = self.push_a(RESUME | state as u64 | t.id << 8);
+        if state == ThreadState::Parked {
+            self.s[i].set(t.waiting_on.get());
+        }
     }
 
     /// `t` was made ready by `by` (0: not by a green thread).
     #[inline(always)]
     pub(crate) fn woken(&self, t: u64, by: u64) {
-        self.push(WAKE | t << 8, by, "");
+        let i = self.push_a(WAKE | t << 8);
+        self.b[i].set(by);
     }
 
     /// `t` was spawned by `by`.
@@ -201,7 +226,14 @@ impl Recorder {
         let head = self.head.get();
         let n = head.min(EVENTS as u64);
         let slots: Vec<Slot> = (head - n..head)
-            .map(|i| self.ring[i as usize & (EVENTS - 1)].get())
+            .map(|i| {
+                let i = i as usize & (EVENTS - 1);
+                Slot {
+                    a: self.a[i].get(),
+                    b: self.b[i].get(),
+                    s: self.s[i].get(),
+                }
+            })
             .collect();
         let mut names: HashMap<u64, String> = self
             .names
@@ -242,10 +274,14 @@ fn decode(
                 // The reported resume began at `b`; when the report came in
                 // time (the slot just before is that resume), it ended at
                 // the clock reading that follows.
-                let slice = sl.a >> 8;
+                let after = (sl.a >> 8) as usize;
                 let Some(r) = slots[..i]
                     .iter()
-                    .rposition(|x| x.a & 0xff & RESUME != 0 && x.b == slice)
+                    .enumerate()
+                    .rev()
+                    .filter(|(_, x)| x.a & 0xff & RESUME != 0)
+                    .nth(after)
+                    .map(|(r, _)| r)
                 else {
                     continue;
                 };
@@ -569,7 +605,8 @@ pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
     // Late (the slice ended before the report was seen): the slice's
     // resume is found by its number when the ring is read.
     let since = w.shared.hog_since.load(Ordering::Relaxed);
-    s.flight.push(HOG | hog << 8, since, "");
+    s.flight
+        .push(HOG | slice.saturating_sub(hog) << 8, since, "");
     s.flight.tick(now);
     let Some(every) = s.config.latency_snapshots else {
         return;
