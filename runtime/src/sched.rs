@@ -305,7 +305,7 @@ impl Scheduler {
             let co = co.as_mut().expect("ready task has a coroutine");
             panic::catch_unwind(AssertUnwindSafe(|| co.resume(())))
         };
-        self.flight.resume_ended(&task);
+        self.flight.resume_ended(&task, n);
         if let Some(w) = &self.watchdog {
             w.shared.running.store(0, Ordering::Relaxed);
             let hog = w.shared.hog_slice.load(Ordering::Acquire);
@@ -396,7 +396,8 @@ impl Scheduler {
             return;
         }
         let now = clock::now().ticks();
-        self.flight.tick(now);
+        let key = crate::flight::key(self);
+        self.flight.tick(key, now);
         while let Some(e) = timers.pop_expired(now) {
             if !e.is_live() {
                 continue;
@@ -407,12 +408,12 @@ impl Scheduler {
                 .set(self.counters.timers_fired.get() + 1);
             match e.kind {
                 TimerKind::Wake { .. } => {
-                    self.flight.timer(e.task.id, "sleep");
+                    self.flight.timer(key, e.task.id, "sleep");
                     e.task.timer_fired.set(true);
                     make_ready(&e.task);
                 }
                 TimerKind::Scope { id } => {
-                    self.flight.timer(e.task.id, "timeout");
+                    self.flight.timer(key, e.task.id, "timeout");
                     // A deadline moved later re-arms (see `cancel`).
                     if let Some(d) = cancel::timer_fired(&e.task, id) {
                         timers.insert(d, e.task, TimerKind::Scope { id });
@@ -463,12 +464,13 @@ impl Scheduler {
         if polls.is_multiple_of(RECALIBRATE_POLLS) {
             clock::recalibrate(RECALIBRATE_INTERVAL);
         }
-        self.flight.tick(clock::now().ticks());
+        let key = crate::flight::key(self);
+        self.flight.tick(key, clock::now().ticks());
         let polled = crate::profile::around_poll(self, block, || self.reactor.poll(timeout));
         let after = clock::now().ticks();
         self.coarse_now.set(after);
         if let Ok(out) = &polled {
-            self.flight.poll(after, out.events, block);
+            self.flight.poll(key, after, out.events, block);
         }
         match polled {
             Ok(out) => {

@@ -221,7 +221,8 @@ pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
             return false;
         }
         task.state.set(ThreadState::Ready);
-        s.flight.woken(task.id, context::current_id_of(s));
+        s.flight
+            .woken(crate::flight::key(s), task.id, context::current_id_of(s));
         s.ready.borrow_mut().push_back(task.clone());
         true
     })

@@ -12,15 +12,17 @@
 //! | timer | a timer fires | its kind (`sleep`, `timeout`) |
 //! | poll | the loop polls the OS | the number of events, and how long it blocked |
 //!
-//! The ring keeps the last [`EVENTS`] events (32 bytes each, three
-//! allocations when the runtime is built); older ones are overwritten.
+//! The recorder keeps the last [`EVENTS`] resumes and the last [`EVENTS`]
+//! other events (in two rings allocated when the runtime is built, 112
+//! KiB); older ones are overwritten.
 //!
 //! # Cost, and how times are known
 //!
 //! A clock read costs about as much as a whole switch here (12 ns against a
 //! 10–17 ns yield), so the switch path reads no clock, and the commonest
-//! event (a resume that yielded) is one store into the ring (a park adds
-//! its reason, a wake its waker). The clock is read where the loop reads it
+//! event (a resume that yielded) is one store, into a ring indexed by the
+//! switch number the scheduler counts anyway (a park adds its reason; a
+//! wake is four stores into the other ring). The clock is read where the loop reads it
 //! anyway or where a read is cheap beside the work: around each poll (the
 //! loop polls at least every 256 resumes while threads are ready, and each
 //! time it waits) and when timers fire. An event's time is interpolated
@@ -67,7 +69,7 @@ use crate::context;
 use crate::sched::Scheduler;
 use crate::task::{Task, ThreadState};
 
-/// Events the ring keeps (a power of two).
+/// Resumes, and other events, the recorder keeps (a power of two).
 pub const EVENTS: usize = 4096;
 
 /// Snapshots taken on latency warnings that a runtime keeps.
@@ -81,8 +83,8 @@ const TIMER: u64 = 3;
 const TICK: u64 = 4;
 /// A poll ended: `b` is the tick count, the count of events above the kind.
 const POLL: u64 = 5;
-/// The watchdog reported a resume: above the kind, how many resumes were
-/// recorded after it (0: the one just before); `b` is its start.
+/// The watchdog reported the resume whose switch number is above the
+/// kind: `b` is its start.
 const HOG: u64 = 6;
 /// A resume ended; plus the thread's state after it.
 const RESUME: u64 = 0x10;
@@ -100,11 +102,24 @@ struct Slot {
     s: &'static str,
 }
 
-/// A runtime's recorder.
+/// A runtime's recorder: two rings, merged when read.
+///
+/// Resumes, the commonest event, go into a ring indexed by the switch
+/// number the scheduler counts anyway: a resume that yielded is one store,
+/// with no index of the recorder's own to load and bump (a park adds its
+/// reason). The other events go into a second ring with its own index,
+/// each with an order key placing it among the resumes (see [`key`]).
 pub(crate) struct Recorder {
-    /// The ring, as three parallel arrays so that the commonest event (a
-    /// resume that yielded) is one store: `a` of every event, `b` and `s`
-    /// of the kinds that use them.
+    /// Resume `n`'s kind, state and thread at `n % EVENTS`.
+    ///
+    /// # Invariant
+    /// Index `n % EVENTS` holds resume `n` for the last `EVENTS` resumes
+    /// that ended (every resume records itself).
+    res: Box<[Cell<u64>; EVENTS]>,
+    /// A parked resume's reason, at the same index.
+    res_s: Box<[Cell<&'static str>; EVENTS]>,
+    /// The other events: `a` (kind and thread or count), `b`, `s` (by kind)
+    /// and the order key.
     ///
     /// # Invariant
     /// Index `i % EVENTS` holds event `i` for the last `EVENTS` values of
@@ -112,7 +127,8 @@ pub(crate) struct Recorder {
     a: Box<[Cell<u64>; EVENTS]>,
     b: Box<[Cell<u64>; EVENTS]>,
     s: Box<[Cell<&'static str>; EVENTS]>,
-    /// Events recorded since the runtime started.
+    k: Box<[Cell<u64>; EVENTS]>,
+    /// Other events recorded since the runtime started.
     head: Cell<u64>,
     /// The last watchdog-reported slice handled (see `hog`).
     pub(crate) hog_seen: Cell<u64>,
@@ -136,9 +152,12 @@ impl Default for Recorder {
                 .unwrap_or_else(|_| unreachable!("EVENTS slots"))
         }
         Recorder {
+            res: array(0),
+            res_s: array(""),
             a: array(0),
             b: array(0),
             s: array(""),
+            k: array(0),
             head: Cell::new(0),
             hog_seen: Cell::new(0),
             last_auto: Cell::new(0),
@@ -149,44 +168,39 @@ impl Default for Recorder {
 }
 
 impl Recorder {
-    /// Records an event with its `a` word; returns its index.
+    /// Records an event other than a resume; `key` is [`key`]'s.
     #[inline(always)]
-    fn push_a(&self, a: u64) -> usize {
+    fn push(&self, key: u64, a: u64, b: u64, s: &'static str) {
         let i = self.head.get();
         self.head.set(i.wrapping_add(1));
         let i = i as usize & (EVENTS - 1);
         self.a[i].set(a);
-        i
-    }
-
-    #[inline(always)]
-    fn push(&self, a: u64, b: u64, s: &'static str) {
-        let i = self.push_a(a);
         self.b[i].set(b);
         self.s[i].set(s);
+        self.k[i].set(key);
     }
 
-    /// A resume of `t` ended: one store, two for a park (its reason).
+    /// Resume `n` of `t` ended: one store, two for a park (its reason).
     #[inline(always)]
-    pub(crate) fn resume_ended(&self, t: &Task) {
+    pub(crate) fn resume_ended(&self, t: &Task, n: u64) {
         let state = t.state.get();
-        let i = self.push_a(RESUME | state as u64 | t.id << 8);
+        let i = n as usize & (EVENTS - 1);
+        self.res[i].set(RESUME | state as u64 | t.id << 8);
         if state == ThreadState::Parked {
-            self.s[i].set(t.waiting_on.get());
+            self.res_s[i].set(t.waiting_on.get());
         }
     }
 
     /// `t` was made ready by `by` (0: not by a green thread).
     #[inline(always)]
-    pub(crate) fn woken(&self, t: u64, by: u64) {
-        let i = self.push_a(WAKE | t << 8);
-        self.b[i].set(by);
+    pub(crate) fn woken(&self, key: u64, t: u64, by: u64) {
+        self.push(key, WAKE | t << 8, by, "");
     }
 
     /// `t` was spawned by `by`.
     #[inline]
-    pub(crate) fn spawned(&self, t: &Task, by: u64) {
-        self.push(SPAWN | t.id << 8, by, "");
+    pub(crate) fn spawned(&self, key: u64, t: &Task, by: u64) {
+        self.push(key, SPAWN | t.id << 8, by, "");
         if let Some(name) = &t.name {
             let mut names = self.names.borrow_mut();
             if names.len() == NAMES {
@@ -198,21 +212,22 @@ impl Recorder {
 
     /// A timer of `t` fired.
     #[inline]
-    pub(crate) fn timer(&self, t: u64, kind: &'static str) {
-        self.push(TIMER | t << 8, 0, kind);
+    pub(crate) fn timer(&self, key: u64, t: u64, kind: &'static str) {
+        self.push(key, TIMER | t << 8, 0, kind);
     }
 
     /// The clock read `ticks`.
     #[inline]
-    pub(crate) fn tick(&self, ticks: u64) {
-        self.push(TICK, ticks, "");
+    pub(crate) fn tick(&self, key: u64, ticks: u64) {
+        self.push(key, TICK, ticks, "");
     }
 
     /// A poll that began at the previous tick ended at `ticks` with
     /// `events` events; `blocking`: it could wait.
     #[inline]
-    pub(crate) fn poll(&self, ticks: u64, events: usize, blocking: bool) {
+    pub(crate) fn poll(&self, key: u64, ticks: u64, events: usize, blocking: bool) {
         self.push(
+            key,
             POLL | (events as u64) << 8,
             ticks,
             if blocking { "wait" } else { "poll" },
@@ -221,20 +236,66 @@ impl Recorder {
 
     /// Copies the ring out, oldest first, with the names of the threads it
     /// mentions that are still alive (and `extra`).
-    fn trace(&self, s: &Scheduler, reason: String, extra: Option<&Task>) -> Trace {
+    /// `last` is the last resume that ended (by default, when `None`: the
+    /// one before the running one, if a thread runs).
+    fn trace(
+        &self,
+        s: &Scheduler,
+        reason: String,
+        extra: Option<&Task>,
+        last: Option<u64>,
+    ) -> Trace {
         let now = clock::now().ticks();
+        // The other events, oldest first, with their keys.
         let head = self.head.get();
         let n = head.min(EVENTS as u64);
-        let slots: Vec<Slot> = (head - n..head)
+        let others: Vec<(u64, Slot)> = (head - n..head)
             .map(|i| {
                 let i = i as usize & (EVENTS - 1);
-                Slot {
+                let slot = Slot {
                     a: self.a[i].get(),
                     b: self.b[i].get(),
                     s: self.s[i].get(),
-                }
+                };
+                (self.k[i].get(), slot)
             })
             .collect();
+        // The resumes that ended (not the one in progress, if any).
+        let switches = s.counters.switches.get();
+        let last = last.unwrap_or(switches - u64::from(!s.current.get().is_null()));
+        let first = (last + 1).saturating_sub(EVENTS as u64).max(1);
+        let resumes = (first..=last).map(|n| {
+            let i = n as usize & (EVENTS - 1);
+            let state = self.res[i].get();
+            let reason = if state & 0xf == ThreadState::Parked as u64 {
+                self.res_s[i].get()
+            } else {
+                ""
+            };
+            (
+                2 * n + 1,
+                Slot {
+                    a: state,
+                    b: n,
+                    s: reason,
+                },
+            )
+        });
+        // Merge by key, from where both rings still hold everything.
+        let lo = if head > EVENTS as u64 {
+            others.first().map_or(0, |o| o.0)
+        } else {
+            0
+        }
+        .max(if first > 1 { 2 * first + 1 } else { 0 });
+        let mut all: Vec<(u64, Slot)> = others
+            .into_iter()
+            .chain(resumes)
+            .filter(|(k, _)| *k >= lo)
+            .collect();
+        all.sort_by_key(|(k, _)| *k); // stable: others keep their order
+        let first_event = all.first().map_or(0, |(k, _)| *k);
+        let slots: Vec<Slot> = all.into_iter().map(|(_, sl)| sl).collect();
         let mut names: HashMap<u64, String> = self
             .names
             .borrow()
@@ -251,7 +312,7 @@ impl Recorder {
                 names.insert(t.id, name.to_string());
             }
         }
-        decode(&slots, now, names, reason, head - n)
+        decode(&slots, now, names, reason, first_event)
     }
 }
 
@@ -274,14 +335,10 @@ fn decode(
                 // The reported resume began at `b`; when the report came in
                 // time (the slot just before is that resume), it ended at
                 // the clock reading that follows.
-                let after = (sl.a >> 8) as usize;
+                let slice = sl.a >> 8;
                 let Some(r) = slots[..i]
                     .iter()
-                    .enumerate()
-                    .rev()
-                    .filter(|(_, x)| x.a & 0xff & RESUME != 0)
-                    .nth(after)
-                    .map(|(r, _)| r)
+                    .rposition(|x| x.a & 0xff & RESUME != 0 && x.b == slice)
                 else {
                     continue;
                 };
@@ -460,7 +517,8 @@ pub struct Trace {
     pub taken: SystemTime,
     /// The wall time of `at == 0`.
     pub start_wall: SystemTime,
-    /// The number of the first event (events before it were overwritten).
+    /// Where the trace starts in the runtime's history: twice the switch
+    /// number of its first resume (0 while nothing was overwritten yet).
     pub first_event: u64,
     /// Names of the named threads it mentions that were alive.
     pub names: HashMap<u64, String>,
@@ -518,14 +576,15 @@ impl Trace {
     }
 }
 
-/// The current runtime's flight recorder now: its last [`EVENTS`] events.
+/// The current runtime's flight recorder now: its last [`EVENTS`] resumes
+/// and the other events since the oldest of them (at most [`EVENTS`]).
 ///
 /// # Panics
 ///
 /// Outside a runtime.
 pub fn snapshot() -> Trace {
     context::with_sched("coro::flight::snapshot", |s| {
-        s.flight.trace(s, "snapshot".into(), None)
+        s.flight.trace(s, "snapshot".into(), None, None)
     })
 }
 
@@ -541,10 +600,18 @@ pub fn latency_snapshots() -> Vec<Trace> {
     })
 }
 
+/// The order key of an event other than a resume recorded now: `2n` while
+/// resume `n` runs (it happens before that resume's end, whose key is
+/// `2n + 1`), `2n + 2` between resume `n`'s end and the next resume.
+#[inline(always)]
+pub(crate) fn key(s: &Scheduler) -> u64 {
+    2 * s.counters.switches.get() + if s.current.get().is_null() { 2 } else { 0 }
+}
+
 /// The recorder's resumes and polls since `start` (wall time), as the
 /// timeline of a profile whose interval began then.
 pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::profile::Slice> {
-    let t = s.flight.trace(s, "profile".into(), None);
+    let t = s.flight.trace(s, "profile".into(), None, None);
     // `at` of the trace, measured from the profile's start.
     let offset =
         |at: Duration| -> Option<Duration> { (t.start_wall + at).duration_since(start).ok() };
@@ -605,9 +672,10 @@ pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
     // Late (the slice ended before the report was seen): the slice's
     // resume is found by its number when the ring is read.
     let since = w.shared.hog_since.load(Ordering::Relaxed);
-    s.flight
-        .push(HOG | slice.saturating_sub(hog) << 8, since, "");
-    s.flight.tick(now);
+    // After resume `slice`'s end (this runs before `current` is reset).
+    let key = 2 * slice + 2;
+    s.flight.push(key, HOG | hog << 8, since, "");
+    s.flight.tick(key, now);
     let Some(every) = s.config.latency_snapshots else {
         return;
     };
@@ -628,7 +696,7 @@ pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
     } else {
         "latency warning".to_owned()
     };
-    let trace = s.flight.trace(s, reason.clone(), Some(t));
+    let trace = s.flight.trace(s, reason.clone(), Some(t), Some(slice));
     log::warn!(
         target: "coro::flight",
         "flight recorder: {} events before the end of the slice saved ({reason}); \
