@@ -697,7 +697,7 @@ pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
         "latency warning".to_owned()
     };
     let trace = s.flight.trace(s, reason.clone(), Some(t), Some(slice));
-    log::warn!(
+    log::info!(
         target: "coro::flight",
         "flight recorder: {} events before the end of the slice saved ({reason}); \
          read them with coro::flight::latency_snapshots() or the back door's `trace latency PATH`",
