@@ -370,7 +370,7 @@ impl Scheduler {
             tasks.remove(key);
         }
         drop(tasks);
-        if self.waits.parked_on_targets.get() > 0 {
+        if self.waits.parked_on_held.get() > 0 {
             crate::waits::thread_finished(self, task.id);
         }
         if let Some(w) = &self.watchdog {
@@ -763,11 +763,14 @@ pub(crate) fn park_waiting(
     }
     t.wait_since.set(s.coarse_now.get());
     t.wait_site.set(wait.site);
+    // Parks on something held (a lock) are what a finishing holder can
+    // leave leaked: `waits::thread_finished` looks only while there are some.
+    let held = wait.target.is_some_and(|x| x.holder().is_some());
     if let Some(target) = wait.target {
         t.wait_target.set(Some(target.clone()));
-        s.waits
-            .parked_on_targets
-            .set(s.waits.parked_on_targets.get() + 1);
+    }
+    if held {
+        s.waits.parked_on_held.set(s.waits.parked_on_held.get() + 1);
     }
     if wait.thread != 0 {
         t.wait_thread.set(wait.thread);
@@ -775,9 +778,9 @@ pub(crate) fn park_waiting(
     park_suspended(t, what);
     if wait.target.is_some() {
         drop(t.wait_target.take());
-        s.waits
-            .parked_on_targets
-            .set(s.waits.parked_on_targets.get() - 1);
+    }
+    if held {
+        s.waits.parked_on_held.set(s.waits.parked_on_held.get() - 1);
     }
     if wait.thread != 0 {
         t.wait_thread.set(0);

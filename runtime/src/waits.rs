@@ -367,9 +367,11 @@ pub(crate) struct Waits {
     pub(crate) leaked: Cell<u64>,
     /// Ticks of the next periodic deadlock check (0: not scheduled).
     pub(crate) next_check: Cell<u64>,
-    /// Threads parked on a [`WaitTarget`] now: when none is, a finishing
-    /// thread cannot leave one leaked and the check is skipped.
-    pub(crate) parked_on_targets: Cell<usize>,
+    /// Threads parked now on a [`WaitTarget`] that had a holder when they
+    /// parked (a lock): when there are none, a finishing thread cannot
+    /// leave one leaked and the O(threads) check is skipped (threads
+    /// parked on channels, condvars or events do not count).
+    pub(crate) parked_on_held: Cell<usize>,
 }
 
 /// Why `t` is leaked given the leaked threads known so far, if it is.
