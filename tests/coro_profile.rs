@@ -317,3 +317,61 @@ fn mistakes_get_messages_and_status_two() {
     let out = tool(&["--help"]);
     assert!(out.status.success() && text(&out.stdout).contains("coro-profile report PROFILE"));
 }
+
+/// Issue #26: the report's timeline of the flight recorder, rendered by
+/// Chromium: a row per thread, the hog's resume (reported by the latency
+/// watchdog) drawn red with its length, the scheduler's waits. Its
+/// screenshot is docs/profile-timeline.png.
+#[test]
+fn chromium_renders_the_flight_recorder_timeline() {
+    let d = Dir::new("timeline");
+    let prof = d.0.join("run.jsonl");
+    record(&prof, Duration::from_millis(80));
+    let p = profile::Profile::load(&prof).unwrap();
+    let hog = p
+        .timeline
+        .iter()
+        .find(|s| s.latency_warning)
+        .unwrap_or_else(|| {
+            panic!(
+                "the hog's resume is in the profile's timeline: {:#?}",
+                p.timeline
+            )
+        });
+    assert!(hog.name.ends_with(" upload"), "{hog:?}");
+    assert!(hog.dur >= Duration::from_millis(30), "{hog:?}");
+    assert!(p.timeline.iter().any(|s| s.track == 0 && s.name == "wait"));
+    assert!(p.timeline.iter().any(|s| s.what == "park: sleep"));
+
+    let page = d.0.join("report.html");
+    let out = tool(&[
+        "report",
+        prof.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let url = format!("file://{}", page.display());
+    let shot = d.0.join("timeline.png");
+    headless(
+        &d.0.join("chrome-1"),
+        &[
+            "--window-size=1280,1300",
+            &format!("--screenshot={}", shot.display()),
+            &url,
+        ],
+    );
+    let png = std::fs::read(&shot).expect("chromium wrote no screenshot");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(png.len() > 10_000, "{} bytes", png.len());
+    if let Some(keep) = std::env::var_os("CORO_KEEP_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+    let dom = text(&headless(&d.0.join("chrome-2"), &["--dump-dom", &url]).stdout);
+    assert!(dom.contains("<svg id=\"timeline\""), "{dom}");
+    assert!(dom.contains(">scheduler</text>"), "{dom}");
+    let hogs: Vec<&str> = dom.split("<rect class=\"span hog\"").skip(1).collect();
+    assert!(!hogs.is_empty(), "no red span:\n{dom}");
+    assert!(hogs[0].contains("upload: "), "{}", hogs[0]);
+    assert!(dom.matches("<rect class=\"span\"").count() >= 10, "{dom}");
+}

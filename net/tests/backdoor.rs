@@ -627,3 +627,128 @@ fn hostile_clients_cost_bounded_memory_and_a_ticking_thread_keeps_its_schedule()
     assert!(late < Duration::from_millis(400), "ticker late by {late:?}");
     assert_eq!(warnings, 0, "latency warnings during the storm");
 }
+
+/// Issue #26: `threads` shows who holds what a thread waits on; `deadlocks`
+/// names a two-lock cycle; `leaks` lists a thread waiting on a lock whose
+/// holder finished; `trace dump` and `trace latency` write the flight
+/// recorder as Chrome trace JSON.
+#[test]
+fn deadlocks_leaks_and_the_flight_recorder_answer_a_socat_client() {
+    let dir = private_dir("bd-waits");
+    let sock = dir.path("bd");
+    let dump = dir.path("trace.json");
+    let latency = dir.path("latency.json");
+    let mut rt = coro::Runtime::builder()
+        .latency_warning(Some(Duration::from_millis(20)))
+        .build()
+        .unwrap();
+    let (dump_path, latency_path) = (dump.clone(), latency.clone());
+    let out = rt.block_on(move || {
+        let door = backdoor::Builder::new(&sock).serve().unwrap();
+        let m1 = Rc::new(coro::sync::Mutex::new(()));
+        let m2 = Rc::new(coro::sync::Mutex::new(()));
+        let locker = |name: &str, a: &Rc<coro::sync::Mutex<()>>, b: &Rc<coro::sync::Mutex<()>>| {
+            let (a, b) = (a.clone(), b.clone());
+            coro::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    let _g = a.lock()?;
+                    coro::yield_now();
+                    let _h = b.lock()?;
+                    Ok::<(), coro::sync::LockError>(())
+                })
+                .unwrap()
+        };
+        let alice = locker("alice", &m1, &m2);
+        let bob = locker("bob", &m2, &m1);
+        // A leak: `forgetful` ends holding m3; `stuck` waits on it.
+        let m3 = Rc::new(coro::sync::Mutex::new(()));
+        let m = m3.clone();
+        let forgetful = coro::Builder::new()
+            .name("forgetful".into())
+            .spawn(move || {
+                let g = m.lock().unwrap();
+                coro::park().unwrap();
+                std::mem::forget(g);
+            })
+            .unwrap();
+        coro::yield_now();
+        let m = m3.clone();
+        let stuck = coro::Builder::new()
+            .name("stuck".into())
+            .spawn(move || m.lock().map(drop))
+            .unwrap();
+        while m3.waiters() == 0 || bob.thread().state() != coro::ThreadState::Parked {
+            coro::yield_now();
+        }
+        forgetful.thread().unpark().unwrap();
+        forgetful.join().unwrap();
+        coro::Builder::new()
+            .name("hog".into())
+            .spawn(|| spin(Duration::from_millis(60)))
+            .unwrap()
+            .join()
+            .unwrap();
+        let input = format!(
+            "threads\ndeadlocks\nleaks\ntrace\ntrace dump {}\ntrace latency {}\ntrace bogus\nquit\n",
+            dump_path.display(),
+            latency_path.display()
+        );
+        let text = coro::blocking({
+            let sock = sock.clone();
+            move || socat(&sock, &input)
+        })
+        .unwrap();
+        alice.thread().interrupt().unwrap();
+        stuck.thread().interrupt().unwrap();
+        assert!(alice.join().unwrap().is_err());
+        bob.join().unwrap().unwrap();
+        assert!(stuck.join().unwrap().is_err());
+        door.close();
+        text
+    });
+    let blocks: Vec<&str> = out.split("> ").collect();
+    let (threads, deadlocks, leaks) = (blocks[1], blocks[2], blocks[3]);
+    assert!(
+        threads.contains("Mutex::lock")
+            && threads.contains("held by #")
+            && threads.contains("'bob', waiting "),
+        "{threads}"
+    );
+    assert!(
+        threads.contains("backdoor.rs:"),
+        "the caller is named:\n{threads}"
+    );
+    assert!(deadlocks.contains("1 deadlocks"), "{deadlocks}");
+    assert!(
+        deadlocks.contains("'alice' parked in Mutex::lock at "),
+        "{deadlocks}"
+    );
+    assert!(
+        deadlocks.contains("'bob' parked in Mutex::lock at "),
+        "{deadlocks}"
+    );
+    assert!(leaks.contains("1 leaked green threads"), "{leaks}");
+    assert!(leaks.contains("'stuck' parked in Mutex::lock"), "{leaks}");
+    assert!(
+        leaks.contains("finished without releasing it") || leaks.contains("gone"),
+        "{leaks}"
+    );
+    assert!(
+        blocks[4].contains("1 latency snapshots kept"),
+        "{}",
+        blocks[4]
+    );
+    assert!(
+        blocks[5].contains("wrote ") && blocks[6].contains("wrote "),
+        "{out}"
+    );
+    assert!(blocks[7].contains("usage: trace"), "{}", blocks[7]);
+    let json = std::fs::read_to_string(&dump).unwrap();
+    assert!(json.starts_with("{\"traceEvents\":[") && json.contains("\"name\":\"thread_name\""));
+    let lat = std::fs::read_to_string(&latency).unwrap();
+    assert!(
+        lat.contains("hog") && lat.contains("\"latency_warning\":true"),
+        "{lat}"
+    );
+}

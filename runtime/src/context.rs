@@ -171,6 +171,19 @@ pub(crate) fn try_with_current<R>(f: impl FnOnce(&Scheduler, &Task) -> R) -> Opt
     .flatten()
 }
 
+/// The id of the green thread `s` is resuming, 0 when none is (the
+/// scheduler itself runs).
+#[inline(always)]
+pub(crate) fn current_id_of(s: &Scheduler) -> u64 {
+    let t = s.current.get();
+    if t.is_null() {
+        return 0;
+    }
+    // SAFETY: as in `current_unbound`: `current` is non-null only while
+    // the scheduler resumes that task and holds an `Rc` to it.
+    unsafe { (*t).id }
+}
+
 /// An `Rc` to the running green thread.
 #[track_caller]
 pub(crate) fn current_task_rc(what: &str) -> Rc<Task> {

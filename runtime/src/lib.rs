@@ -90,6 +90,7 @@ pub mod clock;
 mod context;
 mod error;
 pub mod future;
+pub mod flight;
 mod inspect;
 mod latency;
 mod local;
@@ -108,6 +109,7 @@ mod sys;
 mod task;
 mod timeout;
 mod timer;
+mod waits;
 mod watchdog;
 
 pub use blocking::blocking;
@@ -121,10 +123,10 @@ pub use panic_hook::panic_hook_line;
 pub use reactor::{Direction, Registration};
 pub use remote::{handle, Handle, RemoteWaker};
 pub use runtime::{
-    run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_WARNING,
-    DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
+    run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_SNAPSHOTS,
+    DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
-pub use sched::{park, park_as, sleep, sleep_until, try_selfish, yield_now};
+pub use sched::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};
 pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};
 pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
 pub use spawn::{
@@ -134,6 +136,7 @@ pub use stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
 pub use stats::{stats, threads, Stats, ThreadInfo};
 pub use task::{Coro, ThreadState};
 pub use timeout::{no_suspend, with_deadline, with_timeout};
+pub use waits::{deadlocks, leaks, BlockedThread, Deadlock, LeakedThread, WaitInfo, WaitTarget};
 
 /// Re-exported so `coro::net` and users can name mio's interest flags.
 pub use mio::Interest;

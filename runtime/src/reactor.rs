@@ -136,7 +136,10 @@ impl Reactor {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
-        let mut out = PollOutcome::default();
+        let mut out = PollOutcome {
+            events: events.iter().count(),
+            ..PollOutcome::default()
+        };
         for ev in events.iter() {
             let token = ev.token();
             if token == WAKER_TOKEN {
@@ -183,6 +186,8 @@ impl Reactor {
 pub(crate) struct PollOutcome {
     pub(crate) woken: bool,
     pub(crate) timer: bool,
+    /// Events the OS returned.
+    pub(crate) events: usize,
 }
 
 /// A direction of readiness.

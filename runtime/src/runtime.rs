@@ -69,6 +69,10 @@ pub const DEFAULT_IDLE_STACK_RELEASE: Duration = Duration::from_secs(2);
 /// Default latency-warning threshold.
 pub const DEFAULT_LATENCY_WARNING: Duration = Duration::from_millis(200);
 
+/// The least time between two flight-recorder snapshots taken on latency
+/// warnings ([`RuntimeBuilder::latency_snapshots`]).
+pub const DEFAULT_LATENCY_SNAPSHOTS: Duration = Duration::from_secs(60);
+
 const SHUTDOWN_PASSES: usize = 64;
 
 /// Settings for a [`Runtime`].
@@ -97,6 +101,8 @@ pub struct RuntimeBuilder {
     stack_pool: usize,
     idle_stack_release: Option<Duration>,
     idle_stack_copy_out: bool,
+    deadlock_check: Option<Duration>,
+    latency_snapshots: Option<Duration>,
 }
 
 impl Default for RuntimeBuilder {
@@ -111,6 +117,8 @@ impl Default for RuntimeBuilder {
             stack_pool: usize::MAX,
             idle_stack_release: Some(DEFAULT_IDLE_STACK_RELEASE),
             idle_stack_copy_out: false,
+            deadlock_check: None,
+            latency_snapshots: Some(DEFAULT_LATENCY_SNAPSHOTS),
         }
     }
 }
@@ -302,6 +310,37 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Looks for deadlocks (cycles of threads waiting on locks and joins
+    /// held by each other, see [`deadlocks`](crate::deadlocks)) every
+    /// `every`, and logs each new one at ERROR (target `coro::deadlock`),
+    /// naming each thread, the call it is parked in and where it was made.
+    /// `None` (the default) turns the check off; `deadlocks()` and the back
+    /// door's `deadlocks` work either way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use coro_runtime as coro;
+    /// use std::time::Duration;
+    /// let rt = coro::Runtime::builder()
+    ///     .deadlock_check(Some(Duration::from_secs(10)))
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(rt);
+    /// ```
+    pub fn deadlock_check(mut self, every: Option<Duration>) -> Self {
+        self.deadlock_check = every;
+        self
+    }
+
+    /// When a latency warning's slice ends, the flight recorder's events
+    /// are saved (see [`flight`](crate::flight)), at most once per `every`
+    /// (default [`DEFAULT_LATENCY_SNAPSHOTS`]); `None` turns that off.
+    pub fn latency_snapshots(mut self, every: Option<Duration>) -> Self {
+        self.latency_snapshots = every;
+        self
+    }
+
     /// Builds the runtime.
     ///
     /// # Errors
@@ -334,6 +373,12 @@ impl RuntimeBuilder {
                 "blocking_keep_alive must be above zero",
             ));
         }
+        if self.deadlock_check == Some(Duration::ZERO) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "deadlock_check interval must be above zero (use None to disable)",
+            ));
+        }
         if self.latency_warning == Some(Duration::ZERO) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -354,6 +399,8 @@ impl RuntimeBuilder {
             stack_pool: self.stack_pool,
             idle_stack_release: self.idle_stack_release,
             idle_stack_copy_out: self.idle_stack_copy_out,
+            deadlock_check: self.deadlock_check,
+            latency_snapshots: self.latency_snapshots,
         })?;
         Ok(Runtime {
             sched: Box::new(sched),

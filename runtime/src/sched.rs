@@ -40,6 +40,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::panic::Location;
 use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,6 +59,7 @@ use crate::stack::{self, StackPool};
 use crate::sys::PreciseTimer;
 use crate::task::{make_ready, Task, ThreadState};
 use crate::timer::{TimerHeap, TimerKind};
+use crate::waits::WaitTarget;
 use crate::watchdog::Watchdog;
 
 /// Resumes between two non-blocking polls while threads are ready.
@@ -88,6 +90,8 @@ pub(crate) struct Config {
     pub(crate) stack_pool: usize,
     pub(crate) idle_stack_release: Option<Duration>,
     pub(crate) idle_stack_copy_out: bool,
+    pub(crate) deadlock_check: Option<Duration>,
+    pub(crate) latency_snapshots: Option<Duration>,
 }
 
 /// Counters behind [`Stats`](crate::Stats).
@@ -138,12 +142,19 @@ pub(crate) struct Scheduler {
     pub(crate) remote: crate::remote::Remote,
     pub(crate) watchdog: Option<Watchdog>,
     pub(crate) profiler: crate::profile::Profiler,
+    /// The flight recorder (always on).
+    pub(crate) flight: crate::flight::Recorder,
     pub(crate) counters: Counters,
     pub(crate) next_id: Cell<u64>,
     /// Shutdown is stopping the threads (the main closure returned, or the
     /// loop panicked): blocking calls now fail with `Interrupted`.
     pub(crate) shutting_down: Cell<bool>,
     since_poll: Cell<u64>,
+    /// Clock ticks at the loop's last look at the clock (each poll): the
+    /// start of a park, without a clock read on the park path.
+    pub(crate) coarse_now: Cell<u64>,
+    /// Who waits on whom: leak counts, the periodic deadlock check.
+    pub(crate) waits: crate::waits::Waits,
 }
 
 impl Scheduler {
@@ -181,10 +192,13 @@ impl Scheduler {
             blocking,
             watchdog,
             profiler: Default::default(),
+            flight: Default::default(),
             counters: Counters::default(),
             next_id: Cell::new(1),
             shutting_down: Cell::new(false),
             since_poll: Cell::new(0),
+            coarse_now: Cell::new(clock::now().ticks()),
+            waits: Default::default(),
         })
     }
 
@@ -298,8 +312,13 @@ impl Scheduler {
             let co = co.as_mut().expect("ready task has a coroutine");
             panic::catch_unwind(AssertUnwindSafe(|| co.resume(())))
         };
+        self.flight.resume_ended(&task, n);
         if let Some(w) = &self.watchdog {
             w.shared.running.store(0, Ordering::Relaxed);
+            let hog = w.shared.hog_slice.load(Ordering::Acquire);
+            if hog != self.flight.hog_seen.get() {
+                crate::flight::hog(self, &task, hog, n);
+            }
         }
         self.current.set(std::ptr::null());
         match result {
@@ -360,6 +379,9 @@ impl Scheduler {
             tasks.remove(key);
         }
         drop(tasks);
+        if self.waits.parked_on_held.get() > 0 {
+            crate::waits::thread_finished(self, task.id);
+        }
         if let Some(w) = &self.watchdog {
             if task.name.is_some() {
                 w.shared
@@ -386,6 +408,8 @@ impl Scheduler {
         // Wakers of futures run after the heap is released: they are user
         // code, which may touch the timers.
         let mut wakers = Vec::new();
+        let key = crate::flight::key(self);
+        self.flight.tick(key, now);
         while let Some(e) = timers.pop_expired(now) {
             if !e.is_live() {
                 continue;
@@ -396,17 +420,20 @@ impl Scheduler {
                 .set(self.counters.timers_fired.get() + 1);
             match e.kind {
                 TimerKind::Wake { .. } => {
+                    self.flight.timer(key, e.task.id, "sleep");
                     e.task.timer_fired.set(true);
                     make_ready(&e.task);
                 }
                 TimerKind::Scope { id } => {
+                    self.flight.timer(key, e.task.id, "timeout");
                     // A deadline moved later re-arms (see `cancel`).
                     if let Some(d) = cancel::timer_fired(&e.task, id) {
                         timers.insert(d, e.task, TimerKind::Scope { id });
                     }
                 }
-                TimerKind::Waker { key, seq } => {
-                    wakers.extend(self.timer_wakers.borrow_mut().take(key, seq));
+                TimerKind::Waker { key: slot, seq } => {
+                    self.flight.timer(key, 0, "future sleep");
+                    wakers.extend(self.timer_wakers.borrow_mut().take(slot, seq));
                 }
             }
         }
@@ -420,13 +447,15 @@ impl Scheduler {
     fn poll(&self, block: bool) {
         let polls = self.counters.polls.get() + 1;
         self.counters.polls.set(polls);
+        let now = clock::now();
+        self.coarse_now.set(now.ticks());
+        let check_due = self.deadlock_check_due(now.ticks());
         let timeout = if !block {
             if polls.is_multiple_of(TRIM_POLLS) {
-                self.stacks_housekeeping(clock::now().ticks());
+                self.stacks_housekeeping(now.ticks());
             }
             Some(Duration::ZERO)
         } else {
-            let now = clock::now();
             let (sweeping, stacks_due) = self.stacks_housekeeping(now.ticks());
             let next = self.timers.borrow_mut().next_live_deadline();
             if next.is_none() {
@@ -439,7 +468,7 @@ impl Scheduler {
             } else {
                 stacks_due
             };
-            match next.into_iter().chain(stacks_due).min() {
+            match next.into_iter().chain(stacks_due).chain(check_due).min() {
                 Some(d) => {
                     let d = Instant::from_ticks(d);
                     if d <= now {
@@ -455,7 +484,15 @@ impl Scheduler {
         if polls.is_multiple_of(RECALIBRATE_POLLS) {
             clock::recalibrate(RECALIBRATE_INTERVAL);
         }
-        match crate::profile::around_poll(self, block, || self.reactor.poll(timeout)) {
+        let key = crate::flight::key(self);
+        self.flight.tick(key, clock::now().ticks());
+        let polled = crate::profile::around_poll(self, block, || self.reactor.poll(timeout));
+        let after = clock::now().ticks();
+        self.coarse_now.set(after);
+        if let Ok(out) = &polled {
+            self.flight.poll(key, after, out.events, block);
+        }
+        match polled {
             Ok(out) => {
                 if out.timer {
                     self.precise.fired();
@@ -467,6 +504,22 @@ impl Scheduler {
             }
             Err(e) => panic!("coro: polling the OS for events failed: {e}"),
         }
+    }
+
+    /// Runs the periodic deadlock check when it is due; returns when it is
+    /// next due (`None` when it is off).
+    fn deadlock_check_due(&self, now: u64) -> Option<u64> {
+        let every = self.config.deadlock_check?;
+        let next = self.waits.next_check.get();
+        if next == 0 || now >= next {
+            if next != 0 {
+                crate::waits::periodic_check(self);
+            }
+            let next = now + clock::duration_to_ticks(every);
+            self.waits.next_check.set(next);
+            return Some(next);
+        }
+        Some(next)
     }
 
     /// Trims the stack pool and sweeps idle threads' stacks (see `stack`).
@@ -704,14 +757,110 @@ pub fn park_as(what: &'static str) -> Result<(), WaitError> {
 #[cfg_attr(not(debug_assertions), inline(always))]
 #[track_caller]
 fn park_named(what: &'static str, call: &'static str) -> Result<(), WaitError> {
+    park_waiting(what, call, Wait::default())
+}
+
+/// What a park waits for, beyond its `what`: recorded in the task for the
+/// length of the park (see `waits`).
+#[derive(Default)]
+pub(crate) struct Wait<'a> {
+    /// The object it is parked on.
+    pub(crate) target: Option<&'a Rc<WaitTarget>>,
+    /// The green thread it joins (0: none).
+    pub(crate) thread: u64,
+    /// The caller of the blocking call.
+    pub(crate) site: Option<&'static Location<'static>>,
+}
+
+/// [`park_named`] recording `wait`.
+#[cfg_attr(not(debug_assertions), inline(always))]
+pub(crate) fn park_waiting(
+    what: &'static str,
+    call: &'static str,
+    wait: Wait<'_>,
+) -> Result<(), WaitError> {
     // SAFETY: `s` and `t` are used only inside this call of the running
     // thread, across its suspend (see `context::current_unbound`).
     let (s, t) = unsafe { context::current_unbound(call) };
     if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
         return park_refused(s, t, e, what, call);
     }
+    t.wait_since.set(s.coarse_now.get());
+    t.wait_site.set(wait.site);
+    // Parks on something held (a lock) are what a finishing holder can
+    // leave leaked: `waits::thread_finished` looks only while there are some.
+    let held = wait.target.is_some_and(|x| x.holder().is_some());
+    if let Some(target) = wait.target {
+        t.wait_target.set(Some(target.clone()));
+    }
+    if held {
+        s.waits.parked_on_held.set(s.waits.parked_on_held.get() + 1);
+    }
+    if wait.thread != 0 {
+        t.wait_thread.set(wait.thread);
+    }
     park_suspended(t, what);
+    if wait.target.is_some() {
+        drop(t.wait_target.take());
+    }
+    if held {
+        s.waits.parked_on_held.set(s.waits.parked_on_held.get() - 1);
+    }
+    if wait.thread != 0 {
+        t.wait_thread.set(0);
+    }
     check(s, t)
+}
+
+/// Parks the running green thread on `target`, a primitive other threads
+/// hold (see [`WaitTarget`]): as [`park_as`], and while it is parked
+/// [`threads`](crate::threads) shows what it waits on, who holds it and
+/// since when, and [`deadlocks`](crate::deadlocks) follows it. `site` is
+/// the caller of the blocking call (`Location::caller()` of a
+/// `#[track_caller]` function).
+///
+/// # Errors
+///
+/// As [`park`].
+///
+/// # Panics
+///
+/// Outside a green thread.
+///
+/// # Examples
+///
+/// ```
+/// # use coro_runtime as coro;
+/// use std::panic::Location;
+///
+/// coro::run(|| {
+///     let gate = coro::WaitTarget::new("Gate");
+///     let g = gate.clone();
+///     let me = coro::current();
+///     let waiter = coro::spawn(move || coro::park_on(&g, "Gate::wait", Location::caller()));
+///     coro::yield_now(); // it parks
+///     gate.set_holder(me.id());
+///     let t = coro::threads().into_iter().find(|t| t.id == waiter.thread().id()).unwrap();
+///     let w = t.wait.unwrap();
+///     assert_eq!((w.kind, w.holder), ("Gate", Some(me.id())));
+///     waiter.thread().unpark().unwrap();
+///     waiter.join().unwrap().unwrap();
+/// });
+/// ```
+pub fn park_on(
+    target: &Rc<WaitTarget>,
+    what: &'static str,
+    site: &'static Location<'static>,
+) -> Result<(), WaitError> {
+    park_waiting(
+        what,
+        "coro::park_on",
+        Wait {
+            target: Some(target),
+            thread: 0,
+            site: Some(site),
+        },
+    )
 }
 
 /// A park that is over before it began: a waiter or a timer made for it
@@ -742,6 +891,7 @@ fn park_suspended(t: &Task, what: &'static str) {
     suspend(t);
     t.park_gen.set(t.park_gen.get() + 1);
     t.waiting_on.set("");
+    t.leaked.set(false);
     t.selfish_left.set(t.selfish_max.get());
 }
 

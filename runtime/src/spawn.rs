@@ -182,6 +182,8 @@ impl Builder {
                 .insert(id, n.clone());
         }
         s.counters.spawned.set(s.counters.spawned.get() + 1);
+        s.flight
+            .spawned(crate::flight::key(s), &task, context::current_id_of(s));
         s.ready.borrow_mut().push_back(task.clone());
         Ok(JoinHandle {
             coro: Coro(task),
@@ -296,16 +298,27 @@ impl<T> JoinHandle<T> {
     /// # Errors
     ///
     /// [`WaitError`] if the wait is cut short (timeout, interrupt).
+    #[track_caller]
     pub fn wait(&self) -> Result<(), WaitError> {
         self.wait_named("JoinHandle::wait")
     }
 
     /// [`wait`](JoinHandle::wait); `call` names the public call in the panic
     /// outside a green thread.
-    fn wait_named(&self, call: &str) -> Result<(), WaitError> {
+    #[track_caller]
+    fn wait_named(&self, call: &'static str) -> Result<(), WaitError> {
+        let site = std::panic::Location::caller();
         while !self.is_finished() {
             self.packet.joiners.borrow_mut().push(Waiter::current(call));
-            let r = sched::park_as("join");
+            let r = sched::park_waiting(
+                "join",
+                call,
+                sched::Wait {
+                    target: None,
+                    thread: self.coro.id(),
+                    site: Some(site),
+                },
+            );
             // Leave the list: our entry (and any other given-up one) is stale.
             self.packet.joiners.borrow_mut().retain(Waiter::is_waiting);
             r?;
@@ -326,6 +339,7 @@ impl<T> JoinHandle<T> {
     /// # Panics
     ///
     /// Outside a green thread, unless the thread already finished.
+    #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
         if !self.is_finished() {
             self.wait_named("JoinHandle::join")?;

@@ -62,6 +62,9 @@ pub struct Stats {
     /// given back, since the runtime started (see
     /// [`RuntimeBuilder::idle_stack_release`](crate::RuntimeBuilder::idle_stack_release)).
     pub idle_stack_trims: u64,
+    /// Parks reported as leaked (waits that can never be served; see
+    /// [`leaks`](crate::leaks)) since the runtime started.
+    pub leaked: u64,
 }
 
 /// What one green thread is doing.
@@ -87,6 +90,10 @@ pub struct ThreadInfo {
     /// For a thread spawned in a [`scope`](crate::scope): the id of the
     /// thread that runs the scope.
     pub parent: Option<u64>,
+    /// For a parked thread: the object it waits on, who holds it, how long
+    /// it has waited and where the call was made (see
+    /// [`park_on`](crate::park_on)).
+    pub wait: Option<crate::WaitInfo>,
 }
 
 /// Counters of the current runtime.
@@ -121,6 +128,7 @@ pub fn stats() -> Stats {
             pooled_stacks: s.stacks.borrow().pooled(),
             idle_stacks: s.stacks.borrow().idle.out,
             idle_stack_trims: s.stacks.borrow().idle.trims,
+            leaked: s.waits.leaked.get(),
         }
     })
 }
@@ -155,6 +163,7 @@ pub fn threads() -> Vec<ThreadInfo> {
                 stack_size: t.stack_size,
                 parent: t.cancel.parent.get().map(|p| p.owner.id),
                 age: crate::clock::Instant::from_ticks(t.spawned_at).elapsed(),
+                wait: crate::waits::wait_info(s, t),
             })
             .collect();
         v.sort_by_key(|t| t.id);

@@ -95,6 +95,17 @@ pub(crate) struct Task {
     pub(crate) no_suspend: Cell<u32>,
     /// What the task waits on while parked, for `threads()`.
     pub(crate) waiting_on: Cell<&'static str>,
+    /// Who-waits-on-whom (see `waits`): the object it is parked on, set by
+    /// [`park_on`](crate::park_on) for the length of the park.
+    pub(crate) wait_target: Cell<Option<Rc<crate::waits::WaitTarget>>>,
+    /// The green thread it is parked joining (0: none).
+    pub(crate) wait_thread: Cell<u64>,
+    /// The caller of the blocking call it is parked in, where known.
+    pub(crate) wait_site: Cell<Option<&'static std::panic::Location<'static>>>,
+    /// Scheduler clock ticks (to its last poll) when its current park began.
+    pub(crate) wait_since: Cell<u64>,
+    /// Reported as leaked (see `waits`): it is reported once per park.
+    pub(crate) leaked: Cell<bool>,
     /// Lowest address of the stack's slot (its guard gap starts here), the
     /// guard gap's size, and the usable size above it; read by the
     /// stack-overflow handler.
@@ -150,6 +161,11 @@ impl Task {
             selfish_max: Cell::new(selfishness),
             no_suspend: Cell::new(0),
             waiting_on: Cell::new(""),
+            wait_target: Cell::new(None),
+            wait_thread: Cell::new(0),
+            wait_site: Cell::new(None),
+            wait_since: Cell::new(0),
+            leaked: Cell::new(false),
             stack_limit,
             stack_guard,
             stack_size,
@@ -213,6 +229,8 @@ pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
             return false;
         }
         task.state.set(ThreadState::Ready);
+        s.flight
+            .woken(crate::flight::key(s), task.id, context::current_id_of(s));
         s.ready.borrow_mut().push_back(task.clone());
         true
     })

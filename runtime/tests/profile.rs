@@ -303,13 +303,21 @@ fn a_profile_round_trips_through_its_file_format() {
     p.save(&path).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.starts_with(r#"{"type":"header","format":"coro-profile","version":1,"#));
-    assert_eq!(text.lines().count(), 1 + p.entries.len() + 1);
+    assert_eq!(
+        text.lines().count(),
+        1 + p.entries.len() + 1 + p.timeline.len()
+    );
+    assert!(
+        !p.timeline.is_empty(),
+        "the flight recorder's spans are kept"
+    );
     let back = Profile::load(&path).unwrap();
     // Times are kept to the nanosecond, which SystemTime may go below.
     let trunc =
         |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     assert_eq!(trunc(back.start), trunc(p.start));
     assert_eq!(back.entries, p.entries);
+    assert_eq!(back.timeline, p.timeline);
     assert_eq!(back.wall, p.wall);
     assert_eq!(back.usage, p.usage);
     assert_eq!(back.latency_warnings.len(), 1);

@@ -176,6 +176,7 @@ impl Condvar {
         self.park(key)
     }
 
+    #[track_caller]
     fn park(&self, key: usize) -> Result<(), WaitError> {
         waitlist::wait(
             &self.waiters,

@@ -156,6 +156,7 @@ impl<T: ?Sized> Mutex<T> {
             self.waiters.borrow_mut().remove(key);
             return Ok(self.guard());
         }
+        (self.waiters.borrow_mut().target("Mutex::lock")).set_holder(self.owner.get());
         // If ownership was handed to us but we cannot take it, pass it on.
         waitlist::wait(
             &self.waiters,
@@ -263,9 +264,11 @@ impl<T: ?Sized> Mutex<T> {
         if let Some(k) = w.first_live() {
             self.locked.set(true);
             self.owner.set(w.coro_id(k));
+            w.set_holder(self.owner.get());
             w.hand(k);
         } else {
             self.owner.set(0);
+            w.set_holder(0);
         }
     }
 }

@@ -294,6 +294,8 @@ impl<T: ?Sized> RwLock<T> {
             self.waiters.borrow_mut().remove(key);
             return Ok(());
         }
+        self.waiters.borrow_mut().target(what);
+        self.publish_holder();
         waitlist::wait(
             &self.waiters,
             key,
@@ -308,10 +310,27 @@ impl<T: ?Sized> RwLock<T> {
         .map_err(LockError::Wait)
     }
 
+    /// Records who holds the lock for the threads waiting on it (see
+    /// `waitlist`): the writer, or else the reader that got in first.
+    fn publish_holder(&self) {
+        let holder = if self.writer.get() {
+            self.owner.get()
+        } else {
+            self.reader_ids.borrow().first().copied().unwrap_or(0)
+        };
+        self.waiters.borrow().set_holder(holder);
+    }
+
     /// Admits the head of the queue if it can get in: one writer when the
     /// lock is free, or every reader before the next writer when no writer
     /// holds it.
     fn dispatch(&self) {
+        self.dispatch_waiters();
+        self.publish_holder();
+    }
+
+    /// [`dispatch`](Self::dispatch) without recording the holder.
+    fn dispatch_waiters(&self) {
         if self.writer.get() {
             return;
         }
@@ -367,8 +386,12 @@ impl<T: ?Sized> RwLock<T> {
                 ids.swap_remove(i);
             }
         }
-        if self.readers.get() == 0 && !self.waiters.borrow().is_empty() {
-            self.dispatch();
+        if !self.waiters.borrow().is_empty() {
+            if self.readers.get() == 0 {
+                self.dispatch();
+            } else {
+                self.publish_holder();
+            }
         }
     }
 

@@ -24,8 +24,10 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::panic::Location;
+use std::rc::Rc;
 
-use coro_runtime::{Coro, ThreadState, WaitError};
+use coro_runtime::{Coro, ThreadState, WaitError, WaitTarget};
 
 const NIL: usize = usize::MAX;
 
@@ -40,6 +42,10 @@ pub(crate) struct WaitList<D> {
     tail: usize,
     /// Number of linked (not yet handed) waiters.
     linked: usize,
+    /// What threads parked here wait on, for who-waits-on-whom (made when
+    /// the first thread waits; the primitive keeps its holder up to date
+    /// with [`WaitList::set_holder`]).
+    target: Option<Rc<WaitTarget>>,
 }
 
 struct Node<D> {
@@ -60,6 +66,27 @@ impl<D> WaitList<D> {
             head: NIL,
             tail: NIL,
             linked: 0,
+            target: None,
+        }
+    }
+
+    /// The object threads parked here wait on; made on first use, its
+    /// kind the part of `what` before `::` (`"Mutex::lock"`: `"Mutex"`).
+    pub(crate) fn target(&mut self, what: &'static str) -> Rc<WaitTarget> {
+        self.target
+            .get_or_insert_with(|| {
+                WaitTarget::new(what.split_once("::").map_or(what, |(kind, _)| kind))
+            })
+            .clone()
+    }
+
+    /// Records the green thread holding the primitive now (0: nobody) for
+    /// the threads waiting on it. Cheap, and nothing while nobody ever
+    /// waited.
+    #[inline]
+    pub(crate) fn set_holder(&self, thread: u64) {
+        if let Some(t) = &self.target {
+            t.set_holder(thread);
         }
     }
 
@@ -284,6 +311,11 @@ impl<D> fmt::Debug for WaitList<D> {
 ///
 /// The slot is freed on every exit, also when the thread is unwound (at
 /// runtime shutdown) while parked.
+///
+/// While parked the thread is recorded as waiting on the list's
+/// [`WaitTarget`] (see `coro_runtime::park_on`), called from the caller of
+/// the `#[track_caller]` chain that leads here.
+#[track_caller]
 pub(crate) fn wait<D, F, P>(
     list: &RefCell<WaitList<D>>,
     key: usize,
@@ -301,8 +333,10 @@ where
         dispatch: &dispatch,
         pass_on: Some(pass_on),
     };
+    let site = Location::caller();
+    let target = list.borrow_mut().target(what);
     loop {
-        let r = coro_runtime::park_as(what);
+        let r = coro_runtime::park_on(&target, what, site);
         let handed = !list.borrow().is_linked(key);
         match r {
             Ok(()) if handed => return Ok(leave.take()),

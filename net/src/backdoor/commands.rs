@@ -1,5 +1,6 @@
 //! The back door's commands: the built-in ones (`help`, `threads`, `stats`,
-//! `timers`, `latency`, `interrupt`, `profile`, `quit`) and those the
+//! `deadlocks`, `leaks`, `timers`, `latency`, `interrupt`, `profile`,
+//! `trace`, `quit`) and those the
 //! application registers.
 //!
 //! There is no `stack ID`: a parked green thread's frames can only be walked
@@ -45,6 +46,14 @@ const BUILTIN: &[(&str, &str)] = &[
         "threads [id|run|age|name] [N]: green threads (id, state, wait reason, run time, age, name), sorted (run, age: largest first), at most N",
     ),
     ("stats", "stats: the runtime's counters"),
+    (
+        "deadlocks",
+        "deadlocks: cycles of green threads waiting on locks and joins held by each other",
+    ),
+    (
+        "leaks",
+        "leaks: green threads parked on something nothing can hand them any more",
+    ),
     ("timers", "timers [N]: the next N timers to fire (default 20)"),
     (
         "latency",
@@ -57,6 +66,10 @@ const BUILTIN: &[(&str, &str)] = &[
     (
         "profile",
         "profile start|stop|status|dump PATH: records a profile; dump writes the running or last one to PATH (read it with coro-profile)",
+    ),
+    (
+        "trace",
+        "trace [dump PATH|latency PATH]: the flight recorder; dump writes its events now, latency the snapshot of the last latency warning, as Chrome trace JSON (Perfetto)",
     ),
     ("quit", "quit: ends this session"),
 ];
@@ -127,10 +140,13 @@ pub(crate) fn dispatch(s: &mut Session<'_>, name: &str, args: &str) -> io::Resul
         "help" => help(s)?,
         "threads" => threads(s, args)?,
         "stats" => stats(s)?,
+        "deadlocks" => super::waits::deadlocks(s)?,
+        "leaks" => super::waits::leaks(s)?,
         "timers" => timers(s, args)?,
         "latency" => latency(s)?,
         "interrupt" => interrupt(s, args)?,
         "profile" => profile(s, args)?,
+        "trace" => super::trace::trace(s, args)?,
         "quit" | "exit" => {
             writeln!(s, "bye")?;
             return Ok(Next::Quit);
@@ -242,13 +258,16 @@ fn threads(s: &mut Session<'_>, args: &str) -> io::Result<()> {
                 ""
             }
         )?;
+        if let Some(line) = t.wait.as_ref().and_then(super::waits::wait_detail) {
+            writeln!(s, "{line}")?;
+        }
     }
     Ok(())
 }
 
 fn stats(s: &mut Session<'_>) -> io::Result<()> {
     let st = rt::stats();
-    let rows: [(&str, u64); 17] = [
+    let rows: [(&str, u64); 18] = [
         ("live", st.live as u64),
         ("ready", st.ready as u64),
         ("pending_timers", st.pending_timers as u64),
@@ -265,6 +284,7 @@ fn stats(s: &mut Session<'_>) -> io::Result<()> {
         ("blocking_threads", st.blocking_threads as u64),
         ("blocking_queued", st.blocking_queued as u64),
         ("pooled_stacks", st.pooled_stacks as u64),
+        ("leaked", st.leaked),
         ("backdoor_sessions", s.shared().sessions.get() as u64),
     ];
     for (k, v) in rows {

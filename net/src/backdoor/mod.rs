@@ -14,10 +14,14 @@
 //! ```
 //!
 //! Built-in commands: `help`, `threads [id|run|age|name] [N]` (id, state,
-//! wait reason, run time, age, name), `stats`, `timers [N]` (the next
+//! wait reason, run time, age, name; under a parked thread, what it waits
+//! on, who holds it, for how long, and where the call was made), `stats`,
+//! `deadlocks`, `leaks` (see `coro_runtime::deadlocks` and
+//! `coro_runtime::leaks`), `timers [N]` (the next
 //! deadlines), `latency` (recent latency warnings), `interrupt ID`,
 //! `profile start|stop|status|dump PATH` (the [profiler](coro_runtime::profile);
-//! read the dump with `coro-profile report`), `quit`. The application adds
+//! read the dump with `coro-profile report`), `trace [dump PATH|latency
+//! PATH]` (the flight recorder as Chrome trace JSON), `quit`. The application adds
 //! its own with [`Builder::command`] or [`BackDoor::add_command`]. There is
 //! no `stack ID`: see the `commands` module for why it cannot be done safely.
 //!
@@ -72,6 +76,8 @@ mod commands;
 mod secure;
 mod server;
 mod session;
+mod trace;
+mod waits;
 
 pub use server::{
     serve, BackDoor, Builder, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LINE, DEFAULT_MAX_SESSIONS,

@@ -12,7 +12,7 @@ use std::io::{self, BufRead, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::usage::Usage;
-use super::{Entry, Kind, Profile, Warning};
+use super::{Entry, Kind, Profile, Slice, Warning};
 
 /// The version this build writes, and the newest it reads.
 pub const FORMAT_VERSION: u64 = 1;
@@ -97,6 +97,18 @@ pub(crate) fn write(p: &Profile, w: &mut impl Write) -> io::Result<()> {
             ns(l.ran),
             l.running
         )?;
+    }
+    for sl in &p.timeline {
+        write!(w, "{{\"type\":\"slice\",\"track\":{},\"name\":", sl.track)?;
+        string(w, &sl.name)?;
+        write!(
+            w,
+            ",\"start_ns\":{},\"dur_ns\":{},\"what\":",
+            ns(sl.start),
+            ns(sl.dur)
+        )?;
+        string(w, &sl.what)?;
+        writeln!(w, ",\"latency_warning\":{}}}", sl.latency_warning)?;
     }
     Ok(())
 }
@@ -256,6 +268,7 @@ pub(crate) fn read(r: impl BufRead) -> io::Result<Profile> {
                 usage: line.usage()?,
                 entries: Vec::new(),
                 latency_warnings: Vec::new(),
+                timeline: Vec::new(),
             });
             continue;
         };
@@ -283,6 +296,14 @@ pub(crate) fn read(r: impl BufRead) -> io::Result<Profile> {
                 started: from_unix_ns(line.uint("start_unix_ns")?),
                 ran: Duration::from_nanos(line.uint("ran_ns")?),
                 running: line.boolean("running")?,
+            }),
+            "slice" => p.timeline.push(Slice {
+                track: line.uint("track")?,
+                name: line.str("name")?.to_owned(),
+                start: Duration::from_nanos(line.uint("start_ns")?),
+                dur: Duration::from_nanos(line.uint("dur_ns")?),
+                what: line.str("what")?.to_owned(),
+                latency_warning: line.boolean("latency_warning")?,
             }),
             _ => {} // a later addition: skipped
         }

@@ -68,7 +68,11 @@
 //! line per entry (`kind`: `thread`, `region`, `wait` or `scheduler`) and
 //! one `latency_warning` line per warning whose slice overlapped the
 //! interval (`name` is `null` for an unnamed thread; `running`: the slice
-//! had not ended when the profile was taken). Times are nanoseconds, counts
+//! had not ended when the profile was taken). Last, one `slice` line per
+//! span of the flight recorder's timeline ([`Profile::timeline`]):
+//! `{"type":"slice","track":7,"name":"#7 upload","start_ns":..,"dur_ns":..,
+//! "what":"park: sleep","latency_warning":false}` (added in version 1;
+//! older readers skip the lines). Times are nanoseconds, counts
 //! whole numbers. Readers ignore keys and line types they do not know; a
 //! change that old readers would misread gets a new version number.
 //!
@@ -197,6 +201,30 @@ pub struct Profile {
     pub entries: Vec<Entry>,
     /// Latency warnings whose slice overlapped the interval.
     pub latency_warnings: Vec<Warning>,
+    /// The flight recorder's resumes and polls of the interval's end (the
+    /// ring keeps the last [`EVENTS`](crate::flight::EVENTS) events), oldest
+    /// first: the report's timeline.
+    pub timeline: Vec<Slice>,
+}
+
+/// A span of the flight recorder's timeline (see [`crate::flight`]): a
+/// green thread's resume, or a poll of the loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Slice {
+    /// The green thread's id; 0 for the scheduler (polls).
+    pub track: u64,
+    /// The thread's name (`#7 upload`), `poll` or `wait`.
+    pub name: String,
+    /// Its start, from the interval's start.
+    pub start: Duration,
+    /// Its length.
+    pub dur: Duration,
+    /// How it ended: `yield`, `park: REASON`, `finish`, or a poll's
+    /// `N events`.
+    pub what: String,
+    /// The latency watchdog reported it.
+    pub latency_warning: bool,
 }
 
 impl Profile {

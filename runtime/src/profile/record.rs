@@ -140,6 +140,7 @@ impl Recording {
             usage: self.last.usage - self.start.usage,
             entries,
             latency_warnings,
+            timeline: Vec::new(),
         }
     }
 }
@@ -188,7 +189,9 @@ impl Profiler {
     pub(crate) fn stop(&self, s: &Scheduler) -> Option<Profile> {
         let r = self.rec.borrow_mut().take()?;
         self.on.set(false);
-        Some(finish(r, s))
+        let mut p = finish(r, s);
+        p.timeline = crate::flight::timeline(s, p.start);
+        Some(p)
     }
 
     /// The recording so far; it goes on.
@@ -198,7 +201,10 @@ impl Profiler {
         let cur = r.current.clone();
         r.switch(cur);
         let (threshold, recent) = warnings(s);
-        Some(r.profile(threshold, recent))
+        let mut p = r.profile(threshold, recent);
+        drop(rec);
+        p.timeline = crate::flight::timeline(s, p.start);
+        Some(p)
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Recording) -> R) -> Option<R> {

@@ -1,7 +1,7 @@
 //! `coro-profile report`: one self-contained HTML page (inline CSS, SVG and
 //! script; nothing fetched) with the interval's summary, a bar chart of
-//! where the time went, a sortable table of the entries and the latency
-//! warnings of the interval.
+//! where the time went, a sortable table of the entries, the latency
+//! warnings of the interval and the flight recorder's timeline (`timeline`).
 //!
 //! The table sorts by any column on a click; `#sort=KEY` or
 //! `#sort=KEY-asc` in the page's address sorts it on load (keys are the
@@ -106,6 +106,7 @@ pub fn report(p: &Profile, source: &str) -> String {
     chart(&mut o, p);
     table(&mut o, p);
     warnings(&mut o, p);
+    crate::timeline::timeline(&mut o, p);
     let _ = writeln!(
         o,
         "<footer>Made by coro-profile. Times are wall time charged to each entry; \

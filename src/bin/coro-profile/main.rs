@@ -13,6 +13,7 @@
 mod diff;
 mod fmt;
 mod html;
+mod timeline;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

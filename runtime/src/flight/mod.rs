@@ -1,0 +1,724 @@
+//! The flight recorder: an always-on, bounded ring of a runtime's recent
+//! scheduling events, and snapshots of it as [`Trace`]s in Chrome's
+//! trace-event JSON (which Perfetto and `chrome://tracing` open).
+//!
+//! # What it records
+//!
+//! | event | when | with |
+//! |---|---|---|
+//! | spawn | a green thread is spawned | the spawning thread |
+//! | resume | a resume ends | how it ended (yield, park and its reason, finish) and how long it ran |
+//! | wake | a parked thread is made ready | the green thread that woke it (0: the scheduler: a timer, I/O, another OS thread) |
+//! | timer | a timer fires | its kind (`sleep`, `timeout`) |
+//! | poll | the loop polls the OS | the number of events, and how long it blocked |
+//!
+//! The recorder keeps the last [`EVENTS`] resumes and the last [`EVENTS`]
+//! other events (in two rings allocated when the runtime is built, 112
+//! KiB); older ones are overwritten.
+//!
+//! # Cost, and how times are known
+//!
+//! A clock read costs about as much as a whole switch here (12 ns against a
+//! 10–17 ns yield), so the switch path reads no clock, and the commonest
+//! event (a resume that yielded) is one store, into a ring indexed by the
+//! switch number the scheduler counts anyway (a park adds its reason; a
+//! wake is four stores into the other ring). The clock is read where the loop reads it
+//! anyway or where a read is cheap beside the work: around each poll (the
+//! loop polls at least every 256 resumes while threads are ready, and each
+//! time it waits) and when timers fire. An event's time is interpolated
+//! between the two clock readings around it, so a resume's length is exact
+//! to those readings when it is alone between two polls and an estimate
+//! (its share of the interval) when several resumes share one. A slice the
+//! latency watchdog reported carries its measured start (to the watchdog's
+//! sampling period), and the clock is read when it ends: a hog's resume is
+//! shown with its real length. The measured cost on the yield benchmark is
+//! in BENCHMARKS.md.
+//!
+//! # Snapshots
+//!
+//! * [`snapshot`]: the ring now;
+//! * the back door's `trace` command (`trace dump PATH`);
+//! * automatically when the latency watchdog reports a slice, once it ends
+//!   (at most one per
+//!   [`RuntimeBuilder::latency_snapshots`](crate::RuntimeBuilder::latency_snapshots)
+//!   interval): [`latency_snapshots`] keeps the last [`KEPT_SNAPSHOTS`].
+//!
+//! # Examples
+//!
+//! ```
+//! # use coro_runtime as coro;
+//! coro::run(|| {
+//!     coro::spawn(|| coro::yield_now()).join().unwrap();
+//!     let trace = coro::flight::snapshot();
+//!     assert!(trace.events.iter().any(|e| matches!(e.event, coro::flight::Event::Spawn { .. })));
+//!     let json = trace.to_chrome_json();
+//!     assert!(json.starts_with("{\"traceEvents\":["));
+//! });
+//! ```
+
+mod chrome;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::clock::{self, Instant};
+use crate::context;
+use crate::sched::Scheduler;
+use crate::task::{Task, ThreadState};
+
+/// Resumes, and other events, the recorder keeps (a power of two).
+pub const EVENTS: usize = 4096;
+
+/// Snapshots taken on latency warnings that a runtime keeps.
+pub const KEPT_SNAPSHOTS: usize = 4;
+
+/// Kinds, in the low byte of [`Slot::a`] (the thread id is above it).
+const SPAWN: u64 = 1;
+const WAKE: u64 = 2;
+const TIMER: u64 = 3;
+/// A clock reading: `b` is the tick count.
+const TICK: u64 = 4;
+/// A poll ended: `b` is the tick count, the count of events above the kind.
+const POLL: u64 = 5;
+/// The watchdog reported the resume whose switch number is above the
+/// kind: `b` is its start.
+const HOG: u64 = 6;
+/// A resume ended; plus the thread's state after it.
+const RESUME: u64 = 0x10;
+
+/// One event as read from the ring.
+#[derive(Clone, Copy)]
+struct Slot {
+    /// The kind in the low byte, a thread id (or a count) above.
+    a: u64,
+    /// A thread id, a tick count or a count, by kind (stale for the kinds
+    /// that do not write it: a resume).
+    b: u64,
+    /// A park's reason, a timer's kind, a poll's `"wait"` (stale for the
+    /// kinds that do not write it).
+    s: &'static str,
+}
+
+/// A runtime's recorder: two rings, merged when read.
+///
+/// Resumes, the commonest event, go into a ring indexed by the switch
+/// number the scheduler counts anyway: a resume that yielded is one store,
+/// with no index of the recorder's own to load and bump (a park adds its
+/// reason). The other events go into a second ring with its own index,
+/// each with an order key placing it among the resumes (see [`key`]).
+pub(crate) struct Recorder {
+    /// Resume `n`'s kind, state and thread at `n % EVENTS`.
+    ///
+    /// # Invariant
+    /// Index `n % EVENTS` holds resume `n` for the last `EVENTS` resumes
+    /// that ended (every resume records itself).
+    res: Box<[Cell<u64>; EVENTS]>,
+    /// A parked resume's reason, at the same index.
+    res_s: Box<[Cell<&'static str>; EVENTS]>,
+    /// The other events: `a` (kind and thread or count), `b`, `s` (by kind)
+    /// and the order key.
+    ///
+    /// # Invariant
+    /// Index `i % EVENTS` holds event `i` for the last `EVENTS` values of
+    /// `i` below `head`.
+    a: Box<[Cell<u64>; EVENTS]>,
+    b: Box<[Cell<u64>; EVENTS]>,
+    s: Box<[Cell<&'static str>; EVENTS]>,
+    k: Box<[Cell<u64>; EVENTS]>,
+    /// Other events recorded since the runtime started.
+    head: Cell<u64>,
+    /// The last watchdog-reported slice handled (see `hog`).
+    pub(crate) hog_seen: Cell<u64>,
+    /// Ticks of the last automatic snapshot (0: none yet).
+    last_auto: Cell<u64>,
+    /// The automatic snapshots kept, oldest first.
+    latency: RefCell<VecDeque<Trace>>,
+    /// Names of the last [`NAMES`] named threads spawned, so that a trace
+    /// names threads that have finished.
+    names: RefCell<VecDeque<(u64, Arc<str>)>>,
+}
+
+/// Thread names the recorder remembers.
+const NAMES: usize = 1024;
+
+impl Default for Recorder {
+    fn default() -> Recorder {
+        fn array<T: Copy>(v: T) -> Box<[Cell<T>; EVENTS]> {
+            let b: Box<[Cell<T>]> = (0..EVENTS).map(|_| Cell::new(v)).collect();
+            b.try_into()
+                .unwrap_or_else(|_| unreachable!("EVENTS slots"))
+        }
+        Recorder {
+            res: array(0),
+            res_s: array(""),
+            a: array(0),
+            b: array(0),
+            s: array(""),
+            k: array(0),
+            head: Cell::new(0),
+            hog_seen: Cell::new(0),
+            last_auto: Cell::new(0),
+            latency: RefCell::new(VecDeque::new()),
+            names: RefCell::new(VecDeque::new()),
+        }
+    }
+}
+
+impl Recorder {
+    /// Records an event other than a resume; `key` is [`key`]'s.
+    #[inline(always)]
+    fn push(&self, key: u64, a: u64, b: u64, s: &'static str) {
+        let i = self.head.get();
+        self.head.set(i.wrapping_add(1));
+        let i = i as usize & (EVENTS - 1);
+        self.a[i].set(a);
+        self.b[i].set(b);
+        self.s[i].set(s);
+        self.k[i].set(key);
+    }
+
+    /// Resume `n` of `t` ended: one store, two for a park (its reason).
+    #[inline(always)]
+    pub(crate) fn resume_ended(&self, t: &Task, n: u64) {
+        let state = t.state.get();
+        let i = n as usize & (EVENTS - 1);
+        self.res[i].set(RESUME | state as u64 | t.id << 8);
+        if state == ThreadState::Parked {
+            self.res_s[i].set(t.waiting_on.get());
+        }
+    }
+
+    /// `t` was made ready by `by` (0: not by a green thread).
+    #[inline(always)]
+    pub(crate) fn woken(&self, key: u64, t: u64, by: u64) {
+        self.push(key, WAKE | t << 8, by, "");
+    }
+
+    /// `t` was spawned by `by`.
+    #[inline]
+    pub(crate) fn spawned(&self, key: u64, t: &Task, by: u64) {
+        self.push(key, SPAWN | t.id << 8, by, "");
+        if let Some(name) = &t.name {
+            let mut names = self.names.borrow_mut();
+            if names.len() == NAMES {
+                names.pop_front();
+            }
+            names.push_back((t.id, name.clone()));
+        }
+    }
+
+    /// A timer of `t` fired.
+    #[inline]
+    pub(crate) fn timer(&self, key: u64, t: u64, kind: &'static str) {
+        self.push(key, TIMER | t << 8, 0, kind);
+    }
+
+    /// The clock read `ticks`.
+    #[inline]
+    pub(crate) fn tick(&self, key: u64, ticks: u64) {
+        self.push(key, TICK, ticks, "");
+    }
+
+    /// A poll that began at the previous tick ended at `ticks` with
+    /// `events` events; `blocking`: it could wait.
+    #[inline]
+    pub(crate) fn poll(&self, key: u64, ticks: u64, events: usize, blocking: bool) {
+        self.push(
+            key,
+            POLL | (events as u64) << 8,
+            ticks,
+            if blocking { "wait" } else { "poll" },
+        );
+    }
+
+    /// Copies the ring out, oldest first, with the names of the threads it
+    /// mentions that are still alive (and `extra`).
+    /// `last` is the last resume that ended (by default, when `None`: the
+    /// one before the running one, if a thread runs).
+    fn trace(
+        &self,
+        s: &Scheduler,
+        reason: String,
+        extra: Option<&Task>,
+        last: Option<u64>,
+    ) -> Trace {
+        let now = clock::now().ticks();
+        // The other events, oldest first, with their keys.
+        let head = self.head.get();
+        let n = head.min(EVENTS as u64);
+        let others: Vec<(u64, Slot)> = (head - n..head)
+            .map(|i| {
+                let i = i as usize & (EVENTS - 1);
+                let slot = Slot {
+                    a: self.a[i].get(),
+                    b: self.b[i].get(),
+                    s: self.s[i].get(),
+                };
+                (self.k[i].get(), slot)
+            })
+            .collect();
+        // The resumes that ended (not the one in progress, if any).
+        let switches = s.counters.switches.get();
+        let last = last.unwrap_or(switches - u64::from(!s.current.get().is_null()));
+        let first = (last + 1).saturating_sub(EVENTS as u64).max(1);
+        let resumes = (first..=last).map(|n| {
+            let i = n as usize & (EVENTS - 1);
+            let state = self.res[i].get();
+            let reason = if state & 0xf == ThreadState::Parked as u64 {
+                self.res_s[i].get()
+            } else {
+                ""
+            };
+            (
+                2 * n + 1,
+                Slot {
+                    a: state,
+                    b: n,
+                    s: reason,
+                },
+            )
+        });
+        // Merge by key, from where both rings still hold everything.
+        let lo = if head > EVENTS as u64 {
+            others.first().map_or(0, |o| o.0)
+        } else {
+            0
+        }
+        .max(if first > 1 { 2 * first + 1 } else { 0 });
+        let mut all: Vec<(u64, Slot)> = others
+            .into_iter()
+            .chain(resumes)
+            .filter(|(k, _)| *k >= lo)
+            .collect();
+        all.sort_by_key(|(k, _)| *k); // stable: others keep their order
+        let first_event = all.first().map_or(0, |(k, _)| *k);
+        let slots: Vec<Slot> = all.into_iter().map(|(_, sl)| sl).collect();
+        let mut names: HashMap<u64, String> = self
+            .names
+            .borrow()
+            .iter()
+            .map(|(id, n)| (*id, n.to_string()))
+            .collect();
+        for (_, t) in s.tasks.borrow().iter() {
+            if let Some(name) = &t.name {
+                names.insert(t.id, name.to_string());
+            }
+        }
+        if let Some(t) = extra {
+            if let Some(name) = &t.name {
+                names.insert(t.id, name.to_string());
+            }
+        }
+        decode(&slots, now, names, reason, first_event)
+    }
+}
+
+/// Turns the ring's slots into timed events (see the module docs for how
+/// times are interpolated).
+fn decode(
+    slots: &[Slot],
+    now: u64,
+    names: HashMap<u64, String>,
+    reason: String,
+    first: u64,
+) -> Trace {
+    // Anchors: (position, ticks). Position i is just before slot i.
+    let mut anchors: Vec<(usize, u64)> = Vec::new();
+    let mut reported = std::collections::HashSet::new();
+    for (i, sl) in slots.iter().enumerate() {
+        match sl.a & 0xff {
+            TICK | POLL => anchors.push((i + 1, sl.b)),
+            HOG => {
+                // The reported resume began at `b`; when the report came in
+                // time (the slot just before is that resume), it ended at
+                // the clock reading that follows.
+                let slice = sl.a >> 8;
+                let Some(r) = slots[..i]
+                    .iter()
+                    .rposition(|x| x.a & 0xff & RESUME != 0 && x.b == slice)
+                else {
+                    continue;
+                };
+                reported.insert(r);
+                anchors.push((r, sl.b));
+                if r + 1 == i {
+                    if let Some(end) = slots.get(i + 1).filter(|n| n.a & 0xff == TICK) {
+                        anchors.push((i, end.b));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    anchors.push((slots.len() + 1, now));
+    anchors.sort_by_key(|a| a.0);
+    // Ticks never go back; a hog's start cannot be before an earlier reading.
+    let mut last = 0;
+    for a in &mut anchors {
+        a.1 = a.1.max(last);
+        last = a.1;
+    }
+    let base = anchors.first().map_or(now, |a| a.1);
+    let at = |pos: usize| -> u64 {
+        let k = anchors.partition_point(|a| a.0 <= pos);
+        match (k.checked_sub(1).map(|j| anchors[j]), anchors.get(k)) {
+            (Some(lo), Some(hi)) if hi.0 > lo.0 => {
+                lo.1 + (hi.1 - lo.1) * (pos - lo.0) as u64 / (hi.0 - lo.0) as u64
+            }
+            (Some(lo), _) => lo.1,
+            (None, Some(hi)) => hi.1,
+            (None, None) => now,
+        }
+    };
+    let rel = |t: u64| clock::ticks_to_duration(t.saturating_sub(base));
+    let mut events = Vec::with_capacity(slots.len());
+    for (i, sl) in slots.iter().enumerate() {
+        let id = sl.a >> 8;
+        let end = at(i + 1);
+        let event = match sl.a & 0xff {
+            SPAWN => Event::Spawn {
+                thread: id,
+                parent: sl.b,
+            },
+            WAKE => Event::Wake {
+                thread: id,
+                by: sl.b,
+            },
+            TIMER => Event::Timer {
+                thread: id,
+                kind: sl.s,
+            },
+            POLL => {
+                let start = at(i);
+                events.push(TimedEvent {
+                    at: rel(start),
+                    event: Event::Poll {
+                        events: id as usize,
+                        took: clock::ticks_to_duration(end - start),
+                        blocking: sl.s == "wait",
+                    },
+                });
+                continue;
+            }
+            k if k & RESUME != 0 => {
+                let start = at(i);
+                let then = match k & 0xf {
+                    s if s == ThreadState::Ready as u64 => After::Yield,
+                    s if s == ThreadState::Parked as u64 => After::Park(sl.s),
+                    _ => After::Finish,
+                };
+                events.push(TimedEvent {
+                    at: rel(start),
+                    event: Event::Resume {
+                        thread: id,
+                        ran: clock::ticks_to_duration(end - start),
+                        then,
+                        latency_warning: reported.contains(&i),
+                    },
+                });
+                continue;
+            }
+            _ => continue,
+        };
+        events.push(TimedEvent {
+            at: rel(end),
+            event,
+        });
+    }
+    Trace {
+        reason,
+        taken: SystemTime::now(),
+        start_wall: crate::clock::Instant::from_ticks(base).to_system_time(),
+        first_event: first,
+        names,
+        events,
+    }
+}
+
+/// How a resume ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    /// The thread yielded (or was forced to): it is ready again.
+    Yield,
+    /// It parked; the reason (`"Mutex::lock"`, `"sleep"`, `"readable"`).
+    Park(&'static str),
+    /// It finished.
+    Finish,
+}
+
+/// A recorded event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// `thread` was spawned by `parent` (0: not by a green thread).
+    Spawn {
+        /// The new thread.
+        thread: u64,
+        /// The spawning green thread, 0 for none.
+        parent: u64,
+    },
+    /// `thread` ran for `ran`, then `then`.
+    Resume {
+        /// The thread.
+        thread: u64,
+        /// How long it ran (see the module docs for the precision).
+        ran: Duration,
+        /// How the resume ended.
+        then: After,
+        /// The latency watchdog reported this slice.
+        latency_warning: bool,
+    },
+    /// `thread` was made ready by `by` (0: by the scheduler: I/O, a timer,
+    /// another OS thread).
+    Wake {
+        /// The woken thread.
+        thread: u64,
+        /// The waking green thread, 0 for none.
+        by: u64,
+    },
+    /// A timer of `thread` fired.
+    Timer {
+        /// Its thread.
+        thread: u64,
+        /// `"sleep"` or `"timeout"`.
+        kind: &'static str,
+    },
+    /// The loop polled the OS.
+    Poll {
+        /// Events it returned.
+        events: usize,
+        /// How long the poll took (blocked, if `blocking`).
+        took: Duration,
+        /// It could wait (nothing was ready).
+        blocking: bool,
+    },
+}
+
+/// An event and when it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedEvent {
+    /// Since the trace's first clock reading (for a resume or a poll: its
+    /// start).
+    pub at: Duration,
+    /// The event.
+    pub event: Event,
+}
+
+/// A snapshot of the flight recorder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Trace {
+    /// Why it was taken (`"snapshot"`, or the latency warning).
+    pub reason: String,
+    /// When it was taken.
+    pub taken: SystemTime,
+    /// The wall time of `at == 0`.
+    pub start_wall: SystemTime,
+    /// Where the trace starts in the runtime's history: twice the switch
+    /// number of its first resume (0 while nothing was overwritten yet).
+    pub first_event: u64,
+    /// Names of the named threads it mentions that were alive.
+    pub names: HashMap<u64, String>,
+    /// The events, oldest first.
+    pub events: Vec<TimedEvent>,
+}
+
+impl Trace {
+    /// The name of thread `id` for display: its name, or `#id`.
+    pub fn thread_name(&self, id: u64) -> String {
+        match self.names.get(&id) {
+            Some(n) => format!("#{id} {n}"),
+            None => format!("#{id}"),
+        }
+    }
+
+    /// The trace as Chrome trace-event JSON (see [`write_chrome_json`](Self::write_chrome_json)).
+    pub fn to_chrome_json(&self) -> String {
+        let mut v = Vec::new();
+        chrome::write(self, &mut v).expect("writing to a Vec cannot fail");
+        String::from_utf8(v).expect("the writer writes UTF-8")
+    }
+
+    /// Writes the trace in Chrome's trace-event format (the JSON object
+    /// form), which Perfetto (ui.perfetto.dev) and `chrome://tracing` open.
+    ///
+    /// Each green thread is a thread track (`tid` = its id, named by
+    /// `thread_name` metadata), the scheduler is `tid` 0. A resume is a
+    /// complete event (`"ph":"X"`, `ts`, `dur` in microseconds) named after
+    /// the thread, with how it ended in `args`; polls are complete events
+    /// on the scheduler's track; spawns, wakes and timers are instant events
+    /// (`"ph":"i"`) on the thread's track, with the spawner or waker in
+    /// `args`.
+    ///
+    /// # Errors
+    ///
+    /// Those of `w`.
+    pub fn write_chrome_json<W: std::io::Write>(&self, w: W) -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::new(w);
+        chrome::write(self, &mut w)?;
+        std::io::Write::flush(&mut w)
+    }
+
+    /// Writes the trace as Chrome trace-event JSON to a new file at `path`
+    /// and syncs it. Plain file I/O: on a green thread, run it inside
+    /// [`blocking`](crate::blocking) if the disk may be slow.
+    ///
+    /// # Errors
+    ///
+    /// Those of creating, writing and syncing the file.
+    pub fn save<P: AsRef<std::path::Path>>(&self, path: P) -> std::io::Result<()> {
+        let f = std::fs::File::create(path)?;
+        self.write_chrome_json(&f)?;
+        f.sync_all()
+    }
+}
+
+/// The current runtime's flight recorder now: its last [`EVENTS`] resumes
+/// and the other events since the oldest of them (at most [`EVENTS`]).
+///
+/// # Panics
+///
+/// Outside a runtime.
+pub fn snapshot() -> Trace {
+    context::with_sched("coro::flight::snapshot", |s| {
+        s.flight.trace(s, "snapshot".into(), None, None)
+    })
+}
+
+/// The snapshots the current runtime took when latency warnings were
+/// reported (at most [`KEPT_SNAPSHOTS`], oldest first).
+///
+/// # Panics
+///
+/// Outside a runtime.
+pub fn latency_snapshots() -> Vec<Trace> {
+    context::with_sched("coro::flight::latency_snapshots", |s| {
+        s.flight.latency.borrow().iter().cloned().collect()
+    })
+}
+
+/// The order key of an event other than a resume recorded now: `2n` while
+/// resume `n` runs (it happens before that resume's end, whose key is
+/// `2n + 1`), `2n + 2` between resume `n`'s end and the next resume.
+#[inline(always)]
+pub(crate) fn key(s: &Scheduler) -> u64 {
+    2 * s.counters.switches.get() + if s.current.get().is_null() { 2 } else { 0 }
+}
+
+/// The recorder's resumes and polls since `start` (wall time), as the
+/// timeline of a profile whose interval began then.
+pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::profile::Slice> {
+    let t = s.flight.trace(s, "profile".into(), None, None);
+    // `at` of the trace, measured from the profile's start.
+    let offset =
+        |at: Duration| -> Option<Duration> { (t.start_wall + at).duration_since(start).ok() };
+    t.events
+        .iter()
+        .filter_map(|e| {
+            let (track, name, dur, what, warn) = match e.event {
+                Event::Resume {
+                    thread,
+                    ran,
+                    then,
+                    latency_warning,
+                } => (
+                    thread,
+                    t.thread_name(thread),
+                    ran,
+                    match then {
+                        After::Yield => "yield".to_owned(),
+                        After::Finish => "finish".to_owned(),
+                        After::Park(why) => format!("park: {why}"),
+                    },
+                    latency_warning,
+                ),
+                Event::Poll {
+                    events,
+                    took,
+                    blocking,
+                } => (
+                    0,
+                    if blocking { "wait" } else { "poll" }.to_owned(),
+                    took,
+                    format!("{events} events"),
+                    false,
+                ),
+                _ => return None,
+            };
+            Some(crate::profile::Slice {
+                track,
+                name,
+                start: offset(e.at)?,
+                dur,
+                what,
+                latency_warning: warn,
+            })
+        })
+        .collect()
+}
+
+/// The watchdog reported slice `hog` (it may be the one of `t` that just
+/// ended, switch number `slice`): records when it began and ended, and
+/// takes a snapshot if the rate limit allows.
+#[cold]
+#[inline(never)]
+pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
+    let Some(w) = &s.watchdog else { return };
+    s.flight.hog_seen.set(hog);
+    let now = clock::now().ticks();
+    // Late (the slice ended before the report was seen): the slice's
+    // resume is found by its number when the ring is read.
+    let since = w.shared.hog_since.load(Ordering::Relaxed);
+    // After resume `slice`'s end (this runs before `current` is reset).
+    let key = 2 * slice + 2;
+    s.flight.push(key, HOG | hog << 8, since, "");
+    s.flight.tick(key, now);
+    let Some(every) = s.config.latency_snapshots else {
+        return;
+    };
+    let last = s.flight.last_auto.get();
+    if last != 0 && now.saturating_sub(last) < clock::duration_to_ticks(every) {
+        return;
+    }
+    s.flight.last_auto.set(now);
+    let ran =
+        clock::ticks_to_duration(now.saturating_sub(w.shared.hog_since.load(Ordering::Relaxed)));
+    let reason = if hog == slice {
+        format!(
+            "latency warning: green thread #{} '{}' ran {:.3} s without yielding",
+            t.id,
+            t.display_name(),
+            ran.as_secs_f64()
+        )
+    } else {
+        "latency warning".to_owned()
+    };
+    let trace = s.flight.trace(s, reason.clone(), Some(t), Some(slice));
+    log::info!(
+        target: "coro::flight",
+        "flight recorder: {} events before the end of the slice saved ({reason}); \
+         read them with coro::flight::latency_snapshots() or the back door's `trace latency PATH`",
+        trace.events.len()
+    );
+    let mut kept = s.flight.latency.borrow_mut();
+    if kept.len() == KEPT_SNAPSHOTS {
+        kept.pop_front();
+    }
+    kept.push_back(trace);
+}
+
+impl Instant {
+    /// This instant in wall time.
+    fn to_system_time(self) -> SystemTime {
+        let now = clock::now();
+        let wall = SystemTime::now();
+        if self <= now {
+            wall.checked_sub(now.duration_since(self)).unwrap_or(wall)
+        } else {
+            wall + self.duration_since(now)
+        }
+    }
+}
