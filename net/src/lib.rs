@@ -77,6 +77,10 @@
 //! out of memory for green threads, see [`TcpListener`] and
 //! `examples/lib.rs` (`accept_loop`, used by `examples/echo.rs`).
 //!
+//! [`dns`] is a stub DNS resolver on green threads (MX, TXT, PTR and
+//! addresses, with a cache), for what the system resolver behind
+//! [`lookup_host`] cannot do.
+//!
 //! [`backdoor`] serves a console into the running process on a Unix socket,
 //! for its owner only.
 
@@ -85,6 +89,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 pub mod backdoor;
+pub mod dns;
 mod error;
 mod fd;
 mod handle;
