@@ -20,6 +20,7 @@ tools=(
   "chromium:chromium"    # tests/coro_profile.rs: renders the HTML report headless
   "swaks:swaks"          # mail-relay's client tests
   "python3:python3"      # mail-relay's smtplib tests (smtplib is in the standard library)
+  "dnsmasq:dnsmasq-base" # net/tests/dns_dnsmasq.rs, mail-relay's MX tests: the DNS server
 )
 
 missing=()
