@@ -39,6 +39,7 @@ use coro::signal::{Signals, SIGINT, SIGTERM, SIGUSR1};
 use coro::sync::WaitGroup;
 
 use crate::config::Config;
+use crate::delivery::mx::MxDelivery;
 use crate::delivery::route::{Dest, Router};
 use crate::delivery::smtp::client::Settings;
 use crate::delivery::smtp::{Destination, Smtp};
@@ -133,6 +134,11 @@ pub fn run(config: Config) -> io::Result<()> {
         &config.local_domains,
         config.relayhost.as_ref(),
     );
+    let router = if config.mx.enabled {
+        router.by_mx()
+    } else {
+        router
+    };
     let (transports, smtp) = transports(&config, &router)?;
     let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
     let (spool, recovered) = {
@@ -291,10 +297,11 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
         .into_iter()
         .filter_map(|d| match d {
             Dest::Smtp(up) => Some(up),
-            Dest::Local => None,
+            Dest::Local | Dest::Mx => None,
         })
         .collect();
-    if upstreams.is_empty() {
+    let by_mx = router.destinations().contains(&Dest::Mx);
+    if upstreams.is_empty() && !by_mx {
         return Ok((out, None));
     }
     let c = &config.smtp;
@@ -310,6 +317,11 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
     for up in upstreams {
         let dest = Destination::new(smtp.clone(), up.clone());
         out.push((Dest::Smtp(up), Rc::new(dest)));
+    }
+    if by_mx {
+        let mx = MxDelivery::new(smtp.clone(), &config.mx, c.connection_limit)
+            .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
+        out.push((Dest::Mx, Rc::new(mx)));
     }
     Ok((out, Some(smtp)))
 }

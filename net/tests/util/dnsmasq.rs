@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 /// A running dnsmasq, killed on drop.
 pub struct Dnsmasq {
     child: Child,
+    /// Its messages (shown when it fails to start), removed on drop.
+    log: std::path::PathBuf,
     /// Where it answers (UDP and TCP).
     pub addr: SocketAddr,
 }
@@ -34,6 +36,8 @@ impl Dnsmasq {
 
     /// As [`start`](Dnsmasq::start), on `port`.
     pub fn start_on(port: u16, zone: &[String], ttl: u32) -> Dnsmasq {
+        let log =
+            std::env::temp_dir().join(format!("coro-dnsmasq-{}-{port}.log", std::process::id()));
         let mut cmd = Command::new("dnsmasq");
         cmd.args([
             "--no-daemon",
@@ -51,7 +55,7 @@ impl Dnsmasq {
         .args(zone)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+        .stderr(std::fs::File::create(&log).expect("create dnsmasq's log"));
         let child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
@@ -61,11 +65,12 @@ impl Dnsmasq {
             Err(e) => panic!("cannot start dnsmasq: {e}"),
         };
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let mut d = Dnsmasq { child, addr };
+        let mut d = Dnsmasq { child, log, addr };
         let t0 = Instant::now();
         while TcpStream::connect(addr).is_err() {
             if let Ok(Some(status)) = d.child.try_wait() {
-                panic!("dnsmasq exited at start ({status}); its messages are above");
+                let text = std::fs::read_to_string(&d.log).unwrap_or_default();
+                panic!("dnsmasq exited at start ({status}):\n{text}");
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(10),
@@ -86,6 +91,7 @@ impl Drop for Dnsmasq {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 

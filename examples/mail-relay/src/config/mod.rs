@@ -2,12 +2,13 @@
 //! (`--config PATH`), then command-line flags, each layer over the last.
 //!
 //! Every key of the file is a field of [`Config`] (or of its `[timeouts]`,
-//! `[tls]`, `[queue]`, `[smtp]`, `[routes]` and `[testing]` tables); an
+//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[routes]` and `[testing]` tables); an
 //! unknown key or a value of the wrong shape is an error at start that
 //! names the key. Durations are written `"300ms"`, `"30s"`, `"5m"`, `"1h"`,
 //! `"5d"`.
 
 mod delivery;
+mod mx;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +22,7 @@ use serde::Deserialize;
 use crate::cidr::Cidr;
 use crate::delivery::route::{Dest, Upstream};
 pub use delivery::{Queue, Smtp, TlsLevel};
+pub use mx::Mx;
 
 /// Everything the relay reads at start.
 #[derive(Debug, Clone, Deserialize)]
@@ -75,6 +77,8 @@ pub struct Config {
     pub queue: Queue,
     /// The SMTP client.
     pub smtp: Smtp,
+    /// Delivery by MX records, and the DNS servers.
+    pub mx: Mx,
     /// Fault injection for tests; never set in production.
     pub testing: Testing,
 }
@@ -158,6 +162,7 @@ impl Default for Config {
             tls: Tls::default(),
             queue: Queue::default(),
             smtp: Smtp::default(),
+            mx: Mx::default(),
             testing: Testing::default(),
         }
     }
@@ -407,6 +412,7 @@ impl Config {
         }
         self.queue.check()?;
         self.smtp.check()?;
+        self.mx.check()?;
         match (&self.tls.cert, &self.tls.key) {
             (Some(_), None) => Err(ConfigError("tls.key: missing (tls.cert is set)".into())),
             (None, Some(_)) => Err(ConfigError("tls.cert: missing (tls.key is set)".into())),
