@@ -44,6 +44,7 @@ use crate::delivery::route::{Dest, Router};
 use crate::delivery::smtp::client::Settings;
 use crate::delivery::smtp::{Destination, Smtp};
 use crate::delivery::{Maildir, Transport};
+use crate::dkim::{Dkim, Signing};
 use crate::queue::Queue;
 use crate::session::{Phase, Session};
 use crate::spool::Spool;
@@ -289,6 +290,15 @@ pub fn run(config: Config) -> io::Result<()> {
 type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>);
 
 fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
+    // Keys are read (and a bad one is an error) at start, whatever the routes.
+    let dkim = match config.dkim.is_empty() {
+        true => None,
+        false => {
+            Some(Rc::new(Dkim::load(&config.dkim).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidInput, e)
+            })?))
+        }
+    };
     let maildir = Maildir::open(&config.maildir, &config.hostname)
         .map_err(|e| annotate(e, "maildir", &config.maildir))?;
     let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];
@@ -322,6 +332,13 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
         let mx = MxDelivery::new(smtp.clone(), &config.mx, c.connection_limit)
             .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
         out.push((Dest::Mx, Rc::new(mx)));
+    }
+    if let Some(dkim) = dkim {
+        for (dest, t) in &mut out {
+            if *dest != Dest::Local {
+                *t = Rc::new(Signing::new(t.clone(), dkim.clone()));
+            }
+        }
     }
     Ok((out, Some(smtp)))
 }
