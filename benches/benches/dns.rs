@@ -1,5 +1,5 @@
 //! DNS lookups against a local dnsmasq: `coro::net::dns::Resolver`,
-//! hickory-resolver on tokio's current-thread runtime, and getaddrinfo on
+//! hickory-resolver 0.26 on tokio's current-thread runtime, and getaddrinfo on
 //! coro's blocking pool (`coro::net::lookup_host`). Queries per second and
 //! p99 latency, cached and uncached, one lookup at a time and 1 000 in
 //! flight. Each lookup is an address lookup (A and AAAA).
@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use coro::net::dns::{Config, Resolver};
 use coro_benches::percentile;
-use hickory_resolver::config::{NameServerConfigGroup, ResolverConfig, ResolverOpts};
-use hickory_resolver::name_server::TokioConnectionProvider;
+use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
 
 /// Lookups per case, one at a time.
 const SERIAL: usize = 2_000;
@@ -183,16 +183,20 @@ fn hickory_case(
 ) -> (Duration, Vec<Duration>) {
     let rt = coro_benches::tokio_rt();
     rt.block_on(async move {
-        let group = NameServerConfigGroup::from_ips_clear(&[server.ip()], server.port(), true);
+        let (mut udp, mut tcp) = (ConnectionConfig::udp(), ConnectionConfig::tcp());
+        udp.port = server.port();
+        tcp.port = server.port();
+        let ns = NameServerConfig::new(server.ip(), true, vec![udp, tcp]);
         let mut opts = ResolverOpts::default();
         opts.cache_size = 10_000;
         opts.timeout = Duration::from_secs(2);
         let r = hickory_resolver::Resolver::builder_with_config(
-            ResolverConfig::from_parts(None, vec![], group),
-            TokioConnectionProvider::default(),
+            ResolverConfig::from_parts(None, vec![], vec![ns]),
+            TokioRuntimeProvider::default(),
         )
         .with_options(opts)
-        .build();
+        .build()
+        .expect("hickory resolver");
         let r = Rc::new(r);
         if cached {
             r.lookup_ip("www.bench.test.").await.unwrap();
