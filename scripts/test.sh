@@ -21,6 +21,8 @@ tools=(
   "swaks:swaks"          # mail-relay's client tests
   "python3:python3"      # mail-relay's smtplib tests (smtplib is in the standard library)
   "curl:curl"            # tests/hyper.rs: the HTTP client of the hyper-on-coro server
+  "dnsmasq:dnsmasq-base" # net/tests/dns_dnsmasq.rs, mail-relay's MX tests: the DNS server
+  "openssl:openssl"      # mail-relay's DKIM test: makes the keys
 )
 
 missing=()
@@ -36,6 +38,15 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# dkimpy (mail-relay's DKIM test verifies every signature with it): Debian's
+# python3-dkim, for /usr/bin/python3 when python3 is another interpreter.
+if ! python3 -c 'import dkim' 2>/dev/null && ! /usr/bin/python3 -c 'import dkim' 2>/dev/null; then
+  echo "test.sh: installing python3-dkim (dkimpy)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends python3-dkim >/dev/null
 fi
 
 # Postfix's tools (smtp-source for the relay's benchmark, smtp-sink for its

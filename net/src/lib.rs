@@ -91,6 +91,10 @@
 //! out of memory for green threads, see [`TcpListener`] and
 //! `examples/lib.rs` (`accept_loop`, used by `examples/echo.rs`).
 //!
+//! [`dns`] is a stub DNS resolver on green threads (MX, TXT, PTR and
+//! addresses, with a cache), for what the system resolver behind
+//! [`lookup_host`] cannot do.
+//!
 //! [`backdoor`] serves a console into the running process on a Unix socket,
 //! for its owner only.
 
@@ -100,6 +104,7 @@
 
 pub mod backdoor;
 mod compat;
+pub mod dns;
 mod error;
 mod fd;
 mod handle;

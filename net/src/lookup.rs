@@ -9,6 +9,11 @@
 //! has the same implementors and the same meaning, but address literals are
 //! parsed in place and only real names go to [`coro_runtime::blocking`]. The
 //! resolver's own error text is kept in the error.
+//!
+//! For MX, TXT or PTR records, for telling "no such domain" from "try again
+//! later", or for many lookups at once without an OS thread each, use the
+//! DNS resolver of [`crate::dns`] instead (it reads DNS only, not
+//! `/etc/hosts` or NSS).
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};

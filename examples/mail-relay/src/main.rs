@@ -22,7 +22,8 @@
 //! * `spool`, `id`: the durable queue, its group commit and its journals.
 //! * `queue`: the queue runner, retries, bounces (Postfix's qmgr).
 //! * `delivery`: routes, the `Transport` seam, the Maildir, the SMTP
-//!   client and its connection cache, bounce reports.
+//!   client and its connection cache, MX delivery, bounce reports.
+//! * `dkim`: DKIM signing of outgoing mail.
 //! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line), the
 //!   spool lock.
 //! * `reload`: SIGHUP.
@@ -36,6 +37,7 @@ mod cidr;
 mod config;
 mod control;
 mod delivery;
+mod dkim;
 mod id;
 mod logger;
 mod metrics;

@@ -40,10 +40,12 @@ use coro::signal::{Signals, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use coro::sync::WaitGroup;
 
 use crate::config::{Config, ConfigError};
+use crate::delivery::mx::MxDelivery;
 use crate::delivery::route::{Dest, Router};
 use crate::delivery::smtp::client::Settings;
 use crate::delivery::smtp::{Destination, Smtp};
 use crate::delivery::{Maildir, Transport};
+use crate::dkim::{Dkim, Signing};
 use crate::queue::Queue;
 use crate::session::{Phase, Session};
 use crate::spool::Spool;
@@ -187,6 +189,11 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
         &config.local_domains,
         config.relayhost.as_ref(),
     );
+    let router = if config.mx.enabled {
+        router.by_mx()
+    } else {
+        router
+    };
     let (transports, smtp) = transports(&config, &router)?;
     let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
     let (spool, recovered) = {
@@ -374,6 +381,15 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
 type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>);
 
 fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
+    // Keys are read (and a bad one is an error) at start, whatever the routes.
+    let dkim = match config.dkim.is_empty() {
+        true => None,
+        false => {
+            Some(Rc::new(Dkim::load(&config.dkim).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidInput, e)
+            })?))
+        }
+    };
     let maildir = Maildir::open(&config.maildir, &config.hostname)
         .map_err(|e| annotate(e, "maildir", &config.maildir))?;
     let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];
@@ -382,10 +398,11 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
         .into_iter()
         .filter_map(|d| match d {
             Dest::Smtp(up) => Some(up),
-            Dest::Local => None,
+            Dest::Local | Dest::Mx => None,
         })
         .collect();
-    if upstreams.is_empty() {
+    let by_mx = router.destinations().contains(&Dest::Mx);
+    if upstreams.is_empty() && !by_mx {
         return Ok((out, None));
     }
     let c = &config.smtp;
@@ -401,6 +418,18 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
     for up in upstreams {
         let dest = Destination::new(smtp.clone(), up.clone());
         out.push((Dest::Smtp(up), Rc::new(dest)));
+    }
+    if by_mx {
+        let mx = MxDelivery::new(smtp.clone(), &config.mx, c.connection_limit)
+            .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
+        out.push((Dest::Mx, Rc::new(mx)));
+    }
+    if let Some(dkim) = dkim {
+        for (dest, t) in &mut out {
+            if *dest != Dest::Local {
+                *t = Rc::new(Signing::new(t.clone(), dkim.clone()));
+            }
+        }
     }
     Ok((out, Some(smtp)))
 }

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod dnsmasq;
+
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;

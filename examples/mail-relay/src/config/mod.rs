@@ -2,12 +2,14 @@
 //! (`--config PATH`), then command-line flags, each layer over the last.
 //!
 //! Every key of the file is a field of [`Config`] (or of its `[timeouts]`,
-//! `[tls]`, `[queue]`, `[smtp]`, `[routes]` and `[testing]` tables); an
+//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[dkim]`, `[routes]` and `[testing]` tables); an
 //! unknown key or a value of the wrong shape is an error at start that
 //! names the key. Durations are written `"300ms"`, `"30s"`, `"5m"`, `"1h"`,
 //! `"5d"`.
 
 mod delivery;
+mod dkim;
+mod mx;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +23,8 @@ use serde::{Deserialize, Serialize};
 use crate::cidr::Cidr;
 use crate::delivery::route::{Dest, Upstream};
 pub use delivery::{Queue, Smtp, TlsLevel};
+pub use dkim::DkimDomain;
+pub use mx::Mx;
 
 /// Everything the relay reads at start.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -102,6 +106,10 @@ pub struct Config {
     pub queue: Queue,
     /// The SMTP client.
     pub smtp: Smtp,
+    /// Delivery by MX records, and the DNS servers.
+    pub mx: Mx,
+    /// DKIM signing: the domains that sign, by name.
+    pub dkim: BTreeMap<String, DkimDomain>,
     /// Fault injection for tests; never set in production.
     pub testing: Testing,
 }
@@ -196,6 +204,8 @@ impl Default for Config {
             tls: Tls::default(),
             queue: Queue::default(),
             smtp: Smtp::default(),
+            mx: Mx::default(),
+            dkim: BTreeMap::new(),
             testing: Testing::default(),
         }
     }
@@ -482,6 +492,8 @@ impl Config {
         }
         self.queue.check()?;
         self.smtp.check()?;
+        self.mx.check()?;
+        dkim::check(&self.dkim)?;
         match (&self.tls.cert, &self.tls.key) {
             (Some(_), None) => Err(ConfigError("tls.key: missing (tls.cert is set)".into())),
             (None, Some(_)) => Err(ConfigError("tls.cert: missing (tls.key is set)".into())),

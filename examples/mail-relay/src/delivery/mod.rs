@@ -5,11 +5,13 @@
 //! message and the recipients it is to get there. The transport says, per
 //! job and per recipient, what became of them; the queue owns the policy
 //! around it (remove what was sent, retry what was deferred, bounce what
-//! failed, see [`bounce`]). Two transports: [`Maildir`] (local delivery)
-//! and [`smtp`] (an upstream over SMTP, connections kept in a `GroupPool`).
+//! failed, see [`bounce`]). Three transports: [`Maildir`] (local delivery),
+//! [`smtp`] (an upstream over SMTP, connections kept in a `GroupPool`) and
+//! [`mx`] (each domain's mail exchangers, through the same cache).
 
 pub mod bounce;
 mod maildir;
+pub mod mx;
 pub mod route;
 pub mod smtp;
 
@@ -146,4 +148,8 @@ pub trait Transport {
     /// `deliver` calls running at once at most (the destination's
     /// concurrency limit).
     fn concurrency(&self) -> usize;
+
+    /// Lifts suspensions the transport keeps itself (`flush`); by default
+    /// there are none.
+    fn resume(&self) {}
 }

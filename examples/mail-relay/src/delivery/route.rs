@@ -8,7 +8,8 @@
 //!    with a leading dot (`".example.test"` matches `a.example.test`);
 //! 2. `local_domains` and the bare `postmaster`: the Maildir;
 //! 3. `relayhost`, when set;
-//! 4. the Maildir.
+//! 4. MX delivery when `[mx] enabled` ([`Router::by_mx`]), else the
+//!    Maildir.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -115,6 +116,8 @@ pub enum Dest {
     Local,
     /// An SMTP upstream.
     Smtp(Upstream),
+    /// The mail exchangers of the recipient's domain (its MX records).
+    Mx,
 }
 
 impl FromStr for Dest {
@@ -123,6 +126,8 @@ impl FromStr for Dest {
     fn from_str(s: &str) -> Result<Dest, String> {
         if s.trim().eq_ignore_ascii_case("local") {
             Ok(Dest::Local)
+        } else if s.trim().eq_ignore_ascii_case("mx") {
+            Ok(Dest::Mx)
         } else {
             s.parse().map(Dest::Smtp)
         }
@@ -142,6 +147,7 @@ impl fmt::Display for Dest {
         match self {
             Dest::Local => f.write_str("local"),
             Dest::Smtp(u) => write!(f, "smtp:{u}"),
+            Dest::Mx => f.write_str("mx"),
         }
     }
 }
@@ -172,6 +178,15 @@ impl Router {
             local: local_domains.iter().map(|d| d.to_lowercase()).collect(),
             default: relayhost.map_or(Dest::Local, |u| Dest::Smtp(u.clone())),
         }
+    }
+
+    /// Mail that no route, local domain or `relayhost` covers goes by MX
+    /// instead of into the Maildir.
+    pub fn by_mx(mut self) -> Router {
+        if self.default == Dest::Local {
+            self.default = Dest::Mx;
+        }
+        self
     }
 
     /// Where `rcpt` goes.
@@ -218,7 +233,7 @@ impl Router {
     pub fn relayhost(&self) -> Option<&Upstream> {
         match &self.default {
             Dest::Smtp(u) => Some(u),
-            Dest::Local => None,
+            Dest::Local | Dest::Mx => None,
         }
     }
 }
@@ -239,6 +254,7 @@ mod tests {
         assert!(u("host:x").is_err());
         assert!(u(":25").is_err());
         assert_eq!("LOCAL".parse::<Dest>(), Ok(Dest::Local));
+        assert_eq!("mx".parse::<Dest>(), Ok(Dest::Mx));
     }
 
     #[test]
@@ -265,5 +281,17 @@ mod tests {
         assert_eq!(r.destinations().len(), 4);
         let none = Router::new(std::iter::empty(), &[], None);
         assert_eq!(none.route("a@elsewhere.test"), &Dest::Local);
+        // By MX: what the relayhost would have taken, unless there is one.
+        let mx = Router::new(
+            routes.iter().map(|(a, b)| (a, b)),
+            &["local.test".into()],
+            None,
+        )
+        .by_mx();
+        assert_eq!(mx.route("a@elsewhere.test"), &Dest::Mx);
+        assert_eq!(mx.route("a@special.test"), &up("10.0.0.1:25"));
+        assert_eq!(mx.route("a@local.test"), &Dest::Local);
+        let r = Router::new(std::iter::empty(), &[], Some(&relay)).by_mx();
+        assert_eq!(r.route("a@elsewhere.test"), &up("10.0.0.9:2601"));
     }
 }

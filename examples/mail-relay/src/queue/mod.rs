@@ -208,6 +208,11 @@ impl Queue {
         let inner = &self.inner;
         let of = |d: &Dest| inner.slots[inner.slot_of[d]].transport.describe();
         match inner.router.relayhost() {
+            None if inner.slot_of.contains_key(&Dest::Mx) => format!(
+                "delivering to {} (local domains into {})",
+                of(&Dest::Mx),
+                of(&Dest::Local)
+            ),
             None => format!(
                 "delivering into {} (no upstream configured)",
                 of(&Dest::Local)
@@ -355,6 +360,7 @@ impl Queue {
         }
         for s in &inner.slots {
             s.suspended.borrow_mut().take();
+            s.transport.resume();
         }
         drop((entries, ready));
         self.wake();

@@ -470,7 +470,13 @@ pub fn free_port() -> u16 {
 /// Whether something listens on 127.0.0.1:`port` (from /proc/net/tcp, so
 /// that looking does not open a session the sink would count).
 pub fn listening(port: u16) -> bool {
-    let want = format!("0100007F:{port:04X} 00000000:0000 0A");
+    listening_at([127, 0, 0, 1], port)
+}
+
+/// Whether something listens on `ip`:`port` (as [`listening`]).
+pub fn listening_at(ip: [u8; 4], port: u16) -> bool {
+    let hex = u32::from_le_bytes(ip);
+    let want = format!("{hex:08X}:{port:04X} 00000000:0000 0A");
     std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| t.contains(&want))
 }
 
@@ -495,16 +501,23 @@ impl Sink {
 
     /// The same on `port`.
     pub fn start_on(port: u16, dir: &Path, flags: &[&str]) -> Sink {
+        Sink::start_at([127, 0, 0, 1], port, dir, flags)
+    }
+
+    /// The same on another loopback address (127.0.0.2, ...: Linux
+    /// answers on all of 127/8 without setup), for several sinks on one
+    /// port (the mail exchangers of the MX tests).
+    pub fn start_at(ip: [u8; 4], port: u16, dir: &Path, flags: &[&str]) -> Sink {
         require("smtp-sink", "postfix");
         use std::sync::atomic::{AtomicUsize, Ordering};
         static N: AtomicUsize = AtomicUsize::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
-        let dumps = dir.join(format!("sink-{port}-{n}"));
+        let dumps = dir.join(format!("sink-{}-{port}-{n}", ip[3]));
         std::fs::create_dir_all(&dumps).unwrap();
         // The sink drops privileges to nobody, who must write the dumps.
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dumps, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let out = dir.join(format!("sink-{port}-{n}.out"));
+        let out = dir.join(format!("sink-{}-{port}-{n}.out", ip[3]));
         let mut cmd = Command::new("smtp-sink");
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
@@ -515,14 +528,14 @@ impl Sink {
             .arg("-d")
             .arg(format!("{}/m.", dumps.display()))
             .args(flags)
-            .arg(format!("127.0.0.1:{port}"))
+            .arg(format!("{}:{port}", std::net::Ipv4Addr::from(ip)))
             .arg("100")
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(Stdio::null())
             .spawn()
             .expect("start smtp-sink");
         let t0 = Instant::now();
-        while !listening(port) {
+        while !listening_at(ip, port) {
             assert!(t0.elapsed() < LIMIT, "smtp-sink did not listen on {port}");
             std::thread::sleep(Duration::from_millis(5));
         }

@@ -1,0 +1,228 @@
+//! Delivery to the Internet: the [`Transport`] of the `mx` destination,
+//! which sends each recipient domain's mail to the domain's mail
+//! exchangers (RFC 5321 §5.1) found with `coro::net::dns`.
+//!
+//! # Design
+//!
+//! The queue hands this transport jobs like any other; one job's
+//! recipients may span domains, so a job is split by domain and each part
+//! goes through:
+//!
+//! 1. the domain's suspension ([`limits`]): a domain none of whose
+//!    exchangers could be reached is deferred without a connection
+//!    attempt until its dead-destination time has passed;
+//! 2. its concurrency slot (`destination_concurrency_limit`, 20) and
+//!    its rate delay;
+//! 3. the [`plan`]: MX lookup, bounce (null MX, NXDOMAIN) or defer
+//!    (SERVFAIL, timeout) at once, else the hosts in order;
+//! 4. each host's addresses in turn, through the shared SMTP connection
+//!    cache keyed by the exchanger's address and port ([`Destination`]
+//!    for that address): a connection failure or a 4xx/5xx greeting moves
+//!    on to the next address or exchanger; a session that took place
+//!    decides the recipients' fate.
+//!
+//! `routes`, local domains and `relayhost` are looked up first ([`Router`](
+//! super::route::Router)); only what they leave comes here.
+//!
+//! TLS is opportunistic as set in `[smtp]`; with `verify`, the name
+//! checked is the exchanger's address, not its MX name (MX host names are
+//! not authenticated without DNSSEC/DANE or MTA-STS anyway).
+
+mod limits;
+pub mod plan;
+
+use std::io;
+use std::rc::Rc;
+
+use coro::net::dns::{Config as DnsConfig, Resolver};
+
+use self::limits::Limits;
+use self::plan::Plan;
+use super::route::Upstream;
+use super::smtp::{Destination, Smtp};
+use super::{Detail, Job, Outcome, Status, Transport};
+use crate::config;
+
+/// Delivery by MX records.
+#[derive(Debug)]
+pub struct MxDelivery {
+    smtp: Rc<Smtp>,
+    resolver: Resolver,
+    /// The exchangers' SMTP port (25).
+    port: u16,
+    limits: Limits,
+    /// Agents at once for all domains together.
+    concurrency: usize,
+}
+
+impl MxDelivery {
+    /// MX delivery through `smtp`'s connection cache, with the `[mx]`
+    /// settings; `concurrency` deliveries at once over all domains.
+    ///
+    /// # Errors
+    ///
+    /// When `/etc/resolv.conf` is needed (no `dns_servers`) and cannot be
+    /// read, or the resolver settings are invalid.
+    pub fn new(smtp: Rc<Smtp>, cfg: &config::Mx, concurrency: usize) -> io::Result<MxDelivery> {
+        let mut dns = if cfg.dns_servers.is_empty() {
+            DnsConfig::from_system()?
+        } else {
+            DnsConfig::with_servers(cfg.dns_servers.clone())
+        };
+        dns.timeout = cfg.dns_timeout;
+        dns.attempts = cfg.dns_attempts;
+        Ok(MxDelivery {
+            smtp,
+            resolver: Resolver::new(dns)?,
+            port: cfg.port,
+            limits: Limits::new(
+                cfg.destination_concurrency_limit,
+                cfg.destination_rate_delay,
+                cfg.dead_destination_time,
+            ),
+            concurrency,
+        })
+    }
+
+    /// One job: split by recipient domain, each part delivered on its own,
+    /// the statuses put back in the job's order.
+    fn deliver_job(&self, job: &Job) -> Outcome {
+        let mut parts: Vec<(String, Vec<usize>)> = Vec::new();
+        for (pos, rcpt) in job.addresses().enumerate() {
+            let domain = crate::protocol::domain(rcpt).unwrap_or_default();
+            match parts.iter_mut().find(|(d, _)| *d == domain) {
+                Some((_, ps)) => ps.push(pos),
+                None => parts.push((domain, vec![pos])),
+            }
+        }
+        let mut statuses: Vec<Option<Status>> = vec![None; job.rcpts.len()];
+        let mut relay = "none".to_owned();
+        let mut conn_use = 0;
+        for (domain, positions) in parts {
+            let part = Job {
+                msg: job.msg.clone(),
+                rcpts: positions.iter().map(|&p| job.rcpts[p]).collect(),
+            };
+            let out = self.deliver_domain(&domain, &part);
+            self.limits.tidy(&domain);
+            for (st, &p) in out.rcpts.into_iter().zip(&positions) {
+                statuses[p] = Some(st);
+            }
+            if out.relay != "none" {
+                relay = out.relay;
+                conn_use = out.conn_use;
+            }
+        }
+        Outcome {
+            relay,
+            rcpts: statuses
+                .into_iter()
+                .map(|s| s.expect("every recipient has a part"))
+                .collect(),
+            dest_failed: false, // suspension is per domain, here
+            conn_use,
+        }
+    }
+
+    /// The recipients of `job`, all at `domain`.
+    fn deliver_domain(&self, domain: &str, job: &Job) -> Outcome {
+        let id = &job.msg.env.id;
+        let defer = |d: Detail| Outcome::all("none", job, Status::Deferred(d));
+        if domain.is_empty() {
+            return Outcome::all(
+                "none",
+                job,
+                Status::Bounced(Detail::local("5.1.3", "recipient address has no domain")),
+            );
+        }
+        if let Some(why) = self.limits.suspended(domain) {
+            return defer(Detail::local(
+                "4.4.1",
+                format!("delivery temporarily suspended: {why}"),
+            ));
+        }
+        let state = self.limits.domain(domain);
+        let _slot = match state.slots.acquire(1) {
+            Ok(s) => s,
+            Err(w) => {
+                return defer(Detail::local(
+                    "4.3.0",
+                    format!("waiting for a delivery slot for {domain}: {w}"),
+                ))
+            }
+        };
+        if let Err(w) = self.limits.pace(&state) {
+            return defer(Detail::local(
+                "4.3.0",
+                format!("waiting for the rate delay of {domain}: {w}"),
+            ));
+        }
+        let hosts = match plan::plan(&self.resolver, domain) {
+            Plan::Hosts(h) => h,
+            Plan::Bounce(d) => {
+                log::info!("{id}: {domain}: {}", d.text);
+                return Outcome::all("none", job, Status::Bounced(d));
+            }
+            Plan::Defer(d) => {
+                log::info!("{id}: {domain}: {}", d.text);
+                return defer(d);
+            }
+        };
+        let mut failures = Vec::new();
+        for host in &hosts {
+            for ip in &host.addrs {
+                let up = Upstream {
+                    host: ip.to_string(),
+                    port: self.port,
+                };
+                let dest = Destination::new(self.smtp.clone(), up);
+                let mut out = dest
+                    .deliver(std::slice::from_ref(job))
+                    .pop()
+                    .expect("one outcome per job");
+                let at = format!("{}[{ip}]:{}", host.name, self.port);
+                if out.dest_failed {
+                    let why = out.rcpts.first().map(|s| s.detail().text.clone());
+                    let why = why.unwrap_or_default();
+                    log::info!("{id}: {at}: {why}; trying the next mail exchanger");
+                    failures.push(format!("{at}: {why}"));
+                    continue;
+                }
+                out.relay = at;
+                return out;
+            }
+        }
+        let why = format!(
+            "no mail exchanger for {domain} could be reached ({})",
+            failures.join("; ")
+        );
+        self.limits.suspend(domain, &why);
+        defer(Detail::local("4.4.1", why))
+    }
+}
+
+impl Transport for MxDelivery {
+    fn deliver(&self, jobs: &[Job]) -> Vec<Outcome> {
+        jobs.iter().map(|j| self.deliver_job(j)).collect()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "the mail exchangers of each domain (MX, port {}, DNS {:?})",
+            self.port,
+            self.resolver.config().servers
+        )
+    }
+
+    fn batch_limit(&self) -> usize {
+        1
+    }
+
+    fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    fn resume(&self) {
+        self.limits.resume();
+    }
+}

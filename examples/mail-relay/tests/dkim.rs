@@ -1,0 +1,216 @@
+//! DKIM signing, checked by an independent verifier: every message the
+//! relay signs (rsa-sha256 with a PKCS#8 and a PKCS#1 key, ed25519-sha256)
+//! is verified by Python's dkimpy, given the public key records directly
+//! (its `dnsfunc`). Keys are made with openssl. A key that is missing or
+//! unreadable stops the relay at start.
+
+mod util;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use util::{relay_to, require, sent_content, Relay, Sink, TempDir};
+
+/// Runs `sh -c script`, which must succeed; returns its stdout.
+#[track_caller]
+fn sh(script: &str) -> String {
+    let out = Command::new("sh").args(["-c", script]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Makes a private key in `path` (`kind`: `rsa`, `rsa-pkcs1`, `ed25519`)
+/// and returns the `p=` value of its DNS record.
+fn make_key(kind: &str, path: &Path) -> String {
+    let p = path.display();
+    match kind {
+        "rsa" => sh(&format!(
+            "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out {p} 2>/dev/null"
+        )),
+        "rsa-pkcs1" => sh(&format!(
+            "openssl genrsa -traditional -out {p} 2048 2>/dev/null"
+        )),
+        _ => sh(&format!("openssl genpkey -algorithm ed25519 -out {p}")),
+    };
+    if kind == "ed25519" {
+        // RFC 8463: the raw 32-byte key, the end of the SubjectPublicKeyInfo.
+        sh(&format!(
+            "openssl pkey -in {p} -pubout -outform DER | tail -c 32 | openssl base64 -A"
+        ))
+    } else {
+        sh(&format!(
+            "openssl pkey -in {p} -pubout -outform DER | openssl base64 -A"
+        ))
+    }
+}
+
+/// A Python 3 that has dkimpy: `python3`, else Debian's `/usr/bin/python3`
+/// (python3-dkim); fails naming the package when there is none.
+fn python_with_dkim() -> String {
+    require("python3", "python3");
+    for py in ["python3", "/usr/bin/python3"] {
+        let ok = Command::new(py)
+            .args(["-c", "import dkim"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return py.to_owned();
+        }
+    }
+    panic!(
+        "this test needs Python's dkimpy (Debian package python3-dkim, or pip install dkimpy); \
+         `bash scripts/test.sh` installs it"
+    );
+}
+
+/// dkimpy's verdict on `message`, with `records` (name, TXT) as its DNS.
+const VERIFY: &str = r#"
+import sys, dkim
+path, records = sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])
+def dnsfunc(name, timeout=5):
+    if isinstance(name, bytes):
+        name = name.decode()
+    return records.get(name.rstrip(".")).encode()
+msg = open(path, "rb").read()
+d = dkim.DKIM(msg)
+try:
+    ok = d.verify(dnsfunc=dnsfunc)
+except Exception as e:
+    print("fail", repr(e))
+    sys.exit(0)
+print("pass" if ok else "fail", d.domain.decode() if d.domain else "-")
+"#;
+
+#[test]
+fn signed_mail_verifies_with_dkimpy() {
+    require("openssl", "openssl");
+    let py = python_with_dkim();
+    let tmp = TempDir::new("dkim");
+    let mut records = Vec::new();
+    let mut config = String::new();
+    for (domain, kind) in [
+        ("rsa.test", "rsa"),
+        ("pkcs1.test", "rsa-pkcs1"),
+        ("ed.test", "ed25519"),
+    ] {
+        let key = tmp.0.join(format!("{domain}.pem"));
+        let p = make_key(kind, &key);
+        let k = if kind == "ed25519" { "ed25519" } else { "rsa" };
+        records.push(format!("sel1._domainkey.{domain}=v=DKIM1; k={k}; p={p}"));
+        config.push_str(&format!(
+            "[dkim.\"{domain}\"]\nselector = \"sel1\"\nkey_file = \"{}\"\n",
+            key.display()
+        ));
+    }
+    let sink = Sink::start(&tmp.0, &[]);
+    let relay = Relay::start_in(&tmp.0, &relay_to(&sink.addr(), &config));
+    let bodies = [
+        // Folded headers, odd spacing, trailing blanks and empty lines:
+        // what relaxed canonicalisation is for.
+        (
+            "a@rsa.test",
+            "From: A <a@rsa.test>\r\nTo: x@dest.test\r\nSubject:  folded\r\n\tsubject  line \r\nDate: Wed, 25 Nov 2026 12:00:00 +0000\r\nMessage-ID: <1@rsa.test>\r\n\r\nhello   \r\n.dot line\r\n\r\n\r\n",
+        ),
+        (
+            "b@pkcs1.test",
+            "From: b@PKCS1.test\r\nSubject: pkcs1\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\ncaf\u{e9}\r\n",
+        ),
+        (
+            "c@ed.test",
+            "From: \"C, Ed\" <c@ed.test>\r\nSubject: ed25519\r\nReply-To: r@ed.test\r\n\r\nline one\r\n  line two\r\n",
+        ),
+        ("d@unsigned.test", "From: d@unsigned.test\r\nSubject: none\r\n\r\nx\r\n"),
+    ];
+    let mut c = relay.client();
+    c.cmd("EHLO client.test", 250);
+    for (from, body) in bodies {
+        c.message(from, &["x@dest.test"], body);
+    }
+    c.cmd("QUIT", 221);
+    let dumps = sink.wait_messages(bodies.len());
+    let mut verdicts = Vec::new();
+    for (i, dump) in dumps.iter().enumerate() {
+        let sent = sent_content(dump).replace('\n', "\r\n");
+        if sent.contains("From: d@unsigned.test") {
+            assert!(!sent.contains("DKIM-Signature:"), "{sent}");
+            continue;
+        }
+        assert!(sent.starts_with("DKIM-Signature: "), "{sent}");
+        assert!(sent.contains("c=relaxed/relaxed"), "{sent}");
+        let file = tmp.0.join(format!("signed-{i}.eml"));
+        std::fs::write(&file, &sent).unwrap();
+        let mut args = vec![file.display().to_string()];
+        args.extend(records.iter().cloned());
+        let out = Command::new(&py)
+            .arg("-c")
+            .arg(VERIFY)
+            .args(&args)
+            .output()
+            .unwrap();
+        let verdict = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            verdict.starts_with("pass"),
+            "dkimpy: {verdict}\n{}\n{sent}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let algo = if sent.contains("a=ed25519-sha256") {
+            "ed25519"
+        } else {
+            "rsa"
+        };
+        verdicts.push(format!("{verdict} {algo}"));
+    }
+    verdicts.sort();
+    assert_eq!(
+        verdicts,
+        [
+            "pass ed.test ed25519",
+            "pass pkcs1.test rsa",
+            "pass rsa.test rsa"
+        ]
+    );
+}
+
+#[test]
+fn missing_or_bad_key_stops_the_relay_at_start() {
+    let tmp = TempDir::new("dkim-bad");
+    let junk = tmp.0.join("junk.pem");
+    std::fs::write(
+        &junk,
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    for (key, want) in [
+        (tmp.0.join("missing.pem"), "No such file"),
+        (junk, "junk.pem"),
+    ] {
+        let config = tmp.0.join("relay.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "listen = \"127.0.0.1:0\"\nspool_dir = \"{}\"\nmaildir = \"{}\"\n\
+                 [dkim.\"example.test\"]\nselector = \"s\"\nkey_file = \"{}\"\n",
+                tmp.0.join("spool").display(),
+                tmp.0.join("maildir").display(),
+                key.display()
+            ),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_mail-relay"))
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "started with a bad key: {err}");
+        assert!(
+            err.contains("dkim.\"example.test\".key_file") && err.contains(want),
+            "{err}"
+        );
+    }
+}

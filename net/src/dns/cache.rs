@@ -1,0 +1,127 @@
+//! The answer cache: what a name/type resolved to, until its TTL runs out,
+//! with a bound on its size.
+//!
+//! # Design
+//!
+//! A map from (name, type) to the answer and its expiry, and beside it an
+//! index ordered by expiry. An expired entry is dropped when it is looked
+//! up; when the cache is full, the entry that expires first goes (expired
+//! ones first of all), so a flood of distinct names evicts the short-lived
+//! answers and never grows the cache past its bound.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::time::Duration;
+
+use coro_runtime::clock::{self, Instant};
+use hickory_proto::rr::{Name, RData, RecordType};
+
+/// What a cache entry is keyed by: the lower-cased name and the type.
+pub(crate) type Key = (Name, RecordType);
+
+/// An answer to a question, as cached.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Answer {
+    /// The records of the type asked for at the end of the CNAME chain;
+    /// empty when the name exists without such records (NODATA).
+    Records(Rc<Vec<RData>>),
+    /// The name does not exist (NXDOMAIN).
+    NxDomain,
+}
+
+/// The cache.
+#[derive(Debug)]
+pub(crate) struct Cache {
+    /// Entries at most; 0 caches nothing.
+    capacity: usize,
+    /// The longest an entry stays.
+    max_ttl: Duration,
+    /// Key → (expiry, sequence number in `by_expiry`, answer).
+    map: HashMap<Key, (Instant, u64, Answer)>,
+    /// (expiry, sequence) → key, for eviction. Holds exactly the entries of
+    /// `map`.
+    by_expiry: BTreeMap<(Instant, u64), Key>,
+    /// The next sequence number (ties of expiry kept apart).
+    seq: u64,
+}
+
+impl Cache {
+    pub fn new(capacity: usize, max_ttl: Duration) -> Cache {
+        Cache {
+            capacity,
+            max_ttl,
+            map: HashMap::new(),
+            by_expiry: BTreeMap::new(),
+            seq: 0,
+        }
+    }
+
+    /// The answer for `key` while it is fresh.
+    pub fn get(&mut self, key: &Key) -> Option<Answer> {
+        let &(expiry, seq, _) = self.map.get(key)?;
+        if expiry <= clock::now() {
+            self.map.remove(key);
+            self.by_expiry.remove(&(expiry, seq));
+            return None;
+        }
+        self.map.get(key).map(|e| e.2.clone())
+    }
+
+    /// Keeps `answer` for `ttl` seconds (capped at the maximum); a TTL of 0
+    /// is not cached.
+    pub fn insert(&mut self, key: Key, answer: Answer, ttl: u32) {
+        let ttl = Duration::from_secs(u64::from(ttl)).min(self.max_ttl);
+        if self.capacity == 0 || ttl.is_zero() {
+            return;
+        }
+        if let Some((expiry, seq, _)) = self.map.remove(&key) {
+            self.by_expiry.remove(&(expiry, seq));
+        }
+        while self.map.len() >= self.capacity {
+            let Some((_, k)) = self.by_expiry.pop_first() else {
+                break;
+            };
+            self.map.remove(&k);
+        }
+        let expiry = clock::now() + ttl;
+        self.seq += 1;
+        self.by_expiry.insert((expiry, self.seq), key.clone());
+        self.map.insert(key, (expiry, self.seq, answer));
+    }
+
+    /// Entries held (some may have expired, not yet looked at).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Drops every entry.
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.by_expiry.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: &str) -> Key {
+        (Name::from_ascii(n).unwrap(), RecordType::A)
+    }
+
+    #[test]
+    fn bounded_and_expiring() {
+        let mut c = Cache::new(2, Duration::from_secs(60));
+        c.insert(key("a."), Answer::NxDomain, 30);
+        c.insert(key("b."), Answer::NxDomain, 10);
+        c.insert(key("c."), Answer::NxDomain, 0); // not cached
+        assert_eq!(c.len(), 2);
+        c.insert(key("d."), Answer::NxDomain, 3600); // evicts b, the first to expire
+        assert_eq!(c.len(), 2);
+        assert!(c.get(&key("b.")).is_none());
+        assert!(c.get(&key("a.")).is_some() && c.get(&key("d.")).is_some());
+        assert_eq!(c.map.len(), c.by_expiry.len());
+        c.clear();
+        assert_eq!(c.len(), 0);
+    }
+}
