@@ -320,7 +320,6 @@ impl RuntimeBuilder {
     /// # Examples
     ///
     /// ```
-    /// # use coro_runtime as coro;
     /// use std::time::Duration;
     /// let rt = coro::Runtime::builder()
     ///     .deadlock_check(Some(Duration::from_secs(10)))

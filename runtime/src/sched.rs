@@ -774,6 +774,7 @@ pub(crate) struct Wait<'a> {
 
 /// [`park_named`] recording `wait`.
 #[cfg_attr(not(debug_assertions), inline(always))]
+#[track_caller]
 pub(crate) fn park_waiting(
     what: &'static str,
     call: &'static str,
@@ -830,7 +831,6 @@ pub(crate) fn park_waiting(
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// use std::panic::Location;
 ///
 /// coro::run(|| {
@@ -847,6 +847,7 @@ pub(crate) fn park_waiting(
 ///     waiter.join().unwrap().unwrap();
 /// });
 /// ```
+#[track_caller]
 pub fn park_on(
     target: &Rc<WaitTarget>,
     what: &'static str,

@@ -74,7 +74,6 @@ static NEXT_TARGET_ID: AtomicU64 = AtomicU64::new(1);
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| {
 ///     let t = coro::WaitTarget::new("Mutex");
 ///     assert_eq!(t.holder(), None);
@@ -255,7 +254,6 @@ impl std::fmt::Display for Deadlock {
 /// # Examples
 ///
 /// ```
-/// # use coro_runtime as coro;
 /// coro::run(|| assert!(coro::deadlocks().is_empty()));
 /// ```
 pub fn deadlocks() -> Vec<Deadlock> {

@@ -10,11 +10,13 @@
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use coro::net::backdoor::{self, BackDoor};
 
 use crate::config::Config;
+use crate::delivery::smtp::Smtp;
 use crate::queue::{format_mailq, MailqItem, Queue};
 use crate::spool::read_queue;
 
@@ -24,16 +26,28 @@ const PID_FILE: &str = "mail-relay.pid";
 /// How long the command line waits for the relay's answer.
 const ASK_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Serves the back door at `path` with `mailq` and `flush` beside the
-/// runtime's own commands.
+/// Serves the back door at `path` with `mailq`, `flush` and `pools` beside
+/// the runtime's own commands.
 ///
 /// # Errors
 ///
 /// As [`backdoor::Builder::serve`] (a directory others may write, a live
 /// socket already there, ...), with the setting named.
-pub fn serve_backdoor(path: &Path, queue: &Queue) -> io::Result<BackDoor> {
+pub fn serve_backdoor(
+    path: &Path,
+    queue: &Queue,
+    smtp: Option<Rc<Smtp>>,
+) -> io::Result<BackDoor> {
     let (q1, q2) = (queue.clone(), queue.clone());
     backdoor::Builder::new(path)
+        .command(
+            "pools",
+            "pools: the SMTP connection cache (upstreams in connect backoff, with why and until when)",
+            move |s, _| match &smtp {
+                Some(smtp) => writeln!(s, "{}", smtp.pool_status()),
+                None => writeln!(s, "no SMTP upstream configured: every message goes into the Maildir"),
+            },
+        )?
         .command("mailq", "mailq: lists the mail queue", move |s, _| {
             s.write_all(format_mailq(&q1.items(), SystemTime::now()).as_bytes())
         })?

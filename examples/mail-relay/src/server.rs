@@ -225,7 +225,7 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
     queue.retry_at_start();
     let addr = listener.local_addr()?;
     let door = match &config.backdoor {
-        Some(path) => Some(crate::control::serve_backdoor(path, &queue)?),
+        Some(path) => Some(crate::control::serve_backdoor(path, &queue, smtp.clone())?),
         None => None,
     };
     crate::control::write_pid(spool.dir())

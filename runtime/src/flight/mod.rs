@@ -46,7 +46,6 @@
 //! # Examples
 //!
 //! ```
-//! # use coro_runtime as coro;
 //! coro::run(|| {
 //!     coro::spawn(|| coro::yield_now()).join().unwrap();
 //!     let trace = coro::flight::snapshot();

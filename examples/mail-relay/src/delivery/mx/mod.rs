@@ -224,5 +224,6 @@ impl Transport for MxDelivery {
 
     fn resume(&self) {
         self.limits.resume();
+        self.smtp.reset_backoff();
     }
 }

@@ -48,6 +48,23 @@ impl Smtp {
         Ok(Rc::new(Smtp { settings, pool }))
     }
 
+    /// The connection cache's state, as the back door's `pools` prints it:
+    /// connections, upstreams, and each upstream whose connects keep
+    /// failing (with the error and the time until the next try).
+    pub fn pool_status(&self) -> String {
+        self.pool.stats().to_string()
+    }
+
+    /// Lets every upstream in connect backoff be tried at once (an
+    /// operator's `flush`); returns how many were in backoff.
+    pub fn reset_backoff(&self) -> usize {
+        let failing = self.pool.stats().failing;
+        failing
+            .iter()
+            .filter(|k| self.pool.reset_backoff(&k.key))
+            .count()
+    }
+
     /// Closes every cached connection (QUIT, off the caller's path); the
     /// ones in use close when their message is done.
     pub fn close_all(&self) {
@@ -174,5 +191,11 @@ impl Transport for Destination {
 
     fn concurrency(&self) -> usize {
         self.smtp.settings.cfg.destination_concurrency_limit
+    }
+
+    /// An operator's `flush`: the upstream's connect backoff is lifted, so
+    /// the flushed messages try it now.
+    fn resume(&self) {
+        self.smtp.pool.reset_backoff(&self.up);
     }
 }
