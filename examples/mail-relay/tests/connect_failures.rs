@@ -7,7 +7,21 @@
 
 mod util;
 
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
 use util::{relay_to, Relay, TempDir};
+
+/// Sends `cmd` to the back door at `door`; returns its whole answer.
+fn door(door: &Path, cmd: &str) -> String {
+    let mut s = UnixStream::connect(door).unwrap();
+    s.set_read_timeout(Some(util::LIMIT)).unwrap();
+    s.write_all(format!("{cmd}\nquit\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
 
 /// Retries every 300 ms: the cache's first delay (1 s) spans several.
 const FAST_RETRY: &str =
@@ -71,4 +85,45 @@ fn a_refusing_upstream_is_logged_deferred_and_backed_off() {
     );
     let q = relay.mailq();
     assert!(q.contains(&id) && q.contains(&refused), "{q}");
+}
+
+/// The back door's `pools` shows an upstream in connect backoff (with its
+/// error and when it is tried next), and `flush` lifts the backoff: the
+/// flushed message tries the upstream again at once.
+#[test]
+fn the_back_door_shows_an_upstream_in_backoff_and_flush_lifts_it() {
+    let tmp = TempDir::new("cf-pools");
+    let path = tmp.0.join("bd");
+    let port = util::free_port();
+    let extra = format!(
+        "backdoor = \"{}\"\n[queue]\nminimal_backoff_time = \"300ms\"\nmaximal_backoff_time = \"300ms\"\n",
+        path.display()
+    );
+    let relay = Relay::start_in(&tmp.0, &relay_to(&format!("127.0.0.1:{port}"), &extra));
+    relay.client().message(
+        "s@example.test",
+        &["a@example.test"],
+        "Subject: pools\r\n\r\nbody\r\n",
+    );
+    // The cache backs the upstream off after three failures in a row
+    // (1 s, then doubling): `pools` says so, with the port and the error.
+    let t0 = std::time::Instant::now();
+    let pools = loop {
+        let pools = door(&path, "pools");
+        if pools.contains("next try in") {
+            break pools;
+        }
+        assert!(t0.elapsed() < util::LIMIT, "never in backoff:\n{pools}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        pools.contains(&port.to_string()) && pools.contains("Connection refused"),
+        "{pools}"
+    );
+    // flush lifts it: right after, the upstream is no longer in backoff
+    // (its next failures count from one again).
+    let out = door(&path, "flush");
+    assert!(out.contains("due now"), "{out}");
+    let after = door(&path, "pools");
+    assert!(!after.contains("next try in"), "flush left the backoff:\n{after}");
 }
