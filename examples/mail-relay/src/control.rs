@@ -33,11 +33,7 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// As [`backdoor::Builder::serve`] (a directory others may write, a live
 /// socket already there, ...), with the setting named.
-pub fn serve_backdoor(
-    path: &Path,
-    queue: &Queue,
-    smtp: Option<Rc<Smtp>>,
-) -> io::Result<BackDoor> {
+pub fn serve_backdoor(path: &Path, queue: &Queue, smtp: Option<Rc<Smtp>>) -> io::Result<BackDoor> {
     let (q1, q2) = (queue.clone(), queue.clone());
     backdoor::Builder::new(path)
         .command(

@@ -125,5 +125,8 @@ fn the_back_door_shows_an_upstream_in_backoff_and_flush_lifts_it() {
     let out = door(&path, "flush");
     assert!(out.contains("due now"), "{out}");
     let after = door(&path, "pools");
-    assert!(!after.contains("next try in"), "flush left the backoff:\n{after}");
+    assert!(
+        !after.contains("next try in"),
+        "flush left the backoff:\n{after}"
+    );
 }
