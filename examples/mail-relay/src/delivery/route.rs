@@ -88,11 +88,12 @@ impl serde::Serialize for Upstream {
     }
 }
 
-/// As the configuration writes it: `local` or `host:port`.
+/// As the configuration writes it: `local`, `mx` or `host:port`.
 impl serde::Serialize for Dest {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Dest::Local => s.serialize_str("local"),
+            Dest::Mx => s.serialize_str("mx"),
             Dest::Smtp(u) => s.collect_str(u),
         }
     }
