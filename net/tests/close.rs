@@ -115,15 +115,19 @@ fn fd_reuse_gets_no_stale_readiness() -> io::Result<()> {
         assert_kind(waiter.join().unwrap(), io::ErrorKind::NotConnected);
         drop(c1);
 
-        // New connection: with the old fd closed, its server side (or its
-        // client side) reuses the number.
-        let (mut c2, s2) = pair()?;
-        assert!(
-            s2.as_raw_fd() == old_fd || c2.as_raw_fd() == old_fd,
-            "fd {old_fd} was not reused ({} / {})",
-            c2.as_raw_fd(),
-            s2.as_raw_fd()
-        );
+        // New connections until one reuses the old number (the kernel hands
+        // out the lowest free fd; other tests of this binary, running in
+        // parallel, may have freed lower ones meanwhile: those are taken up
+        // and held until the old number comes).
+        let mut spare = Vec::new();
+        let (mut c2, s2) = loop {
+            let (c, s) = pair()?;
+            if s.as_raw_fd() == old_fd || c.as_raw_fd() == old_fd {
+                break (c, s);
+            }
+            assert!(spare.len() < 64, "fd {old_fd} was never reused");
+            spare.push((c, s));
+        };
         let (reuser, other) = if s2.as_raw_fd() == old_fd {
             (s2, &mut c2)
         } else {
