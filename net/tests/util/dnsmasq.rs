@@ -95,12 +95,18 @@ impl Drop for Dnsmasq {
     }
 }
 
-/// A loopback port free for both UDP and TCP just now.
+/// A loopback port free for both UDP and TCP just now, and never handed
+/// out before in this process: tests of one binary run in parallel, and
+/// two dnsmasqs given one port would answer for each other's zones (one
+/// fails to bind, and its test talks to the other's until that stops).
 pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     loop {
         let u = UdpSocket::bind("127.0.0.1:0").expect("bind a UDP socket");
         let port = u.local_addr().unwrap().port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
             return port;
         }
     }
