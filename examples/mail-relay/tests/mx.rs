@@ -12,7 +12,7 @@ mod dnsmasq;
 
 use std::path::Path;
 
-use dnsmasq::{free_port as free_dns_port, mail_zone, Dnsmasq};
+use dnsmasq::{mail_zone, Dnsmasq};
 use util::{Relay, Sink, TempDir};
 
 const MX1: [u8; 4] = [127, 0, 0, 2];
@@ -133,10 +133,12 @@ fn null_mx_and_nxdomain_bounce_at_once() {
 #[test]
 fn dns_silent_defers_visibly_then_delivers_when_it_answers() {
     let tmp = TempDir::new("mx-dns-down");
-    let dns_port = free_dns_port();
+    // A DNS "server" that takes queries and never answers, on a port the
+    // kernel picks (a port found free first could be taken meanwhile by
+    // another test's query socket).
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dns_port = silent.local_addr().unwrap().port();
     let port = free_mx_port();
-    // A DNS "server" that takes queries and never answers.
-    let silent = std::net::UdpSocket::bind(("127.0.0.1", dns_port)).unwrap();
     let relay = Relay::start_in(&tmp.0, &mx_config(dns_port, port, ""));
     send(&relay, &["a@mail.test"]);
     let log = relay.wait_log("status=deferred", 1);
