@@ -420,19 +420,19 @@ impl Scheduler {
                 .set(self.counters.timers_fired.get() + 1);
             match e.kind {
                 TimerKind::Wake { .. } => {
-                    self.flight.timer(key, e.task.id, "sleep");
+                    self.flight.timer(key, e.task.id, 0);
                     e.task.timer_fired.set(true);
                     make_ready(&e.task);
                 }
                 TimerKind::Scope { id } => {
-                    self.flight.timer(key, e.task.id, "timeout");
+                    self.flight.timer(key, e.task.id, 1);
                     // A deadline moved later re-arms (see `cancel`).
                     if let Some(d) = cancel::timer_fired(&e.task, id) {
                         timers.insert(d, e.task, TimerKind::Scope { id });
                     }
                 }
                 TimerKind::Waker { key: slot, seq } => {
-                    self.flight.timer(key, 0, "future sleep");
+                    self.flight.timer(key, 0, 2);
                     wakers.extend(self.timer_wakers.borrow_mut().take(slot, seq));
                 }
             }

@@ -182,8 +182,7 @@ impl Builder {
                 .insert(id, n.clone());
         }
         s.counters.spawned.set(s.counters.spawned.get() + 1);
-        s.flight
-            .spawned(crate::flight::key(s), &task, context::current_id_of(s));
+        s.flight.spawned(crate::flight::key(s), &task);
         s.ready.borrow_mut().push_back(task.clone());
         Ok(JoinHandle {
             coro: Coro(task),

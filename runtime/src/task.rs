@@ -67,6 +67,9 @@ impl ThreadState {
 /// The control block of one green thread.
 pub(crate) struct Task {
     pub(crate) id: u64,
+    /// Its id as the flight recorder's resume ring stores it (the state
+    /// after a resume is or-ed in): computed once, not on every switch.
+    pub(crate) flight_tag: u32,
     /// Id of the runtime that spawned it (see the module docs).
     pub(crate) runtime: u64,
     pub(crate) name: Option<Arc<str>>,
@@ -148,6 +151,7 @@ impl Task {
     ) -> Task {
         Task {
             id,
+            flight_tag: crate::flight::resume_tag(id),
             runtime,
             name,
             key: Cell::new(usize::MAX),
@@ -220,6 +224,7 @@ impl Drop for Task {
 /// another one does): the task belongs to a table this scheduler does not
 /// own. It never panics: it is called from destructors (a lock guard
 /// handing off), also while a thread unwinds.
+#[inline(always)]
 pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
     if task.state.get() != ThreadState::Parked {
         return false;
@@ -229,8 +234,7 @@ pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
             return false;
         }
         task.state.set(ThreadState::Ready);
-        s.flight
-            .woken(crate::flight::key(s), task.id, context::current_id_of(s));
+        s.flight.woken(crate::flight::key(s), task.id);
         s.ready.borrow_mut().push_back(task.clone());
         true
     })

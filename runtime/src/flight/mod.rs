@@ -13,16 +13,20 @@
 //! | poll | the loop polls the OS | the number of events, and how long it blocked |
 //!
 //! The recorder keeps the last [`EVENTS`] resumes and the last [`EVENTS`]
-//! other events (in two rings allocated when the runtime is built, 112
-//! KiB); older ones are overwritten.
+//! other events (in rings allocated when the runtime is built, 144 KiB);
+//! older ones are overwritten.
 //!
 //! # Cost, and how times are known
 //!
 //! A clock read costs about as much as a whole switch here (12 ns against a
 //! 10–17 ns yield), so the switch path reads no clock, and the commonest
-//! event (a resume that yielded) is one store, into a ring indexed by the
-//! switch number the scheduler counts anyway (a park adds its reason; a
-//! wake is four stores into the other ring). The clock is read where the loop reads it
+//! event (a resume that yielded) is one 4-byte store, into a ring indexed
+//! by the switch number the scheduler counts anyway (a park adds its
+//! reason). The ring is written on every switch, so its size in the cache
+//! is most of its cost: it keeps 28 bits of the thread's id (the rest is
+//! found again when the ring is read, see `Ids`). A wake or a spawn is two
+//! stores into the other ring; who woke or spawned is not stored, the
+//! event's order key says which resume was running. The clock is read where the loop reads it
 //! anyway or where a read is cheap beside the work: around each poll (the
 //! loop polls at least every 256 resumes while threads are ready, and each
 //! time it waits) and when timers fire. An event's time is interpolated
@@ -74,31 +78,44 @@ pub const EVENTS: usize = 4096;
 /// Snapshots taken on latency warnings that a runtime keeps.
 pub const KEPT_SNAPSHOTS: usize = 4;
 
-/// Kinds, in the low byte of [`Slot::a`] (the thread id is above it).
+/// Kinds, in the low four bits of an event's word (the payload, a thread
+/// id, a count or a tick count, is above its low byte).
 const SPAWN: u64 = 1;
 const WAKE: u64 = 2;
+/// A timer fired; bits 4-7: which kind ([`TIMER_KINDS`]).
 const TIMER: u64 = 3;
-/// A clock reading: `b` is the tick count.
+/// A clock reading: the payload is the tick count (its low 56 bits).
 const TICK: u64 = 4;
-/// A poll ended: `b` is the tick count, the count of events above the kind.
+/// A poll ended, with its count of events; bit 4: it could wait. A
+/// [`TICK`] with its end follows it.
 const POLL: u64 = 5;
-/// The watchdog reported the resume whose switch number is above the
-/// kind: `b` is its start.
+/// The watchdog reported the resume whose switch number is the payload;
+/// an [`ARG`] with the slice's start follows it.
 const HOG: u64 = 6;
-/// A resume ended; plus the thread's state after it.
+/// The tick count (low 56 bits) that goes with the event before it.
+const ARG: u64 = 7;
+/// A resume ended; plus the thread's state after it (the resume ring).
 const RESUME: u64 = 0x10;
+/// What the sub-kind of a [`TIMER`] names.
+const TIMER_KINDS: [&str; 3] = ["sleep", "timeout", "future sleep"];
+/// The payload's bits: 56.
+const PAYLOAD: u64 = (1 << 56) - 1;
 
-/// One event as read from the ring.
+/// One event as read from the ring, ready to decode.
 #[derive(Clone, Copy)]
 struct Slot {
     /// The kind in the low byte, a thread id (or a count) above.
     a: u64,
-    /// A thread id, a tick count or a count, by kind (stale for the kinds
-    /// that do not write it: a resume).
+    /// A thread id, a tick count or a count, by kind.
     b: u64,
-    /// A park's reason, a timer's kind, a poll's `"wait"` (stale for the
-    /// kinds that do not write it).
+    /// A park's reason, a timer's kind, a poll's `"wait"`.
     s: &'static str,
+}
+
+/// One slot of the event ring: the kind and payload, and the order key.
+struct RingSlot {
+    a: Cell<u64>,
+    k: Cell<u64>,
 }
 
 /// A runtime's recorder: two rings, merged when read.
@@ -114,19 +131,20 @@ pub(crate) struct Recorder {
     /// # Invariant
     /// Index `n % EVENTS` holds resume `n` for the last `EVENTS` resumes
     /// that ended (every resume records itself).
-    res: Box<[Cell<u64>; EVENTS]>,
+    /// 32 bits a resume: the low 28 bits of the thread's id above its
+    /// state (see [`resume_tag`]; the ring is written on every switch, and
+    /// at half the size it evicts half as much of the cache).
+    res: Box<[Cell<u32>; EVENTS]>,
     /// A parked resume's reason, at the same index.
     res_s: Box<[Cell<&'static str>; EVENTS]>,
-    /// The other events: `a` (kind and thread or count), `b`, `s` (by kind)
-    /// and the order key.
+    /// The other events: one word of kind and payload, and the order key
+    /// ([`key`]). Who spawned or woke is not stored: the key says which
+    /// resume was running, and the resume ring which thread that was.
     ///
     /// # Invariant
     /// Index `i % EVENTS` holds event `i` for the last `EVENTS` values of
     /// `i` below `head`.
-    a: Box<[Cell<u64>; EVENTS]>,
-    b: Box<[Cell<u64>; EVENTS]>,
-    s: Box<[Cell<&'static str>; EVENTS]>,
-    k: Box<[Cell<u64>; EVENTS]>,
+    ev: Box<[RingSlot; EVENTS]>,
     /// Other events recorded since the runtime started.
     head: Cell<u64>,
     /// The last watchdog-reported slice handled (see `hog`).
@@ -150,13 +168,18 @@ impl Default for Recorder {
             b.try_into()
                 .unwrap_or_else(|_| unreachable!("EVENTS slots"))
         }
+        let ev: Box<[RingSlot]> = (0..EVENTS)
+            .map(|_| RingSlot {
+                a: Cell::new(0),
+                k: Cell::new(0),
+            })
+            .collect();
         Recorder {
             res: array(0),
             res_s: array(""),
-            a: array(0),
-            b: array(0),
-            s: array(""),
-            k: array(0),
+            ev: ev
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("EVENTS slots")),
             head: Cell::new(0),
             hog_seen: Cell::new(0),
             last_auto: Cell::new(0),
@@ -167,16 +190,15 @@ impl Default for Recorder {
 }
 
 impl Recorder {
-    /// Records an event other than a resume; `key` is [`key`]'s.
+    /// Records an event other than a resume: two stores into one slot;
+    /// `key` is [`key`]'s.
     #[inline(always)]
-    fn push(&self, key: u64, a: u64, b: u64, s: &'static str) {
+    fn push(&self, key: u64, a: u64) {
         let i = self.head.get();
         self.head.set(i.wrapping_add(1));
-        let i = i as usize & (EVENTS - 1);
-        self.a[i].set(a);
-        self.b[i].set(b);
-        self.s[i].set(s);
-        self.k[i].set(key);
+        let slot = &self.ev[i as usize & (EVENTS - 1)];
+        slot.a.set(a);
+        slot.k.set(key);
     }
 
     /// Resume `n` of `t` ended: one store, two for a park (its reason).
@@ -184,22 +206,23 @@ impl Recorder {
     pub(crate) fn resume_ended(&self, t: &Task, n: u64) {
         let state = t.state.get();
         let i = n as usize & (EVENTS - 1);
-        self.res[i].set(RESUME | state as u64 | t.id << 8);
+        self.res[i].set(t.flight_tag | state as u32);
         if state == ThreadState::Parked {
             self.res_s[i].set(t.waiting_on.get());
         }
     }
 
-    /// `t` was made ready by `by` (0: not by a green thread).
+    /// `t` was made ready (by the running green thread, if any: the key
+    /// says which).
     #[inline(always)]
-    pub(crate) fn woken(&self, key: u64, t: u64, by: u64) {
-        self.push(key, WAKE | t << 8, by, "");
+    pub(crate) fn woken(&self, key: u64, t: u64) {
+        self.push(key, WAKE | t << 8);
     }
 
-    /// `t` was spawned by `by`.
+    /// `t` was spawned (by the running green thread, if any).
     #[inline]
-    pub(crate) fn spawned(&self, key: u64, t: &Task, by: u64) {
-        self.push(key, SPAWN | t.id << 8, by, "");
+    pub(crate) fn spawned(&self, key: u64, t: &Task) {
+        self.push(key, SPAWN | t.id << 8);
         if let Some(name) = &t.name {
             let mut names = self.names.borrow_mut();
             if names.len() == NAMES {
@@ -209,28 +232,25 @@ impl Recorder {
         }
     }
 
-    /// A timer of `t` fired.
+    /// A timer of `t` fired; `kind` indexes [`TIMER_KINDS`].
     #[inline]
-    pub(crate) fn timer(&self, key: u64, t: u64, kind: &'static str) {
-        self.push(key, TIMER | t << 8, 0, kind);
+    pub(crate) fn timer(&self, key: u64, t: u64, kind: u64) {
+        self.push(key, TIMER | kind << 4 | t << 8);
     }
 
     /// The clock read `ticks`.
     #[inline]
     pub(crate) fn tick(&self, key: u64, ticks: u64) {
-        self.push(key, TICK, ticks, "");
+        self.push(key, TICK | (ticks & PAYLOAD) << 8);
     }
 
     /// A poll that began at the previous tick ended at `ticks` with
     /// `events` events; `blocking`: it could wait.
     #[inline]
     pub(crate) fn poll(&self, key: u64, ticks: u64, events: usize, blocking: bool) {
-        self.push(
-            key,
-            POLL | (events as u64) << 8,
-            ticks,
-            if blocking { "wait" } else { "poll" },
-        );
+        let events = (events as u64).min(PAYLOAD);
+        self.push(key, POLL | u64::from(blocking) << 4 | events << 8);
+        self.tick(key, ticks);
     }
 
     /// Copies the ring out, oldest first, with the names of the threads it
@@ -245,34 +265,87 @@ impl Recorder {
         last: Option<u64>,
     ) -> Trace {
         let now = clock::now().ticks();
+        // The resumes that ended (not the one in progress, if any).
+        let switches = s.counters.switches.get();
+        let running = !s.current.get().is_null();
+        let last = last.unwrap_or(switches - u64::from(running));
+        let first = (last + 1).saturating_sub(EVENTS as u64).max(1);
+        let ids = Ids::of(s);
+        // The thread that ran resume `n` (the spawner or waker of an event
+        // recorded during it), 0 when it is no longer in the ring.
+        let thread_of = |n: u64| -> u64 {
+            if running && n == switches {
+                context::current_id_of(s)
+            } else if (first..=last).contains(&n) {
+                ids.full(self.res[n as usize & (EVENTS - 1)].get() >> 4)
+            } else {
+                0
+            }
+        };
         // The other events, oldest first, with their keys.
         let head = self.head.get();
         let n = head.min(EVENTS as u64);
-        let others: Vec<(u64, Slot)> = (head - n..head)
+        let raw: Vec<(u64, u64)> = (head - n..head)
             .map(|i| {
-                let i = i as usize & (EVENTS - 1);
-                let slot = Slot {
-                    a: self.a[i].get(),
-                    b: self.b[i].get(),
-                    s: self.s[i].get(),
-                };
-                (self.k[i].get(), slot)
+                let e = &self.ev[i as usize & (EVENTS - 1)];
+                (e.k.get(), e.a.get())
             })
             .collect();
-        // The resumes that ended (not the one in progress, if any).
-        let switches = s.counters.switches.get();
-        let last = last.unwrap_or(switches - u64::from(!s.current.get().is_null()));
-        let first = (last + 1).saturating_sub(EVENTS as u64).max(1);
+        let mut others: Vec<(u64, Slot)> = Vec::with_capacity(raw.len());
+        for (j, &(k, a)) in raw.iter().enumerate() {
+            let payload = a >> 8;
+            // A waker or spawner: the thread of the resume running then.
+            let by = if k % 4 == 0 { thread_of(k / 4) } else { 0 };
+            // The tick count of the slot after this one (a poll's end, a
+            // hog's start).
+            let next = || {
+                raw.get(j + 1)
+                    .map_or(now, |&(_, b)| full_ticks(b >> 8, now))
+            };
+            let slot = match a & 0xf {
+                SPAWN | WAKE => Slot {
+                    a: a & 0xf | payload << 8,
+                    b: by,
+                    s: "",
+                },
+                TIMER => Slot {
+                    a: TIMER | payload << 8,
+                    b: 0,
+                    s: TIMER_KINDS
+                        .get((a >> 4 & 0xf) as usize)
+                        .copied()
+                        .unwrap_or(""),
+                },
+                TICK => Slot {
+                    a: TICK,
+                    b: full_ticks(payload, now),
+                    s: "",
+                },
+                POLL => Slot {
+                    a: POLL | payload << 8,
+                    b: next(),
+                    s: if a & 0x10 != 0 { "wait" } else { "poll" },
+                },
+                HOG => Slot {
+                    a: HOG | payload << 8,
+                    b: next(),
+                    s: "",
+                },
+                _ => continue,
+            };
+            others.push((k, slot));
+        }
         let resumes = (first..=last).map(|n| {
             let i = n as usize & (EVENTS - 1);
-            let state = self.res[i].get();
+            let r = self.res[i].get();
+            let state = RESUME | u64::from(r & 0xf) | ids.full(r >> 4) << 8;
             let reason = if state & 0xf == ThreadState::Parked as u64 {
                 self.res_s[i].get()
             } else {
                 ""
             };
             (
-                2 * n + 1,
+                4 * n + 1,
                 Slot {
                     a: state,
                     b: n,
@@ -286,14 +359,14 @@ impl Recorder {
         } else {
             0
         }
-        .max(if first > 1 { 2 * first + 1 } else { 0 });
+        .max(if first > 1 { 4 * first } else { 0 });
         let mut all: Vec<(u64, Slot)> = others
             .into_iter()
             .chain(resumes)
             .filter(|(k, _)| *k >= lo)
             .collect();
         all.sort_by_key(|(k, _)| *k); // stable: others keep their order
-        let first_event = all.first().map_or(0, |(k, _)| *k);
+        let first_event = all.first().map_or(0, |(k, _)| *k / 2);
         let slots: Vec<Slot> = all.into_iter().map(|(_, sl)| sl).collect();
         let mut names: HashMap<u64, String> = self
             .names
@@ -599,12 +672,60 @@ pub fn latency_snapshots() -> Vec<Trace> {
     })
 }
 
-/// The order key of an event other than a resume recorded now: `2n` while
-/// resume `n` runs (it happens before that resume's end, whose key is
-/// `2n + 1`), `2n + 2` between resume `n`'s end and the next resume.
+/// The order key of an event other than a resume recorded now: `4n`
+/// while resume `n` runs (it happens before that resume's end, whose key
+/// is `4n + 1`), `4n + 2` between resume `n`'s end and the next resume.
+/// A key that is a multiple of 4 thus names the green thread that was
+/// running (see `Recorder::trace`).
 #[inline(always)]
 pub(crate) fn key(s: &Scheduler) -> u64 {
-    2 * s.counters.switches.get() + if s.current.get().is_null() { 2 } else { 0 }
+    4 * s.counters.switches.get() + if s.current.get().is_null() { 2 } else { 0 }
+}
+
+/// How the resume ring stores thread `id` ([`Task::flight_tag`]): its
+/// low 28 bits, above four bits for the state after the resume.
+pub(crate) fn resume_tag(id: u64) -> u32 {
+    ((id & ID_BITS) as u32) << 4
+}
+
+/// The bits of a thread id the resume ring keeps.
+const ID_BITS: u64 = (1 << 28) - 1;
+
+/// Full thread ids from the resume ring's low 28 bits: a thread alive now
+/// by its own id; another one is the newest id with those bits (a thread
+/// that ran within the ring's last [`EVENTS`] resumes and has finished
+/// since is at most 2^28 spawns old unless it lived through them all, and
+/// then it is alive).
+struct Ids {
+    live: HashMap<u64, u64>,
+    newest: u64,
+}
+
+impl Ids {
+    fn of(s: &Scheduler) -> Ids {
+        let live = s
+            .tasks
+            .borrow()
+            .iter()
+            .map(|(_, t)| (t.id & ID_BITS, t.id))
+            .collect();
+        let newest = s.next_id.get().saturating_sub(1);
+        Ids { live, newest }
+    }
+
+    fn full(&self, low: u32) -> u64 {
+        let low = u64::from(low);
+        match self.live.get(&low) {
+            Some(&id) => id,
+            None => self.newest - (self.newest.wrapping_sub(low) & ID_BITS),
+        }
+    }
+}
+
+/// The tick count whose low 56 bits are `low`, nearest before `now` (a
+/// 56-bit tick count wraps after years at GHz rates).
+fn full_ticks(low: u64, now: u64) -> u64 {
+    now.wrapping_sub(now.wrapping_sub(low) & PAYLOAD)
 }
 
 /// The recorder's resumes and polls since `start` (wall time), as the
@@ -672,8 +793,9 @@ pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
     // resume is found by its number when the ring is read.
     let since = w.shared.hog_since.load(Ordering::Relaxed);
     // After resume `slice`'s end (this runs before `current` is reset).
-    let key = 2 * slice + 2;
-    s.flight.push(key, HOG | hog << 8, since, "");
+    let key = 4 * slice + 2;
+    s.flight.push(key, HOG | (hog & PAYLOAD) << 8);
+    s.flight.push(key, ARG | (since & PAYLOAD) << 8);
     s.flight.tick(key, now);
     let Some(every) = s.config.latency_snapshots else {
         return;
@@ -719,5 +841,39 @@ impl Instant {
         } else {
             wall + self.duration_since(now)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_rebuilt_from_their_low_bits() {
+        let wrap = ID_BITS + 1;
+        // A live thread keeps its own id, however old; a finished one is
+        // the newest id with those bits.
+        let ids = Ids {
+            live: [(7, 7)].into_iter().collect(),
+            newest: 3 * wrap + 100,
+        };
+        assert_eq!(ids.full(7), 7);
+        assert_eq!(ids.full(99), 3 * wrap + 99);
+        assert_eq!(ids.full(100), 3 * wrap + 100);
+        assert_eq!(ids.full(101), 2 * wrap + 101);
+        let young = Ids {
+            live: HashMap::new(),
+            newest: 5,
+        };
+        assert_eq!(young.full(3), 3);
+        assert_eq!(resume_tag(wrap + 9) >> 4, 9);
+    }
+
+    #[test]
+    fn tick_counts_are_rebuilt_from_their_low_56_bits() {
+        let now = (5 << 56) + 1000;
+        assert_eq!(full_ticks(900, now), (5 << 56) + 900);
+        assert_eq!(full_ticks(PAYLOAD, now), (5 << 56) - 1);
+        assert_eq!(full_ticks(1000, 1000), 1000);
     }
 }
