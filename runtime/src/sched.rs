@@ -847,6 +847,7 @@ pub(crate) fn park_waiting(
 ///     waiter.join().unwrap().unwrap();
 /// });
 /// ```
+#[inline]
 #[track_caller]
 pub fn park_on(
     target: &Rc<WaitTarget>,

@@ -72,12 +72,22 @@ impl<D> WaitList<D> {
 
     /// The object threads parked here wait on; made on first use, its
     /// kind the part of `what` before `::` (`"Mutex::lock"`: `"Mutex"`).
-    pub(crate) fn target(&mut self, what: &'static str) -> Rc<WaitTarget> {
+    #[inline]
+    pub(crate) fn target(&mut self, what: &'static str) -> &Rc<WaitTarget> {
+        if self.target.is_none() {
+            self.make_target(what);
+        }
         self.target
-            .get_or_insert_with(|| {
-                WaitTarget::new(what.split_once("::").map_or(what, |(kind, _)| kind))
-            })
-            .clone()
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("made above"))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make_target(&mut self, what: &'static str) {
+        self.target = Some(WaitTarget::new(
+            what.split_once("::").map_or(what, |(kind, _)| kind),
+        ));
     }
 
     /// Records the green thread holding the primitive now (0: nobody) for
@@ -334,7 +344,7 @@ where
         pass_on: Some(pass_on),
     };
     let site = Location::caller();
-    let target = list.borrow_mut().target(what);
+    let target = list.borrow_mut().target(what).clone();
     loop {
         let r = coro_runtime::park_on(&target, what, site);
         let handed = !list.borrow().is_linked(key);
