@@ -370,6 +370,9 @@ pub(crate) struct Waits {
     /// leave one leaked and the O(threads) check is skipped (threads
     /// parked on channels, condvars or events do not count).
     pub(crate) parked_on_held: Cell<usize>,
+    /// The parks (thread id, park generation) found with nothing left in
+    /// the runtime to wake them (see `asleep`).
+    pub(crate) asleep: std::cell::RefCell<Vec<(u64, u64)>>,
 }
 
 /// Why `t` is leaked given the leaked threads known so far, if it is.
@@ -409,21 +412,13 @@ pub(crate) fn thread_finished(s: &Scheduler, gone: u64) {
         let mut more = false;
         for (_, t) in tasks.iter() {
             if let Some(reason) = leak_reason(t, gone, &leaked) {
-                t.leaked.set(true);
                 leaked.push(t.id);
                 more = true;
-                s.waits.leaked.set(s.waits.leaked.get() + 1);
-                log::warn!(
-                    target: "coro::leak",
-                    "green thread #{} '{}' is leaked: parked in {}{} and {reason}; \
-                     only an interrupt, a deadline or shutdown can end its wait",
-                    t.id,
-                    t.display_name(),
-                    t.waiting_on.get(),
-                    t.wait_site
-                        .get()
-                        .map(|l| format!(" at {l}"))
-                        .unwrap_or_default(),
+                report_leaked(
+                    s,
+                    t,
+                    &reason,
+                    "only an interrupt, a deadline or shutdown can end its wait",
                 );
             }
         }
@@ -431,6 +426,27 @@ pub(crate) fn thread_finished(s: &Scheduler, gone: u64) {
             return;
         }
     }
+}
+
+/// Marks the parked `t` leaked for this park, counts it, and reports it at
+/// WARN (target `coro::leak`): `reason` says why, `end` what can still end
+/// the wait. A logger that panics is not let through the scheduler.
+pub(crate) fn report_leaked(s: &Scheduler, t: &Task, reason: &str, end: &str) {
+    t.leaked.set(true);
+    s.waits.leaked.set(s.waits.leaked.get() + 1);
+    crate::panic_hook::caught(|| {
+        log::warn!(
+            target: "coro::leak",
+            "green thread #{} '{}' is leaked: parked in {}{} and {reason}; {end}",
+            t.id,
+            t.display_name(),
+            t.waiting_on.get(),
+            t.wait_site
+                .get()
+                .map(|l| format!(" at {l}"))
+                .unwrap_or_default(),
+        )
+    });
 }
 
 /// The green threads of the current runtime reported as leaked and still
@@ -478,12 +494,15 @@ pub fn leaks() -> Vec<LeakedThread> {
             .map(|(_, t)| {
                 let (kind, object, holder) = edge(t);
                 let h = holder.unwrap_or(0);
+                let asleep = s.waits.asleep.borrow().contains(&(t.id, t.park_gen.get()));
                 LeakedThread {
                     id: t.id,
                     name: t.name.as_deref().map(str::to_owned),
                     call: t.waiting_on.get(),
                     site: t.wait_site.get(),
-                    reason: if kind == "thread" {
+                    reason: if asleep {
+                        crate::asleep::REASON.to_owned()
+                    } else if kind == "thread" {
                         format!("joins #{h}, which is leaked")
                     } else {
                         format!("{kind} {object} is held by #{h}, which is gone or leaked")
