@@ -240,8 +240,10 @@ fn wake_task(s: &Scheduler, w: Wake) {
 /// # Deadlock detection
 ///
 /// While a handle (or a [`RemoteWaker`]) of a runtime exists, another
-/// thread may still wake it, so the runtime does not report a deadlock when
-/// all of its green threads are parked.
+/// thread may still wake it, so the runtime does not report a deadlock (nor
+/// its parked threads as leaked, see [`leaks`](crate::leaks)) when all of
+/// its green threads are parked. Dropping the last one lets it: dropped on
+/// another OS thread, it wakes the loop to look again.
 ///
 /// # Examples
 ///

@@ -37,6 +37,9 @@ struct Asleep {
     leaked: u64,
 }
 
+/// `leaks()` and `stats().leaked` as a shutdown hook saw them.
+type Seen = (Vec<coro::LeakedThread>, u64);
+
 /// Runs `f` as the main thread of a fresh runtime on an OS thread of its
 /// own and returns how it ended: it must panic (nothing could run any
 /// more). Fails the test if it is still running after [`LIMIT`].
@@ -52,7 +55,7 @@ fn until_asleep_with(
     capture_logs();
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let seen: Rc<RefCell<Option<(Vec<coro::LeakedThread>, u64)>>> = Rc::default();
+        let seen: Rc<RefCell<Option<Seen>>> = Rc::default();
         let s = seen.clone();
         let r = panic::catch_unwind(AssertUnwindSafe(|| {
             config(coro::Runtime::builder().latency_warning(None))
