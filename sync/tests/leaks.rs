@@ -1,11 +1,11 @@
 //! Leaked threads when nothing can ever run again (issue #26, "a receiver
 //! whose senders are gone"): a receiver that keeps its own channel's last
-//! sender, in a runtime with nothing else that could wake a thread, is
-//! reported as leaked (WARN, `stats().leaked`, `leaks()`) and the runtime
-//! stops with a deadlock panic. A receiver whose sender sleeps on a timer,
-//! waits on a socket read, or lives on another OS thread is not reported
-//! while that can still happen: each of those tests then lets the sender
-//! send, and only the wait after that is reported.
+//! sender (or whose sender was forgotten), in a runtime with nothing else
+//! that could wake a thread, is reported as leaked (WARN, `stats().leaked`,
+//! `leaks()`) and the runtime stops with a deadlock panic. A receiver whose
+//! sender sleeps on a timer, waits on a socket read, or lives on another OS
+//! thread is not reported while that can still happen: each of those tests
+//! then lets the sender send, and only the wait after that is reported.
 //!
 //! A runtime that would wait forever cannot be bounded by a deadline of
 //! its own (a timer would keep it from being found asleep): each runs on
@@ -187,6 +187,24 @@ fn a_receiver_holding_its_own_last_sender_is_reported_as_leaked() {
         "{a:?}"
     );
     assert_reported_asleep(&a, "own-sender", "Receiver::recv");
+    assert_eq!(a.leaked, 2);
+}
+
+/// Its only sender was `mem::forget`-ten: held by nobody, never dropped.
+#[test]
+fn a_receiver_whose_sender_was_forgotten_is_reported_as_leaked() {
+    let a = until_asleep(|| {
+        let (tx, rx) = channel::<u32>();
+        std::mem::forget(tx);
+        let h = coro::Builder::new()
+            .name("forgotten-sender".into())
+            .spawn(move || {
+                let _ = rx.recv();
+            })
+            .unwrap();
+        h.join().unwrap();
+    });
+    assert_reported_asleep(&a, "forgotten-sender", "Receiver::recv");
     assert_eq!(a.leaked, 2);
 }
 
