@@ -82,6 +82,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
+mod asleep;
 mod blocking;
 mod borrow;
 mod cancel;

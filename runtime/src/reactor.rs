@@ -85,6 +85,17 @@ impl IoState {
         }
     }
 
+    /// Whether an event on this source may still wake someone: a green
+    /// thread parked in a wait on it (stale waiters, whose park ended, do
+    /// not count) or a stored task waker (which may belong to anything).
+    fn awaited(&self) -> bool {
+        let waiting = |q: &RefCell<VecDeque<Waiter>>| q.borrow().iter().any(Waiter::is_waiting);
+        waiting(&self.readers)
+            || waiting(&self.writers)
+            || self.read_waker.borrow().is_some()
+            || self.write_waker.borrow().is_some()
+    }
+
     /// Wakes and forgets the task waker in `slot`. No borrow is held while
     /// it runs (it is user code: it may poll this very source again).
     fn wake_task(slot: &RefCell<Option<Waker>>) {
@@ -125,6 +136,14 @@ impl Reactor {
     /// Registered sources (sockets and the like), for deadlock detection and stats.
     pub(crate) fn sources(&self) -> usize {
         self.sources.borrow().len()
+    }
+
+    /// Whether an event on a registered source may still wake someone (see
+    /// `IoState::awaited`): a source nobody waits on can fire, but wakes
+    /// nothing. O(sources) up to the first awaited one: only the deadlock
+    /// check asks, when the loop is about to block with no timer.
+    pub(crate) fn awaited(&self) -> bool {
+        self.sources.borrow().iter().any(|(_, st)| st.awaited())
     }
 
     /// Waits for events for at most `timeout` and wakes the threads waiting on

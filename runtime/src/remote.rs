@@ -18,13 +18,17 @@
 //! A remote waker used on its own runtime's OS thread wakes the task
 //! directly, without the inbox or a syscall.
 //!
-//! While a handle or a remote waker exists, something outside may still
-//! wake a parked thread, so the loop does not report a deadlock.
+//! While a handle, a remote waker or a `block_on` waker exists, something
+//! outside may still wake a parked thread, so the loop does not report a
+//! deadlock (see `asleep`). Each holds the inbox through an [`Outside`],
+//! which counts them; when the last goes on another OS thread it wakes the
+//! loop, so that a loop blocked with nothing else to wait for looks again
+//! and reports the deadlock instead of sleeping through it.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::context;
@@ -62,6 +66,9 @@ pub(crate) struct Shared {
     inbox: Mutex<Inbox>,
     /// Something was pushed since the loop last drained.
     pending: AtomicBool,
+    /// Live [`Outside`] references: handles, remote wakers, `block_on`
+    /// wakers.
+    outside: AtomicUsize,
     waker: Arc<mio::Waker>,
 }
 
@@ -78,6 +85,48 @@ impl Shared {
     }
 }
 
+/// A reference to a runtime's inbox held outside the runtime (by a
+/// [`Handle`], a [`RemoteWaker`], a `block_on` waker): while one exists,
+/// another OS thread may still wake a parked thread.
+pub(crate) struct Outside(Arc<Shared>);
+
+impl Outside {
+    fn new(shared: &Arc<Shared>) -> Outside {
+        shared.outside.fetch_add(1, Ordering::AcqRel);
+        Outside(shared.clone())
+    }
+}
+
+impl std::ops::Deref for Outside {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl Clone for Outside {
+    fn clone(&self) -> Outside {
+        Outside::new(&self.0)
+    }
+}
+
+impl Drop for Outside {
+    /// The last one gone on another OS thread wakes the loop: it may be
+    /// blocked with nothing else that could wake a thread, and must look
+    /// again (`asleep`). On the runtime's own thread the loop is not
+    /// blocked, and looks before it next blocks.
+    fn drop(&mut self) {
+        if self.0.outside.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let here = context::try_with_sched(|s| s.id == self.0.runtime) == Some(true);
+            if !here {
+                // A failed wake means the poller is gone with its runtime.
+                let _ = self.0.waker.wake();
+            }
+        }
+    }
+}
+
 /// The runtime side: owned by the scheduler.
 pub(crate) struct Remote {
     pub(crate) shared: Arc<Shared>,
@@ -90,6 +139,7 @@ impl Remote {
                 runtime,
                 inbox: Mutex::new(Inbox::default()),
                 pending: AtomicBool::new(false),
+                outside: AtomicUsize::new(0),
                 waker,
             }),
         }
@@ -97,14 +147,20 @@ impl Remote {
 
     pub(crate) fn handle(&self) -> Handle {
         Handle {
-            shared: self.shared.clone(),
+            shared: self.outside(),
         }
     }
 
-    /// Whether a handle or remote waker exists (or work is queued): a
-    /// parked thread may still be woken from outside.
+    /// A reference to the inbox for use outside the runtime.
+    pub(crate) fn outside(&self) -> Outside {
+        Outside::new(&self.shared)
+    }
+
+    /// Whether a handle, a remote waker or a `block_on` waker exists (or
+    /// work is queued): a parked thread may still be woken from outside.
     pub(crate) fn may_wake(&self) -> bool {
-        Arc::strong_count(&self.shared) > 1 || self.shared.pending.load(Ordering::Acquire)
+        self.shared.outside.load(Ordering::Acquire) > 0
+            || self.shared.pending.load(Ordering::Acquire)
     }
 
     /// Delivers queued wake-ups and spawns queued closures. Closures stay
@@ -184,8 +240,10 @@ fn wake_task(s: &Scheduler, w: Wake) {
 /// # Deadlock detection
 ///
 /// While a handle (or a [`RemoteWaker`]) of a runtime exists, another
-/// thread may still wake it, so the runtime does not report a deadlock when
-/// all of its green threads are parked.
+/// thread may still wake it, so the runtime does not report a deadlock (nor
+/// its parked threads as leaked, see [`leaks`](crate::leaks)) when all of
+/// its green threads are parked. Dropping the last one lets it: dropped on
+/// another OS thread, it wakes the loop to look again.
 ///
 /// # Examples
 ///
@@ -208,7 +266,7 @@ fn wake_task(s: &Scheduler, w: Wake) {
 /// ```
 #[derive(Clone)]
 pub struct Handle {
-    shared: Arc<Shared>,
+    shared: Outside,
 }
 
 impl Handle {
@@ -333,7 +391,7 @@ pub fn handle() -> Handle {
 /// ```
 #[derive(Clone)]
 pub struct RemoteWaker {
-    shared: Arc<Shared>,
+    shared: Outside,
     wake: Wake,
 }
 
@@ -346,7 +404,7 @@ impl RemoteWaker {
     #[track_caller]
     pub fn current() -> RemoteWaker {
         context::with_current("coro::RemoteWaker::current", |s, t| RemoteWaker {
-            shared: s.remote.shared.clone(),
+            shared: s.remote.outside(),
             wake: Wake {
                 key: t.key.get(),
                 id: t.id,

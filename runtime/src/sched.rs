@@ -532,31 +532,10 @@ impl Scheduler {
         (sweeping, trim_due.into_iter().chain(sweep_due).min())
     }
 
-    /// Nothing is ready, no timer is pending, and nothing outside the runtime
-    /// can wake a thread: every green thread is parked for good.
+    /// Nothing is ready and no timer is pending: if nothing else can wake
+    /// a thread either, every parked thread is leaked (see `asleep`).
     fn check_deadlock(&self) {
-        if self.reactor.sources() > 0 || self.blocking.awaited() || self.remote.may_wake() {
-            return;
-        }
-        let tasks = self.tasks.borrow();
-        let list: Vec<String> = tasks
-            .iter()
-            .take(20)
-            .map(|(_, t)| {
-                format!(
-                    "#{} '{}' waiting on {}",
-                    t.id,
-                    t.display_name(),
-                    t.waiting_on.get()
-                )
-            })
-            .collect();
-        panic!(
-            "coro: deadlock: all {} green threads are parked and nothing can wake them \
-             (no timers, no I/O, no blocking jobs): {}",
-            tasks.len(),
-            list.join(", ")
-        );
+        crate::asleep::check(self);
     }
 
     pub(crate) fn task_rc(&self, t: &Task) -> Rc<Task> {

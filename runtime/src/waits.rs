@@ -22,32 +22,45 @@
 //! # What counts as leaked
 //!
 //! A parked thread is *leaked* when what it waits for can never be handed
-//! to it: only an interrupt, a deadline or shutdown can end its park. The
-//! runtime says so only where it can know it:
+//! to it. The runtime says so only where it can know it, so a report is
+//! never false:
 //!
 //! * it waits on a lock whose holder thread has **finished** without
 //!   releasing it (a guard that was `mem::forget`-ten or leaked in an `Rc`
 //!   cycle);
-//! * it waits on a lock held by, or joins, a thread that is itself leaked.
+//! * it waits on a lock held by, or joins, a thread that is itself leaked;
+//! * **nothing in the runtime can ever run again** (`asleep`): no thread is
+//!   runnable, no timer or deadline is pending, no I/O source has a waiter,
+//!   no blocking job is awaited, and no `Handle`, `RemoteWaker` or
+//!   `block_on` waker exists for another OS thread to wake it with. Then
+//!   every parked thread is leaked, whatever it waits on. This is how a
+//!   receiver whose senders can never be used is found (it keeps its own
+//!   last sender, they were `mem::forget`-ten, or the threads holding them
+//!   are parked for good), as Go's "all goroutines are asleep"; the runtime
+//!   then stops with a deadlock panic (see `asleep` for why).
 //!
-//! Threads whose park has a deadline (inside `with_timeout`, a cancel
-//! scope with a deadline) are not leaked: the deadline ends the wait. The
-//! check runs when a thread finishes, and each leaked park is reported once
-//! at WARN (thread, call, caller), counted in
-//! [`Stats::leaked`](crate::Stats) and listed by [`leaks`].
+//! The first two hold only for parks without a deadline (inside
+//! `with_timeout`, a cancel scope with a deadline): the deadline ends the
+//! wait. They are checked when a thread finishes, the third where the loop
+//! is about to block with no timer pending. Each leaked park is reported
+//! once at WARN (target `coro::leak`: thread, call, caller, reason),
+//! counted in [`Stats::leaked`](crate::Stats) and listed by [`leaks`].
 //!
-//! What is *not* detected, and why: a thread parked on a channel, a
-//! `Condvar`, an `Event` or a semaphore can be woken by any thread that
-//! still holds a handle to it, and which threads hold one is a question of
-//! reachability that only a tracing collector answers (Go's goroutine-leak
-//! profile asks its GC). When the last *other* handle really goes (a
-//! channel's last sender drops), coro-sync already wakes the waiter with
-//! `Disconnected`, so that thread is not leaked either. A receiver that
-//! itself holds the last sender of its channel waits forever and is not
-//! reported; `deadlocks` and the waits in `threads` show it parked on
-//! `Receiver::recv`, with how long it has waited. A lock guard handed to
-//! another green thread still names the thread that locked: if that thread
-//! finishes, the waiters are reported although the new owner may unlock.
+//! What is *not* detected, and why: while anything else in the runtime can
+//! still happen, a thread parked on a channel, a `Condvar`, an `Event` or
+//! a semaphore can be woken by any thread that still holds a handle to it,
+//! and which threads hold one is a question of reachability that only a
+//! tracing collector answers (Go's goroutine-leak profile asks its GC). So
+//! a receiver that holds its own last sender is reported only when the
+//! whole runtime is asleep; in a server that goes on serving (or keeps a
+//! timer, a back door, a `Handle`) it waits unreported, and `deadlocks` and
+//! the waits in `threads` show it parked on `Receiver::recv`, with how
+//! long it has waited. When the last *other* handle really goes (a
+//! channel's last sender drops), coro-sync wakes the waiter with
+//! `Disconnected`, so that thread is not leaked either. A lock guard handed
+//! to another green thread still names the thread that locked: if that
+//! thread finishes, the waiters are reported although the new owner may
+//! unlock.
 
 use std::cell::Cell;
 use std::panic::Location;
@@ -370,6 +383,9 @@ pub(crate) struct Waits {
     /// leave one leaked and the O(threads) check is skipped (threads
     /// parked on channels, condvars or events do not count).
     pub(crate) parked_on_held: Cell<usize>,
+    /// The parks (thread id, park generation) found with nothing left in
+    /// the runtime to wake them (see `asleep`).
+    pub(crate) asleep: std::cell::RefCell<Vec<(u64, u64)>>,
 }
 
 /// Why `t` is leaked given the leaked threads known so far, if it is.
@@ -409,21 +425,13 @@ pub(crate) fn thread_finished(s: &Scheduler, gone: u64) {
         let mut more = false;
         for (_, t) in tasks.iter() {
             if let Some(reason) = leak_reason(t, gone, &leaked) {
-                t.leaked.set(true);
                 leaked.push(t.id);
                 more = true;
-                s.waits.leaked.set(s.waits.leaked.get() + 1);
-                log::warn!(
-                    target: "coro::leak",
-                    "green thread #{} '{}' is leaked: parked in {}{} and {reason}; \
-                     only an interrupt, a deadline or shutdown can end its wait",
-                    t.id,
-                    t.display_name(),
-                    t.waiting_on.get(),
-                    t.wait_site
-                        .get()
-                        .map(|l| format!(" at {l}"))
-                        .unwrap_or_default(),
+                report_leaked(
+                    s,
+                    t,
+                    &reason,
+                    "only an interrupt, a deadline or shutdown can end its wait",
                 );
             }
         }
@@ -433,36 +441,74 @@ pub(crate) fn thread_finished(s: &Scheduler, gone: u64) {
     }
 }
 
+/// Marks the parked `t` leaked for this park, counts it, and reports it at
+/// WARN (target `coro::leak`): `reason` says why, `end` what can still end
+/// the wait. A logger that panics is not let through the scheduler.
+pub(crate) fn report_leaked(s: &Scheduler, t: &Task, reason: &str, end: &str) {
+    t.leaked.set(true);
+    s.waits.leaked.set(s.waits.leaked.get() + 1);
+    crate::panic_hook::caught(|| {
+        log::warn!(
+            target: "coro::leak",
+            "green thread #{} '{}' is leaked: parked in {}{} and {reason}; {end}",
+            t.id,
+            t.display_name(),
+            t.waiting_on.get(),
+            t.wait_site
+                .get()
+                .map(|l| format!(" at {l}"))
+                .unwrap_or_default(),
+        )
+    });
+}
+
 /// The green threads of the current runtime reported as leaked and still
 /// parked in the park that was reported.
 ///
 /// # What counts as leaked
 ///
 /// A parked thread is *leaked* when what it waits for can never be handed
-/// to it: only an interrupt, a deadline or shutdown can end its park. The
-/// runtime says so only where it can know it:
+/// to it. The runtime says so only where it can know it, so a report is
+/// never false:
 ///
 /// * it waits on a lock whose holder thread has **finished** without
 ///   releasing it (a guard that was `mem::forget`-ten or leaked in an `Rc`
 ///   cycle);
-/// * it waits on a lock held by, or joins, a thread that is itself leaked.
+/// * it waits on a lock held by, or joins, a thread that is itself leaked;
+/// * **nothing in the runtime can ever run again**: no thread is runnable,
+///   no timer or deadline is pending, no socket, signal or other I/O
+///   source has a thread waiting on it, no blocking job is awaited, and no
+///   [`Handle`](crate::Handle), [`RemoteWaker`](crate::RemoteWaker) or
+///   `future::block_on` waker exists (another OS thread could wake a
+///   thread with one). Then every parked thread is leaked, whatever it
+///   waits on: a receiver that keeps its own channel's last sender (the
+///   classic `for x in rx` without `drop(tx)`), or whose senders were
+///   forgotten or are held by threads parked for good, is found this way,
+///   as Go's "all goroutines are asleep - deadlock!".
 ///
-/// A park with a deadline (inside `with_timeout`, a cancel scope with a
-/// deadline) is not leaked. Each leaked park is reported once, when the
-/// holder finishes, at WARN (target `coro::leak`: thread, call, caller),
-/// and counted in [`Stats::leaked`](crate::Stats).
+/// The first two hold only for parks without a deadline (inside
+/// `with_timeout`, a cancel scope with a deadline). Each leaked park is
+/// reported once at WARN (target `coro::leak`: thread, call, caller,
+/// reason) and counted in [`Stats::leaked`](crate::Stats); the first two
+/// when the holder finishes, the third when the loop is about to block
+/// with no timer pending. After the third the runtime cannot go on: it
+/// panics with `coro: deadlock: ...` naming the threads, out of
+/// `block_on` once shutdown has stopped them (`on_shutdown` hooks run
+/// first and still see them here).
 ///
-/// Not detected: a thread parked on a channel, a `Condvar`, an `Event` or
-/// a semaphore can be woken by any thread that still holds a handle, and
-/// which threads hold one is a question of reachability that only a
-/// tracing collector answers (Go's goroutine-leak profile asks its GC).
-/// When the last other handle really goes (a channel's last sender
-/// drops), coro-sync wakes the waiter with `Disconnected` instead. So a
-/// receiver that itself holds the last sender of its channel waits
-/// forever unreported; [`threads`](crate::threads) shows how long it has
-/// waited in `Receiver::recv`. A lock guard handed to another green thread
-/// still names the thread that locked: if that one finishes, the waiters
-/// are reported although the guard's new owner may still unlock.
+/// Not detected: while anything else can still happen in the runtime, a
+/// thread parked on a channel, a `Condvar`, an `Event` or a semaphore can
+/// be woken by any thread that still holds a handle, and which threads
+/// hold one is a question of reachability that only a tracing collector
+/// answers (Go's goroutine-leak profile asks its GC). So a receiver that
+/// keeps its own last sender in a server that goes on serving (or keeps a
+/// timer, a back door, a `Handle`) waits unreported;
+/// [`threads`](crate::threads) shows how long it has waited in
+/// `Receiver::recv`. When the last other handle really goes (a channel's
+/// last sender drops), coro-sync wakes the waiter with `Disconnected`
+/// instead. A lock guard handed to another green thread still names the
+/// thread that locked: if that one finishes, the waiters are reported
+/// although the guard's new owner may still unlock.
 ///
 /// # Panics
 ///
@@ -478,12 +524,15 @@ pub fn leaks() -> Vec<LeakedThread> {
             .map(|(_, t)| {
                 let (kind, object, holder) = edge(t);
                 let h = holder.unwrap_or(0);
+                let asleep = s.waits.asleep.borrow().contains(&(t.id, t.park_gen.get()));
                 LeakedThread {
                     id: t.id,
                     name: t.name.as_deref().map(str::to_owned),
                     call: t.waiting_on.get(),
                     site: t.wait_site.get(),
-                    reason: if kind == "thread" {
+                    reason: if asleep {
+                        crate::asleep::REASON.to_owned()
+                    } else if kind == "thread" {
                         format!("joins #{h}, which is leaked")
                     } else {
                         format!("{kind} {object} is held by #{h}, which is gone or leaked")

@@ -112,12 +112,12 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
         Some(mut cached) => {
             // Unshared (see `recycle`), so `get_mut` succeeds.
             if let Some(w) = Arc::get_mut(&mut cached) {
-                w.reset(Some(s.remote.shared.clone()));
+                w.reset(Some(s.remote.outside()));
                 return cached;
             }
-            Arc::new(FutureWake::new(t.key.get(), t.id, s.remote.shared.clone()))
+            Arc::new(FutureWake::new(t.key.get(), t.id, s.remote.outside()))
         }
-        None => Arc::new(FutureWake::new(t.key.get(), t.id, s.remote.shared.clone())),
+        None => Arc::new(FutureWake::new(t.key.get(), t.id, s.remote.outside())),
     }) else {
         outside()
     };

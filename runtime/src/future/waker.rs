@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::task::Wake;
 
 use crate::context;
-use crate::remote::Shared;
+use crate::remote::Outside;
 use crate::sched::Scheduler;
 use crate::task::{make_ready, ThreadState};
 
@@ -57,11 +57,11 @@ pub(crate) struct FutureWake {
     /// state waits, unshared, for its thread's next `block_on` (`recycle`):
     /// a held inbox reference tells the runtime that something outside may
     /// still wake it (no deadlock report), which a cached state must not.
-    remote: Option<Arc<Shared>>,
+    remote: Option<Outside>,
 }
 
 impl FutureWake {
-    pub(super) fn new(key: usize, id: u64, remote: Arc<Shared>) -> FutureWake {
+    pub(super) fn new(key: usize, id: u64, remote: Outside) -> FutureWake {
         FutureWake {
             woken: AtomicBool::new(false),
             parked: AtomicU64::new(0),
@@ -74,7 +74,7 @@ impl FutureWake {
 
     /// Readies an unshared state for reuse by its thread's next `block_on`
     /// (`remote` is the runtime's inbox), or for the cache (`None`).
-    pub(super) fn reset(&mut self, remote: Option<Arc<Shared>>) {
+    pub(super) fn reset(&mut self, remote: Option<Outside>) {
         *self.woken.get_mut() = false;
         *self.parked.get_mut() = 0;
         self.remote = remote;
