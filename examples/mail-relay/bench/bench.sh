@@ -5,6 +5,7 @@
 #   smtp-source --> Postfix    --> smtp-sink      (bench/postfix.sh)
 #
 #   bash examples/mail-relay/bench/bench.sh [SESSIONS...]      (default: 1 20 100)
+#   ROUTING="relayhost mx" bash examples/mail-relay/bench/bench.sh [SESSIONS...]
 #
 # For each session count, Postfix's smtp-source sends 1 KiB messages first to
 # mail-relay, then to a private Postfix instance; both relay everything to the
@@ -27,6 +28,27 @@
 # MESSAGES (env) sets the message count per run (default: 1000 for 1 session,
 # 10000 otherwise); CLIENT_REUSE and UPSTREAM_REUSE (env) the values tried
 # (default "off on" and "on off").
+#
+# ROUTING (env) says how mail-relay finds the sink, one way or both in each
+# combination (default "relayhost"):
+#   relayhost   `relayhost = "127.0.0.1:2601"`, no DNS (rows: mail-relay)
+#   mx          MX routing, as an MTA (rows: relay-mx): dnsmasq on
+#               127.0.0.1:$DNS_PORT (default 2653; Debian's dnsmasq-base,
+#               which scripts/test.sh installs) serves `example.test MX 10
+#               mx.example.test` and `mx.example.test A 127.0.0.2`, TTL 300 s;
+#               the relay has `[mx]` with that server and `port = 2601`, no
+#               relayhost, and delivers to a second smtp-sink on
+#               127.0.0.2:2601. Each run starts a fresh relay, so its first
+#               messages ask dnsmasq (MX, then A and AAAA of the exchanger)
+#               and the rest use the resolver's cache. At most 20 deliveries
+#               go to the domain at once (`[mx]`'s destination_concurrency_
+#               limit), as to the relayhost (`[smtp]`'s) and in Postfix.
+# Postfix's rows are relayhost in both modes: its MX lookups go through the
+# C library's resolver, which reads /etc/resolv.conf and asks port 53 only,
+# so an MX run of Postfix needs a DNS server on 127.0.0.1:53 and the
+# machine's resolv.conf pointing at it (relayhost unset, `smtp_host_lookup =
+# dns`); this script does not touch the machine's resolver, and compares
+# relay-mx with mail-relay's own relayhost rows of the same run.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$(pwd)
@@ -34,15 +56,29 @@ peer=$root/examples/mail-relay/bench/postfix.sh
 
 bash scripts/install-postfix.sh
 cargo build --release -q -p mail-relay
-relay_bin=$root/target/release/mail-relay
+relay_bin=${CARGO_TARGET_DIR:-$root/target}/release/mail-relay
+routing=${ROUTING:-relayhost}
+for r in $routing; do
+  case $r in
+  relayhost) ;;
+  mx) command -v dnsmasq >/dev/null || {
+    echo "bench.sh: ROUTING=mx needs dnsmasq (apt-get install dnsmasq-base)" >&2
+    exit 1
+  } ;;
+  *) echo "bench.sh: ROUTING: unknown mode '$r' (relayhost, mx)" >&2; exit 2 ;;
+  esac
+done
+dns_port=${DNS_PORT:-2653}
 
 work=$(mktemp -d /tmp/mail-relay-bench.XXXXXX)
 chmod 755 "$work" # Postfix's own processes (user postfix) must reach its directories
-relay_pid= sink_pid=
+relay_pid= sink_pid= mx_sink_pid= dns_pid=
 cleanup() {
   [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null || true
   bash "$peer" stop "$work/pf" >/dev/null 2>&1 || true
   [ -n "$sink_pid" ] && kill "$sink_pid" 2>/dev/null || true
+  [ -n "$mx_sink_pid" ] && kill "$mx_sink_pid" 2>/dev/null || true
+  [ -n "$dns_pid" ] && kill "$dns_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -52,8 +88,9 @@ tck=$(getconf CLK_TCK)
 proc_cpu() { awk -v t="$tck" '{printf "%.2f\n", ($14+$15)/t}' "/proc/$1/stat"; }
 now() { date +%s.%N; }
 count() { find "$1" -type f 2>/dev/null | wc -l; }
-# messages the sink has counted so far
-sunk() { tr '\r' '\n' < "$work/sink.out" | grep mesg= | tail -1 | sed 's/.*mesg=//' || echo 0; }
+# messages the sink of $sink_out has counted so far
+sink_out=$work/sink.out
+sunk() { tr '\r' '\n' < "$sink_out" | grep mesg= | tail -1 | sed 's/.*mesg=//' || echo 0; }
 sunk_now() { local n; n=$(sunk); echo "${n:-0}"; }
 # waits until the sink has counted $1 messages, or 120 s without progress
 wait_sunk() {
@@ -78,6 +115,19 @@ report() {
 smtp-sink -u nobody -c 127.0.0.1:2601 1000 > "$work/sink.out" &
 sink_pid=$!
 bash "$peer" start "$work/pf" 2600 2601 >/dev/null
+if [[ " $routing " == *" mx "* ]]; then
+  # The exchanger's sink, and the DNS server that names it.
+  smtp-sink -u nobody -c 127.0.0.2:2601 1000 > "$work/sink-mx.out" &
+  mx_sink_pid=$!
+  dnsmasq --no-daemon --conf-file=/dev/null --pid-file= --no-resolv --no-hosts \
+    --bind-interfaces --listen-address=127.0.0.1 --port="$dns_port" --local=/test/ \
+    --cache-size=0 --local-ttl=300 \
+    --mx-host=example.test,mx.example.test,10 --host-record=mx.example.test,127.0.0.2 \
+    2> "$work/dnsmasq.log" &
+  dns_pid=$!
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$dns_port") 2>/dev/null && break; sleep 0.05; done
+  kill -0 "$dns_pid" 2>/dev/null || { cat "$work/dnsmasq.log" >&2; exit 1; }
+fi
 postfix_cache() {
   postconf -c "$work/pf/etc" -e "smtp_connection_cache_on_demand = $([ "$1" = on ] && echo yes || echo no)"
   postfix -c "$work/pf/etc" reload >/dev/null 2>&1
@@ -92,34 +142,48 @@ for n in ${@:-1 20 100}; do
     source_args=(-s "$n" -m "$m" -l 1024 -f a@example.test -t b@example.test)
     [ "$cr" = on ] && source_args+=(-d)
     for ur in ${UPSTREAM_REUSE:-on off}; do
-      # mail-relay, a fresh spool each run
-      d=$work/relay-$n-$cr-$ur; mkdir -p "$d"
-      cat > "$d/relay.toml" <<EOF
+      for route in $routing; do
+        # mail-relay, a fresh spool each run
+        d=$work/relay-$n-$cr-$ur-$route; mkdir -p "$d"
+        if [ "$route" = mx ]; then
+          sink_out=$work/sink-mx.out who=relay-mx relayhost=
+          mx="[mx]
+enabled = true
+dns_servers = [\"127.0.0.1:$dns_port\"]
+port = 2601"
+        else
+          sink_out=$work/sink.out who=mail-relay mx=
+          relayhost='relayhost = "127.0.0.1:2601"'
+        fi
+        cat > "$d/relay.toml" <<EOF
 listen = "127.0.0.1:2625"
 spool_dir = "$d/spool"
 maildir = "$d/maildir"
-relayhost = "127.0.0.1:2601"
 max_sessions = 1000
 max_sessions_per_client = 1000
 log_level = "warn"
+$relayhost
 [smtp]
 connection_cache = $([ "$ur" = on ] && echo true || echo false)
+$mx
 EOF
-      "$relay_bin" --config "$d/relay.toml" >/dev/null 2>"$d/log" &
-      relay_pid=$!
-      for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/2625) 2>/dev/null && break; sleep 0.05; done
-      base=$(sunk_now)
-      c0=$(proc_cpu "$relay_pid")
-      t0=$(now)
-      smtp-source "${source_args[@]}" 127.0.0.1:2625
-      t1=$(now)
-      wait_sunk $((base + m)) || true
-      t2=$(now)
-      while [ "$(count "$d/spool/queue")" -gt 0 ]; do sleep 0.02; done
-      c1=$(proc_cpu "$relay_pid")
-      lost=$((base + m - $(sunk_now)))
-      kill "$relay_pid"; wait "$relay_pid" || true; relay_pid=
-      report "$n" "$cr" "$ur" mail-relay "$m" "$t0" "$t1" "$t2" "$c0" "$c1" "$lost"
+        "$relay_bin" --config "$d/relay.toml" >/dev/null 2>"$d/log" &
+        relay_pid=$!
+        for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/2625) 2>/dev/null && break; sleep 0.05; done
+        base=$(sunk_now)
+        c0=$(proc_cpu "$relay_pid")
+        t0=$(now)
+        smtp-source "${source_args[@]}" 127.0.0.1:2625
+        t1=$(now)
+        wait_sunk $((base + m)) || true
+        t2=$(now)
+        while [ "$(count "$d/spool/queue")" -gt 0 ]; do sleep 0.02; done
+        c1=$(proc_cpu "$relay_pid")
+        lost=$((base + m - $(sunk_now)))
+        kill "$relay_pid"; wait "$relay_pid" || true; relay_pid=
+        report "$n" "$cr" "$ur" "$who" "$m" "$t0" "$t1" "$t2" "$c0" "$c1" "$lost"
+      done
+      sink_out=$work/sink.out
 
       # Postfix, the same load, relayed to the same sink
       postfix_cache "$ur"

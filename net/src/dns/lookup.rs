@@ -2,6 +2,9 @@
 
 use std::io;
 use std::net::IpAddr;
+use std::panic;
+
+use coro_runtime::{JoinError, WaitError};
 
 use hickory_proto::rr::{Name, RData, RecordType};
 
@@ -33,12 +36,40 @@ impl Resolver {
     /// than `ndots` is tried with each `search` domain first, then as it
     /// is; a name ending in `.` is absolute and tried only as it is.
     ///
+    /// # Concurrency
+    ///
+    /// For each name tried, the A and the AAAA questions are asked at
+    /// once: the AAAA one on a green thread of its own (in a
+    /// [`scope`](coro_runtime::scope)), the A one on the caller's. Each
+    /// follows the resolver's policy on its own (per-server timeout,
+    /// `attempts` rounds, the next server on a failure), and each is
+    /// cached and shares a query in flight like any other question; the
+    /// call returns when both are done. When one of the two answers is in
+    /// the cache, the other is asked on the caller's thread, without a
+    /// second thread.
+    ///
+    /// # When one family fails
+    ///
+    /// The addresses found are returned when either question found some.
+    /// A family whose question failed temporarily (SERVFAIL, a timeout,
+    /// ...) while the other's answered is left out, as `getaddrinfo` and
+    /// Postfix do: a host reachable over IPv4 stays reachable when its
+    /// AAAA question fails. The failure is logged (debug level) and not
+    /// cached, so the next lookup asks again. Such a lookup returns only
+    /// once the failing question has used up its timeouts and attempts.
+    /// When the caller's deadline passes or the caller is interrupted, both
+    /// questions stop at once.
+    ///
     /// # Errors
     ///
-    /// A [`DnsError`] in the `io::Error`: `NxDomain` or `NoRecords` when no
-    /// candidate has addresses, a temporary failure (`ServFail`, `Timeout`,
-    /// ...) when one of the questions failed and none had addresses;
-    /// `InvalidName` for a name that is not one.
+    /// A [`DnsError`] in the `io::Error`: `NxDomain` when every candidate
+    /// does not exist (NXDOMAIN to both questions), `NoRecords` when one
+    /// exists without addresses; a temporary failure (`ServFail`,
+    /// `Timeout`, ...) when a question failed and none found addresses (a
+    /// temporary failure wins over NXDOMAIN and NODATA, so a mail relay
+    /// defers rather than bounces); `InvalidName` for a name that is not
+    /// one. The caller's deadline or interruption is the runtime's
+    /// `WaitError`; no stack for the AAAA thread is `OutOfMemory`.
     ///
     /// # Examples
     ///
@@ -61,8 +92,9 @@ impl Resolver {
         for name in self.candidates(host)? {
             let mut ips = Vec::new();
             let mut exists = false;
-            for rtype in [RecordType::A, RecordType::AAAA] {
-                match self.resolve(&name, rtype) {
+            let mut failed = None;
+            for answer in self.addresses(&name)? {
+                match answer {
                     Ok(Answer::Records(rs)) => {
                         exists = true;
                         ips.extend(rs.iter().filter_map(|d| match d {
@@ -73,16 +105,21 @@ impl Resolver {
                     }
                     Ok(Answer::NxDomain) => {}
                     Err(e) => match DnsError::from_io(&e) {
-                        Some(d) if d.is_temporary() => failure = Some(e),
+                        Some(d) if d.is_temporary() => failed = Some(e),
                         Some(_) => {}
                         None => return Err(e), // the caller's deadline
                     },
                 }
             }
             if !ips.is_empty() {
+                if let Some(e) = failed {
+                    log::debug!("dns: {name}: addresses of one family only: {e}");
+                }
                 return Ok(ips);
             }
-            if exists && failure.is_none() {
+            if failed.is_some() {
+                failure = failed;
+            } else if exists && failure.is_none() {
                 failure = Some(
                     DnsError::NoRecords {
                         name: name.to_string(),
@@ -98,6 +135,46 @@ impl Resolver {
             }
             .into()
         }))
+    }
+
+    /// The A and the AAAA answers for `name`, asked at once (see
+    /// [`lookup_ip`](Resolver::lookup_ip)). The outer error is a failure to
+    /// start the second question (no stack); the inner ones are each
+    /// question's.
+    fn addresses(&self, name: &Name) -> io::Result<[io::Result<Answer>; 2]> {
+        let (a, aaaa) = (RecordType::A, RecordType::AAAA);
+        if self.cached(name, a).is_some() || self.cached(name, aaaa).is_some() {
+            // One is at hand: a thread would not save a round trip.
+            return Ok([self.resolve(name, a), self.resolve(name, aaaa)]);
+        }
+        let both = coro_runtime::scope(|s| -> io::Result<[io::Result<Answer>; 2]> {
+            let second = coro_runtime::Builder::new()
+                .name("dns AAAA".to_owned())
+                .spawn_scoped(s, || self.resolve(name, aaaa))?;
+            let first = self.resolve(name, a);
+            if first
+                .as_ref()
+                .is_err_and(|e| DnsError::from_io(e).is_none())
+            {
+                // The caller's deadline or interruption (or a local error,
+                // which `lookup_ip` returns): the AAAA question stops too.
+                s.cancel();
+            }
+            let second = match second.join() {
+                Ok(r) => r,
+                Err(JoinError::Panicked(p)) => panic::resume_unwind(p),
+                Err(JoinError::Wait(w)) => {
+                    // The caller was interrupted while waiting for it.
+                    s.cancel();
+                    Err(w.into())
+                }
+                // Runtime shutdown stopped the thread.
+                Err(JoinError::Cancelled) => Err(WaitError::Interrupted.into()),
+            };
+            Ok([first, second])
+        });
+        // Only `try_spawn` threads make a `ScopeError`; none here.
+        both.map_err(io::Error::from)?
     }
 
     /// The MX records of `domain` (absolute: no search list), by

@@ -39,8 +39,9 @@
 //! Messages are encoded and decoded by hickory-proto; the I/O (coro's
 //! [`UdpSocket`](crate::UdpSocket) and [`TcpStream`](crate::TcpStream)),
 //! the timeouts (`with_timeout`), the cache and the policy are this
-//! module's. Everything runs on the calling green thread: no background
-//! thread, no OS thread.
+//! module's. Everything runs on the calling green thread (no background
+//! thread, no OS thread), except that `lookup_ip` asks its AAAA question
+//! on a second green thread, scoped to the call, while the caller asks A.
 //!
 //! * `config.rs`: [`Config`] and `resolv.conf`;
 //! * `transport.rs`: one exchange with one server, and the checks;

@@ -163,6 +163,11 @@ impl Resolver {
         self.sent.get()
     }
 
+    /// The cached answer for `name` (absolute) and `rtype`, while fresh.
+    pub(crate) fn cached(&self, name: &Name, rtype: RecordType) -> Option<Answer> {
+        self.cache.borrow_mut().get(&(name.to_lowercase(), rtype))
+    }
+
     /// The records of type `rtype` for `name` (absolute), following CNAMEs:
     /// from the cache, from a query already in flight, or asked now.
     pub(crate) fn resolve(&self, name: &Name, rtype: RecordType) -> io::Result<Answer> {

@@ -186,7 +186,8 @@ mod tests {
 
     #[test]
     fn rfc6376_example() {
-        // RFC 6376 §3.4.6's example, relaxed/relaxed.
+        // RFC 6376 §3.4.6's worked example ("Canonicalization Examples"),
+        // relaxed/relaxed.
         let msg = b"A: X\r\nB : Y\t\r\n\tZ  \r\n\r\n C \r\nD \t E\r\n\r\n\r\n";
         let (fields, body) = split_message(msg);
         let headers: Vec<u8> = fields.iter().flat_map(|f| relaxed_header(f)).collect();
@@ -194,6 +195,80 @@ mod tests {
         assert_eq!(relaxed_body(body), b" C\r\nD E\r\n");
         assert_eq!(relaxed_body(b"\r\n\r\n"), b"");
         assert_eq!(relaxed_body(b"no newline"), b"no newline\r\n");
+    }
+
+    /// The relaxed header form of each field of `msg`'s header, joined.
+    fn headers(msg: &[u8]) -> Vec<u8> {
+        let (fields, _) = split_message(msg);
+        fields.iter().flat_map(|f| relaxed_header(f)).collect()
+    }
+
+    #[test]
+    fn body_trailing_wsp_goes_inner_runs_shrink() {
+        // §3.4.4 a, b: WSP at a line's end is ignored, runs of it inside
+        // become one space; a line's leading WSP stays (as one space).
+        assert_eq!(relaxed_body(b"a  \t\r\nb\t\r\n"), b"a\r\nb\r\n");
+        assert_eq!(
+            relaxed_body(b"\t lead  in \t\tthe middle \r\n"),
+            b" lead in the middle\r\n"
+        );
+        // A line of WSP only becomes an empty line, kept inside the body.
+        assert_eq!(relaxed_body(b"a\r\n \t \r\nb\r\n"), b"a\r\n\r\nb\r\n");
+        assert_eq!(relaxed_body(b"a\r\n\r\n\r\nb\r\n"), b"a\r\n\r\n\r\nb\r\n");
+    }
+
+    #[test]
+    fn body_empty_lines_at_the_end_go() {
+        // §3.4.4 c: all empty lines at the end are ignored, also those that
+        // were WSP only before the rule above.
+        assert_eq!(relaxed_body(b"x\r\n\r\n\r\n"), b"x\r\n");
+        assert_eq!(relaxed_body(b"x\r\n \r\n\t\r\n\r\n"), b"x\r\n");
+        assert_eq!(relaxed_body(b"x\r\n\r\ny \r\n\r\n"), b"x\r\n\r\ny\r\n");
+        // A missing final CRLF is added (a non-empty body ends in CRLF),
+        // after trailing WSP is dropped.
+        assert_eq!(relaxed_body(b"x\r\ny \t"), b"x\r\ny\r\n");
+    }
+
+    #[test]
+    fn empty_body() {
+        // §3.4.4: an empty body, or one of empty lines only, is empty under
+        // relaxed (a CRLF is added only to a non-empty body), so its bh= is
+        // the SHA-256 of nothing.
+        for body in [&b""[..], b"\r\n", b"\r\n\r\n", b" \r\n\t\r\n"] {
+            let c = relaxed_body(body);
+            assert_eq!(c, b"", "{body:?}");
+            let digest = ring::digest::digest(&ring::digest::SHA256, &c);
+            assert_eq!(
+                base64(digest.as_ref()),
+                "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+            );
+        }
+        // The header ends the data: the body is empty.
+        let (fields, body) = split_message(b"From: a@b\r\nTo: c@d\r\n\r\n");
+        assert_eq!((fields.len(), body), (2, &b""[..]));
+        let (fields, body) = split_message(b"From: a@b\r\nTo: c@d");
+        assert_eq!((fields.len(), body), (2, &b""[..]));
+    }
+
+    #[test]
+    fn folded_headers_are_unfolded() {
+        // §3.4.2: unfold (CRLF before WSP removed), WSP runs one space, no
+        // WSP at the value's end nor around the colon, name lower-cased.
+        let msg = b"Subject: one\r\n  two\r\n\tthree \r\nTo:\r\n  c@d\r\n\r\nbody\r\n";
+        assert_eq!(headers(msg), b"subject:one two three\r\nto:c@d\r\n");
+        let (fields, body) = split_message(msg);
+        assert_eq!(fields[0], b"Subject: one\r\n  two\r\n\tthree ");
+        assert_eq!(body, b"body\r\n");
+        // WSP before the colon, a colon in the value, empty values.
+        assert_eq!(
+            headers(b"X-Name \t:\t a:b  c \r\nX-Empty:\r\nX-Blank: \r\n \r\n\r\n"),
+            b"x-name:a:b c\r\nx-empty:\r\nx-blank:\r\n"
+        );
+        // The value's case is kept; only the name is lower-cased.
+        assert_eq!(
+            headers(b"DKIM-Test: MiXeD Case\r\n\r\n"),
+            b"dkim-test:MiXeD Case\r\n"
+        );
     }
 
     #[test]
