@@ -132,11 +132,15 @@ fn start(name: &str, mode: Mode) -> Server {
     }
 }
 
+/// coro's echo server. `CORO_GUARD=BYTES` in the environment sets its
+/// stacks' guard gap (`RuntimeBuilder::stack_guard_size`), to compare the
+/// default 1 MiB gap with a one-page guard at scale.
 fn coro_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
-    let mut rt = coro::Runtime::builder()
-        .latency_warning(None)
-        .build()
-        .expect("coro runtime");
+    let mut b = coro::Runtime::builder().latency_warning(None);
+    if let Some(g) = std::env::var("CORO_GUARD").ok().and_then(|v| v.parse().ok()) {
+        b = b.stack_guard_size(g);
+    }
+    let mut rt = b.build().expect("coro runtime");
     rt.block_on(move || {
         let listener = coro::net::TcpListener::bind("127.0.0.1:0").unwrap();
         ready(listener.local_addr().unwrap());
