@@ -137,7 +137,10 @@ fn start(name: &str, mode: Mode) -> Server {
 /// default 1 MiB gap with a one-page guard at scale.
 fn coro_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
     let mut b = coro::Runtime::builder().latency_warning(None);
-    if let Some(g) = std::env::var("CORO_GUARD").ok().and_then(|v| v.parse().ok()) {
+    if let Some(g) = std::env::var("CORO_GUARD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         b = b.stack_guard_size(g);
     }
     let mut rt = b.build().expect("coro runtime");

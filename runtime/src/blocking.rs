@@ -33,7 +33,6 @@ use std::time::Duration;
 
 use crate::context;
 use crate::error::WaitError;
-use crate::sched;
 use crate::task::Waiter;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -344,7 +343,7 @@ where
                         .borrow_mut()
                         .push_back(Waiter::current("coro::blocking"))
                 });
-                let r = sched::park_as("blocking pool queue");
+                let r = crate::suspend::park_as("blocking pool queue");
                 context::with_sched("coro::blocking", |s| {
                     s.blocking.room.borrow_mut().retain(Waiter::is_waiting);
                     if r.is_err() {
@@ -369,6 +368,6 @@ where
         context::with_sched("coro::blocking", |s| {
             s.blocking.waiting.borrow_mut()[key] = Some(Waiter::current("coro::blocking"))
         });
-        sched::park_as("blocking job")?;
+        crate::suspend::park_as("blocking job")?;
     }
 }

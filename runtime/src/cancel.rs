@@ -207,7 +207,7 @@ pub(crate) struct TaskCancel {
     pub(crate) scopes: RefCell<Vec<Scope>>,
     /// # Invariant
     /// Whether a scope visible to the running code is cancelled (see the
-    /// module docs), kept up to date by [`recompute`]; `sched::check` fails
+    /// module docs), kept up to date by [`recompute`]; `crate::suspend::check` fails
     /// a blocking call while it is set.
     pub(crate) pending: Cell<bool>,
     /// Last scope id handed out.

@@ -36,7 +36,7 @@
 //!
 //! So while a green thread runs, [`CURRENT`] points at its own live
 //! scheduler, and that scheduler's `current` at its own live task: what the
-//! `unsafe` blocks below (and the yielder in `sched::suspend`) rely on.
+//! `unsafe` blocks below (and the yielder in `crate::suspend::suspend`) rely on.
 
 use std::cell::Cell;
 use std::ptr;
@@ -122,7 +122,7 @@ pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R
 
 /// The running scheduler and green thread, for the few hot paths that must
 /// be inlined into their callers whole (a closure passed to
-/// [`with_current`] may stay out of line; see `sched::park_named`).
+/// [`with_current`] may stay out of line; see `crate::suspend::park_named`).
 ///
 /// # Panics
 ///

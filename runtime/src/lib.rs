@@ -106,6 +106,7 @@ mod shutdown_hooks;
 mod spawn;
 mod stack;
 mod stats;
+mod suspend;
 mod sys;
 mod task;
 mod timeout;
@@ -127,7 +128,6 @@ pub use runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_SNAPSHOTS,
     DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
-pub use sched::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};
 pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};
 pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
 pub use spawn::{
@@ -135,6 +135,7 @@ pub use spawn::{
 };
 pub use stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
 pub use stats::{stats, threads, Stats, ThreadInfo};
+pub use suspend::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};
 pub use task::{Coro, ThreadState};
 pub use timeout::{no_suspend, with_deadline, with_timeout};
 pub use waits::{deadlocks, leaks, BlockedThread, Deadlock, LeakedThread, WaitInfo, WaitTarget};
@@ -149,7 +150,7 @@ pub use mio::Interest;
 /// call it in a blocking primitive of your own.
 #[inline]
 pub fn failed_at_once() {
-    sched::failed_at_once_if_green();
+    suspend::failed_at_once_if_green();
 }
 
 /// Whether the calling code runs on a green thread of a coro runtime.

@@ -380,7 +380,7 @@ impl Registration {
     pub fn wait(&self, dir: Direction) -> io::Result<()> {
         loop {
             if self.state.closed.get() {
-                sched::failed_at_once_if_green();
+                crate::suspend::failed_at_once_if_green();
                 return Err(closed_error());
             }
             if self.is_ready(dir) {
@@ -394,7 +394,7 @@ impl Registration {
                 Direction::Read => "readable",
                 Direction::Write => "writable",
             };
-            if let Err(e) = sched::park_as(what) {
+            if let Err(e) = crate::suspend::park_as(what) {
                 self.remove_stale(dir);
                 return Err(e.into());
             }
@@ -507,7 +507,7 @@ impl Registration {
         let mut waited = false;
         loop {
             if self.state.closed.get() {
-                sched::failed_at_once_if_green();
+                crate::suspend::failed_at_once_if_green();
                 return Err(closed_error());
             }
             if dir == Direction::Read && !self.is_ready(dir) {
@@ -521,7 +521,7 @@ impl Registration {
                         self.clear(dir);
                     }
                     if !waited {
-                        sched::try_selfish_if_green();
+                        crate::suspend::try_selfish_if_green();
                     }
                     return Ok(v);
                 }
@@ -536,7 +536,7 @@ impl Registration {
                         // An error at once (EMFILE, ECONNRESET, ...) yields
                         // like a success at once: see "Calls that fail at
                         // once" in the crate docs.
-                        sched::failed_at_once_if_green();
+                        crate::suspend::failed_at_once_if_green();
                     }
                     return Err(e);
                 }

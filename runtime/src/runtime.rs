@@ -687,7 +687,7 @@ fn leak(s: &Scheduler, t: &Rc<Task>, why: &str) {
 }
 
 /// Unwinds one thread on its own stack by resuming it with its unwind
-/// requested (see `sched::forced_unwind_point`); a thread that never ran
+/// requested (see `crate::suspend::forced_unwind_point`); a thread that never ran
 /// starts and `spawn::entry` drops its closure under its `catch_unwind`.
 /// Leaks a thread that keeps catching the unwind and blocking again.
 fn unwind(s: &Scheduler, t: &Rc<Task>) {

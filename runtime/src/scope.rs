@@ -13,7 +13,7 @@
 //! (returned, panicked or unwound) and wakes the owner when the list is
 //! empty. The owner, after its closure returned (or panicked: caught, and
 //! re-raised after the wait), parks until then with
-//! `sched::park_unchecked`, which no interrupt or cancellation ends early.
+//! `crate::suspend::park_unchecked`, which no interrupt or cancellation ends early.
 //!
 //! # Why borrowing is sound
 //!
@@ -38,7 +38,7 @@
 //!   threads first and skips a thread that
 //!   [`owns live threads`](crate::cancel::owns_live_threads) until they are
 //!   unwound: the threads unwind first, while the frame they borrow from is
-//!   intact. The owner's wait is no unwind point (`sched::park_unchecked`):
+//!   intact. The owner's wait is no unwind point (`crate::suspend::park_unchecked`):
 //!   should shutdown resume the owner to unwind it while its threads live
 //!   anyway, it parks again, and shutdown leaks it after a few rounds; a
 //!   leaked thread's stack is never freed nor unwound, so the borrowed frame
@@ -68,7 +68,7 @@ use crate::cancel::{self, Parent};
 use crate::cancel_scope::CancelScope;
 use crate::context;
 use crate::error::{JoinError, WaitError};
-use crate::sched::{self, ForcedUnwind};
+use crate::sched::ForcedUnwind;
 use crate::spawn::{Builder, JoinHandle};
 use crate::task::{Coro, Task, ThreadState, Waiter};
 
@@ -303,7 +303,7 @@ impl State {
                 break;
             }
             *self.waiter.borrow_mut() = Some(Waiter::current("coro::scope"));
-            sched::park_unchecked("scope");
+            crate::suspend::park_unchecked("scope");
             self.waiter.borrow_mut().take();
         }
         if interrupted {

@@ -309,10 +309,10 @@ impl<T> JoinHandle<T> {
         let site = std::panic::Location::caller();
         while !self.is_finished() {
             self.packet.joiners.borrow_mut().push(Waiter::current(call));
-            let r = sched::park_waiting(
+            let r = crate::suspend::park_waiting(
                 "join",
                 call,
-                sched::Wait {
+                crate::suspend::Wait {
                     target: None,
                     thread: self.coro.id(),
                     site: Some(site),

@@ -116,7 +116,7 @@ pub(crate) struct Task {
     pub(crate) stack_guard: usize,
     pub(crate) stack_size: usize,
     /// Shutdown asked this task to unwind: its next blocking call or yield
-    /// raises `sched::ForcedUnwind` (see `sched::forced_unwind_point`).
+    /// raises `sched::ForcedUnwind` (see `crate::suspend::forced_unwind_point`).
     pub(crate) unwinding: Cell<bool>,
     /// Times the task raised that unwind.
     pub(crate) unwind_rounds: Cell<u32>,

@@ -35,7 +35,6 @@ pub(crate) use waker::FutureWake;
 
 use crate::context;
 use crate::error::WaitError;
-use crate::sched;
 
 /// Runs `fut` to completion on the calling green thread and returns its
 /// output. While the future is pending, only this green thread is
@@ -149,7 +148,7 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
         let r = if state.woken.load(Ordering::Acquire) {
             Ok(())
         } else {
-            sched::park_as("future")
+            crate::suspend::park_as("future")
         };
         state.parked.store(0, Ordering::Relaxed);
         r?;

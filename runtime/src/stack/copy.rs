@@ -31,7 +31,7 @@
 //! # Copying out
 //!
 //! A parked thread's live stack is the range from its stack pointer at the
-//! switch (recorded by `sched::suspend` in [`ThreadStack::sp`], less the
+//! switch (recorded by `crate::suspend::suspend` in [`ThreadStack::sp`], less the
 //! few words the switch itself pushes below it: [`switch_depth`]) up to
 //! the stack's base, usually a few hundred bytes to a few KiB, while the
 //! pages it keeps resident are whole 4 KiB pages (more if it once ran
@@ -129,7 +129,7 @@ impl Drop for StackPin<'_> {
 /// not be measured sanely (copying out is then off).
 ///
 /// Measured once per process: a coroutine on a stack filled with a
-/// pattern records its stack pointer as `sched::suspend` does, then
+/// pattern records its stack pointer as `crate::suspend::suspend` does, then
 /// suspends through an out-of-line `Yielder::suspend` (the deepest way the
 /// switch can go); the lowest word no longer holding the pattern is the
 /// deepest the switch wrote.
@@ -194,7 +194,7 @@ pub(crate) fn trim_below_sp(t: &Task) -> bool {
     }
     // SAFETY: [usable_lo, hi) lies in the thread's stack slot, above its
     // guard page and whole pages below everything live on the stack. The
-    // thread is parked, so its stack pointer is the one `sched::suspend`
+    // thread is parked, so its stack pointer is the one `crate::suspend::suspend`
     // recorded, and its live data is its frames from `sp - depth` up (the
     // switch's saved registers reach at most `depth` below `sp`, measured
     // by `switch_depth`; `RED_ZONE` covers what a frame may keep below its
