@@ -390,10 +390,17 @@ pub(crate) fn deliver(s: &Scheduler, t: &Task) -> Option<WaitError> {
 
 /// Before `t` parks: makes sure the earliest deadline visible to it has a
 /// timer, or expires that scope now (and fails the park) if it passed.
+#[inline]
 pub(crate) fn arm(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
     if t.cancel.parent.get().is_none() && t.cancel.scopes.borrow().is_empty() {
         return Ok(());
     }
+    arm_scoped(s, t)
+}
+
+/// [`arm`] for a thread inside cancel scopes (its own or a nursery's).
+#[inline(never)]
+fn arm_scoped(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
     let mut first: Option<(u64, Option<Rc<Task>>, u64, bool)> = None;
     visit(t, |holder, sc| {
         // Innermost first: `<=` arms the outermost of equal deadlines.

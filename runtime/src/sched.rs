@@ -395,11 +395,17 @@ impl Scheduler {
     }
 
     /// Fires every timer whose deadline has passed, in deadline order.
+    #[inline]
     pub(crate) fn fire_timers(&self) {
-        let mut timers = self.timers.borrow_mut();
-        if timers.len() == 0 {
-            return;
+        if self.timers.borrow().len() != 0 {
+            self.fire_due_timers();
         }
+    }
+
+    /// [`fire_timers`](Self::fire_timers) when there are timers.
+    #[inline(never)]
+    fn fire_due_timers(&self) {
+        let mut timers = self.timers.borrow_mut();
         let now = clock::now().ticks();
         // Wakers of futures run after the heap is released: they are user
         // code, which may touch the timers.
