@@ -116,9 +116,6 @@ fn describe(t: &Task) -> String {
         t.id,
         t.display_name(),
         t.waiting_on.get(),
-        t.wait_site
-            .get()
-            .map(|l| format!(" at {l}"))
-            .unwrap_or_default()
+        crate::waits::site_suffix(t)
     )
 }

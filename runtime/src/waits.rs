@@ -454,12 +454,17 @@ pub(crate) fn report_leaked(s: &Scheduler, t: &Task, reason: &str, end: &str) {
             t.id,
             t.display_name(),
             t.waiting_on.get(),
-            t.wait_site
-                .get()
-                .map(|l| format!(" at {l}"))
-                .unwrap_or_default(),
+            site_suffix(t),
         )
     });
+}
+
+/// `" at file:line:col"` for the caller of `t`'s blocking call, or `""`.
+pub(crate) fn site_suffix(t: &Task) -> String {
+    t.wait_site
+        .get()
+        .map(|l| format!(" at {l}"))
+        .unwrap_or_default()
 }
 
 /// The green threads of the current runtime reported as leaked and still
