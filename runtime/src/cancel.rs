@@ -200,20 +200,22 @@ pub(crate) struct Parent {
     pub(crate) scope: u64,
 }
 
-/// A task's cancellation state (a field of [`Task`]).
+/// A task's cancellation state (a field of [`Task`]). `repr(C)`: the
+/// fields every park reads come first (see `Task`'s layout).
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct TaskCancel {
-    /// The scopes this thread entered, innermost last.
-    pub(crate) scopes: RefCell<Vec<Scope>>,
     /// # Invariant
     /// Whether a scope visible to the running code is cancelled (see the
     /// module docs), kept up to date by [`recompute`]; `crate::suspend::check` fails
     /// a blocking call while it is set.
     pub(crate) pending: Cell<bool>,
-    /// Last scope id handed out.
-    seq: Cell<u64>,
+    /// The scopes this thread entered, innermost last.
+    pub(crate) scopes: RefCell<Vec<Scope>>,
     /// For a thread spawned in a nursery; set before it first runs.
     pub(crate) parent: OnceCell<Parent>,
+    /// Last scope id handed out.
+    seq: Cell<u64>,
 }
 
 impl TaskCancel {

@@ -109,6 +109,7 @@ mod stats;
 mod suspend;
 mod sys;
 mod task;
+mod task_pool;
 mod timeout;
 mod timer;
 mod waits;

@@ -323,7 +323,10 @@ impl Scheduler {
                     self.ready.borrow_mut().push_back(task);
                 }
             }
-            Ok(CoroutineResult::Return(())) => self.finish(&task),
+            Ok(CoroutineResult::Return(())) => {
+                self.finish(&task);
+                crate::task_pool::recycle(task);
+            }
             Err(p) => self.escaped(&task, p),
         }
     }

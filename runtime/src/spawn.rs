@@ -153,7 +153,15 @@ impl Builder {
         let limit = stack.limit_addr();
         let usable = stack.usable_size();
         let guard = stack.guard_size();
-        let task = Rc::new(Task::new(id, s.id, name, selfishness, limit, guard, usable));
+        let task = crate::task_pool::new_task(Task::new(
+            id,
+            s.id,
+            name,
+            selfishness,
+            limit,
+            guard,
+            usable,
+        ));
         let packet = Rc::new(Packet {
             result: RefCell::new(None),
             joiners: RefCell::new(Vec::new()),
@@ -343,11 +351,16 @@ impl<T> JoinHandle<T> {
         if !self.is_finished() {
             self.wait_named("JoinHandle::join")?;
         }
-        self.packet
+        let JoinHandle { coro, packet } = self;
+        let r = packet
             .result
             .borrow_mut()
             .take()
-            .unwrap_or(Err(JoinError::Cancelled))
+            .unwrap_or(Err(JoinError::Cancelled));
+        if coro.0.state.get() == ThreadState::Dead {
+            crate::task_pool::recycle(coro.0);
+        }
+        r
     }
 }
 

@@ -325,6 +325,7 @@ impl<D> fmt::Debug for WaitList<D> {
 /// While parked the thread is recorded as waiting on the list's
 /// [`WaitTarget`] (see `coro_runtime::park_on`), called from the caller of
 /// the `#[track_caller]` chain that leads here.
+#[inline]
 #[track_caller]
 pub(crate) fn wait<D, F, P>(
     list: &RefCell<WaitList<D>>,

@@ -76,7 +76,10 @@ use crate::clock;
 use crate::task::{Task, ThreadState};
 
 /// What the stack module keeps for each green thread (a field of its task).
+/// `repr(C)`: `sp`, written at every suspend, comes first (see `Task`'s
+/// layout).
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct ThreadStack {
     /// The stack pointer when the thread last suspended (0 before it
     /// first did): where its stack is hot, for the scheduler's prefetch,

@@ -1,0 +1,155 @@
+//! Control blocks of finished green threads, kept for the next spawn on the
+//! same OS thread.
+//!
+//! # Why
+//!
+//! A [`Task`] is about 420 bytes. With many threads alive at once, glibc's
+//! per-size cache (7 blocks per size class) runs dry, and every spawn and
+//! every finished thread goes through malloc's bins instead: about 350
+//! instructions a thread, a sixth of a cold spawn+join (BENCHMARKS.md,
+//! "Spawn"). Finished blocks are kept here instead and reused by the next
+//! spawn. Like stacks (`stack`, the arena), they belong to the OS thread and
+//! not to one runtime, so a runtime built later on the thread reuses them.
+//!
+//! # Invariant: a kept block has no other handle
+//!
+//! [`recycle`] keeps a block only through `Rc::get_mut`, which succeeds
+//! only for the last strong handle with no weak ones: nobody else can see
+//! the block when [`new_task`] overwrites it. What a finished task still
+//! refers to (its name, its nursery, its future waker) is dropped when it
+//! is kept, not when it is reused, so keeping it holds nothing alive.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::cancel::TaskCancel;
+use crate::task::Task;
+
+/// Most blocks kept per OS thread (as many as the default stack pool).
+const KEEP: usize = 1024;
+
+thread_local! {
+    static FREE: RefCell<Vec<Rc<Task>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `task` in a shared block: a kept one if there is any, else a new one.
+#[inline]
+pub(crate) fn new_task(task: Task) -> Rc<Task> {
+    match FREE.try_with(|f| f.borrow_mut().pop()) {
+        Ok(Some(mut block)) => match Rc::get_mut(&mut block) {
+            Some(slot) => {
+                *slot = task;
+                block
+            }
+            None => Rc::new(task),
+        },
+        _ => Rc::new(task),
+    }
+}
+
+/// Keeps the block of a finished task for a later spawn, if `task` is its
+/// last handle (see the module docs); otherwise just drops `task`.
+#[inline]
+pub(crate) fn recycle(mut task: Rc<Task>) {
+    let Some(t) = Rc::get_mut(&mut task) else {
+        return;
+    };
+    if t.coroutine.get_mut().is_some() || !t.locals.get_mut().is_empty() {
+        // Not finished by its scheduler, or locals leaked with it: the
+        // block's `Drop` deals with that.
+        return;
+    }
+    t.name = None;
+    if t.cancel.parent.get().is_some() || !t.cancel.scopes.get_mut().is_empty() {
+        t.cancel = TaskCancel::default();
+    }
+    *t.wait_target.get_mut() = None;
+    *t.future_wake.get_mut() = None;
+    // While the OS thread exits the list is gone: the block is freed.
+    let _ = FREE.try_with(|f| {
+        let mut f = f.borrow_mut();
+        if f.len() < KEEP {
+            f.push(task);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    fn block(c: &crate::Coro) -> *const super::Task {
+        Rc::as_ptr(&c.0)
+    }
+
+    fn kept(b: *const super::Task) -> bool {
+        super::FREE.with(|f| f.borrow().iter().any(|t| Rc::as_ptr(t) == b))
+    }
+
+    #[test]
+    fn a_joined_threads_block_is_reused_by_the_next_spawn() {
+        crate::run(|| {
+            let h = crate::spawn(|| 1);
+            let first = block(h.thread());
+            assert_eq!(h.join().unwrap(), 1);
+            assert!(kept(first));
+            let h = crate::spawn(|| 2);
+            assert_eq!(block(h.thread()), first);
+            assert!(!kept(first));
+            assert_eq!(h.join().unwrap(), 2);
+        });
+    }
+
+    #[test]
+    fn a_detached_threads_block_is_reused_once_it_ends() {
+        crate::run(|| {
+            let h = crate::spawn(|| ());
+            let first = block(h.thread());
+            drop(h);
+            assert!(!kept(first));
+            crate::yield_now();
+            assert!(kept(first));
+            let h = crate::spawn(|| ());
+            assert_eq!(block(h.thread()), first);
+            h.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_block_with_a_live_handle_is_never_reused() {
+        crate::run(|| {
+            let h = crate::spawn(|| ());
+            let kept_handle = h.thread().clone();
+            let id = kept_handle.id();
+            h.join().unwrap();
+            assert!(!kept(block(&kept_handle)));
+            let later: Vec<_> = (0..4).map(|_| crate::spawn(|| ())).collect();
+            for h in &later {
+                assert_ne!(block(h.thread()), block(&kept_handle));
+            }
+            // The old handle still describes its own, finished thread.
+            assert_eq!(kept_handle.id(), id);
+            assert_eq!(kept_handle.state(), crate::ThreadState::Dead);
+            for h in later {
+                h.join().unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn a_kept_block_holds_nothing_of_its_thread() {
+        crate::run(|| {
+            let h = crate::Builder::new()
+                .name("kept".into())
+                .spawn(|| ())
+                .unwrap();
+            h.join().unwrap();
+            super::FREE.with(|f| {
+                let f = f.borrow();
+                let t = f.last().expect("the joined thread's block is kept");
+                assert!(t.name.is_none());
+                assert!(t.cancel.parent.get().is_none());
+            });
+        });
+    }
+}
