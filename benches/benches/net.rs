@@ -13,7 +13,9 @@
 //! After criterion's runs the servers take turns in rounds (ratios within a
 //! round), then the same at 10 000 connections with each server in a child
 //! process (`wide_report`), then resident memory with 10 000 idle
-//! connections (`idle_report`). `-- wide` or `-- idle_rss` runs only those.
+//! connections (`idle_report`). `-- wide` or `-- idle_rss` runs only those;
+//! `-- rounds` runs the rounds and the 10 000-connection runs, and
+//! `CORO_NET_CONNS=1000` (a comma-separated list) picks which of them.
 //!
 //! Each server runs on its own OS thread; its CPU time (the thread's CPU
 //! clock, split into user and kernel time from `/proc`) is read around every
@@ -620,6 +622,15 @@ fn main() {
     idle_report();
 }
 
+/// Whether the rounds at `conns` connections run: all of them, or those
+/// listed in `CORO_NET_CONNS` (say `CORO_NET_CONNS=1000,10000`).
+fn conns_selected(conns: usize) -> bool {
+    match std::env::var("CORO_NET_CONNS") {
+        Ok(list) => list.split(',').any(|c| c.trim().parse() == Ok(conns)),
+        Err(_) => true,
+    }
+}
+
 /// The servers take turns at 1, 100 and 1 000 connections (building any
 /// rig `rigs` lacks).
 fn alternating_report(rigs: &mut BTreeMap<(usize, &'static str), Rig>) {
@@ -634,6 +645,9 @@ fn alternating_report(rigs: &mut BTreeMap<(usize, &'static str), Rig>) {
          (user time is sampled at the 10 ms tick, so each round's is rough)"
     );
     for (conns, msgs) in CONNS.into_iter().zip(ROUND_MSGS) {
+        if !conns_selected(conns) {
+            continue;
+        }
         let mut per_round: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         let mut sums: BTreeMap<&str, Totals> = BTreeMap::new();
         for _ in 0..ROUNDS {
@@ -700,6 +714,9 @@ fn echo_server_child(name: &str) {
 /// Echo at `WIDE_CONNS` connections, each server in a child process; the
 /// servers take turns within a round (the client reconnects each time).
 fn wide_report() {
+    if !conns_selected(WIDE_CONNS) {
+        return;
+    }
     let mut children = Vec::new();
     for name in SERVERS {
         let mut child = Command::new(std::env::current_exe().expect("bench binary"))

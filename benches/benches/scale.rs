@@ -8,6 +8,11 @@
 //!   repetitions (its stacks come from the pool).
 //! * `scale::spawn_1000_join/cold`: spawn 1 000 threads, then join them all,
 //!   in a fresh runtime per repetition (timed from build to drop).
+//!   `cold/floor` is the least any stackful spawn can cost: the same
+//!   1 000 bare corosensei coroutines, each made on a stack kept from the
+//!   last repetition (as coro's arena keeps them), run to its end in spawn
+//!   order, and its stack taken back; no runtime, control block, ready
+//!   queue or join handle.
 //!
 //! One iteration = one sleep (`sleep_10k`) or one thread (`spawn_1000_join`).
 //! may has one process-wide runtime, so it appears in the warm benches only,
@@ -19,6 +24,8 @@
 
 use std::time::{Duration, Instant};
 
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
 const THREADS: u64 = 10_000;
@@ -157,9 +164,31 @@ fn sleep_10k_may(c: &mut Criterion) {
     g.finish();
 }
 
+/// `cold/floor`: `SPAWNED` coroutines made on pooled stacks, run in spawn
+/// order, their stacks taken back (see the module docs).
+fn floor_spawn_1000(stacks: &mut Vec<DefaultStack>) {
+    let mut cos: Vec<Coroutine<(), (), u64, DefaultStack>> = (0..SPAWNED)
+        .map(|i| {
+            let stack = stacks
+                .pop()
+                .unwrap_or_else(|| DefaultStack::new(coro::DEFAULT_STACK_SIZE).expect("stack"));
+            Coroutine::with_stack(stack, move |_: &Yielder<(), ()>, ()| black_box(i))
+        })
+        .collect();
+    for co in &mut cos {
+        match co.resume(()) {
+            CoroutineResult::Return(v) => {
+                black_box(v);
+            }
+            CoroutineResult::Yield(()) => unreachable!("the coroutine never yields"),
+        }
+    }
+    stacks.extend(cos.into_iter().map(Coroutine::into_stack));
+}
+
 fn spawn_1000(c: &mut Criterion) {
     let mut g = c.benchmark_group("scale::spawn_1000_join");
-    let per_thread = |iters: u64, mut f: Box<dyn FnMut()>| {
+    let per_thread = |iters: u64, f: &mut dyn FnMut()| {
         let reps = iters.div_ceil(SPAWNED);
         let t = Instant::now();
         for _ in 0..reps {
@@ -169,36 +198,34 @@ fn spawn_1000(c: &mut Criterion) {
     };
     g.bench_function("cold/coro", |b| {
         b.iter_custom(|iters| {
-            per_thread(
-                iters,
-                Box::new(|| {
-                    coro_benches::coro_rt().block_on(|| {
-                        let hs: Vec<_> = (0..SPAWNED)
-                            .map(|i| coro::spawn(move || black_box(i)))
-                            .collect();
-                        for h in hs {
-                            black_box(h.join().unwrap());
-                        }
-                    })
-                }),
-            )
+            per_thread(iters, &mut || {
+                coro_benches::coro_rt().block_on(|| {
+                    let hs: Vec<_> = (0..SPAWNED)
+                        .map(|i| coro::spawn(move || black_box(i)))
+                        .collect();
+                    for h in hs {
+                        black_box(h.join().unwrap());
+                    }
+                })
+            })
         })
+    });
+    g.bench_function("cold/floor", |b| {
+        let mut stacks = Vec::new();
+        b.iter_custom(|iters| per_thread(iters, &mut || floor_spawn_1000(&mut stacks)))
     });
     g.bench_function("cold/tokio", |b| {
         b.iter_custom(|iters| {
-            per_thread(
-                iters,
-                Box::new(|| {
-                    coro_benches::tokio_rt().block_on(async {
-                        let hs: Vec<_> = (0..SPAWNED)
-                            .map(|i| tokio::spawn(async move { black_box(i) }))
-                            .collect();
-                        for h in hs {
-                            black_box(h.await.unwrap());
-                        }
-                    })
-                }),
-            )
+            per_thread(iters, &mut || {
+                coro_benches::tokio_rt().block_on(async {
+                    let hs: Vec<_> = (0..SPAWNED)
+                        .map(|i| tokio::spawn(async move { black_box(i) }))
+                        .collect();
+                    for h in hs {
+                        black_box(h.await.unwrap());
+                    }
+                })
+            })
         })
     });
     g.finish();
