@@ -26,18 +26,26 @@
 //! `Transfer-Encoding` gets `501` and a close, since the endpoints take no
 //! body and an unread chunked body would desynchronise the connection.
 //!
+//! A connection silent for [`IDLE`] (`CORO_HTTP_IDLE_SECS` seconds, if
+//! set) is closed. There is no timer per read for that: each read stamps
+//! the connection with the runtime's sweep count, and the green thread
+//! that refreshes the `Date` header once a second also interrupts the
+//! threads of connections whose stamp is too old (see [`Idle`]); their
+//! blocked read fails and the connection closes.
+//!
 //! The responses carry the headers TechEmpower asks for: `Server`, `Date`
 //! (formatted once per second per runtime), `Content-Type` and
 //! `Content-Length`. The JSON body is serialized per request with
 //! `serde_json`, as the benchmark's rules require.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use coro::net::{TcpListener, TcpStream};
+use slab::Slab;
 
 /// The largest request head (request line and headers) accepted; a larger
 /// one gets `431 Request Header Fields Too Large`.
@@ -46,7 +54,8 @@ const MAX_HEAD: usize = 8 * 1024;
 const MAX_HEADERS: usize = 32;
 /// The read buffer: room for a full head plus pipelined requests.
 const BUF: usize = 16 * 1024;
-/// How long a connection may stay silent before it is closed.
+/// How long a connection may stay silent before it is closed (give or
+/// take the second of the sweep); `CORO_HTTP_IDLE_SECS` overrides it.
 const IDLE: Duration = Duration::from_secs(60);
 /// How long a connection the server closes (after an error response or
 /// `Connection: close`) is drained of the client's input.
@@ -67,6 +76,20 @@ fn main() -> io::Result<()> {
         })?,
         Err(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    let idle_secs = match std::env::var("CORO_HTTP_IDLE_SECS") {
+        Ok(s) => match s.parse::<u64>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "CORO_HTTP_IDLE_SECS must be a whole number of seconds above 0, not {s:?}"
+                    ),
+                ))
+            }
+        },
+        Err(_) => IDLE.as_secs(),
+    };
     if threads == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -84,7 +107,7 @@ fn main() -> io::Result<()> {
         os_threads.push(
             std::thread::Builder::new()
                 .name(format!("http-{core}"))
-                .spawn(move || serve_core(core, &at, &ready))?,
+                .spawn(move || serve_core(core, &at, idle_secs, &ready))?,
         );
         match started.recv() {
             Ok(Ok(local)) => bound = Some(local),
@@ -106,6 +129,7 @@ fn main() -> io::Result<()> {
 fn serve_core(
     core: usize,
     addr: &str,
+    idle_secs: u64,
     ready: &mpsc::Sender<io::Result<SocketAddr>>,
 ) -> io::Result<()> {
     coro::run(|| {
@@ -118,9 +142,10 @@ fn serve_core(
         };
         let _ = ready.send(Ok(listener.local_addr()?));
         coro::Builder::new()
-            .name("http date".into())
-            .spawn(|| loop {
+            .name("http clock".into())
+            .spawn(move || loop {
                 DATE.with_borrow_mut(DateCache::refresh);
+                Idle::sweep(idle_secs);
                 let into = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.subsec_nanos());
@@ -158,6 +183,7 @@ enum Route {
 /// sends something that cannot be served.
 fn serve(mut stream: TcpStream) -> io::Result<()> {
     stream.set_nodelay(true)?;
+    let watched = Watched::new();
     let mut buf = vec![0u8; BUF];
     let mut out = Vec::with_capacity(BUF);
     // Bytes in `buf[..filled]`; `skip` of them (a body still to come)
@@ -165,10 +191,11 @@ fn serve(mut stream: TcpStream) -> io::Result<()> {
     let mut filled = 0;
     let mut skip = 0usize;
     loop {
-        let n = coro::with_timeout(IDLE, || stream.read(&mut buf[filled..]))??;
+        let n = stream.read(&mut buf[filled..])?;
         if n == 0 {
             return Ok(());
         }
+        watched.touch();
         filled += n;
         let mut pos = 0;
         let mut close = false;
@@ -453,4 +480,89 @@ thread_local! {
     static DATE: RefCell<DateCache> = const {
         RefCell::new(DateCache { text: Vec::new() })
     };
+}
+
+/// The connections of one runtime (one per OS thread) and the sweep count
+/// at each one's last read: how idle connections are found without a
+/// timer per read.
+///
+/// `with_timeout(IDLE, || stream.read(..))` would arm and give up a timer
+/// on every request. Here a read costs one store; the runtime's clock
+/// thread, awake once a second for the `Date` header anyway, counts a
+/// sweep and interrupts the thread of every connection that has not read
+/// for more than `idle_secs` sweeps and is parked. The interrupt fails the
+/// read it waits in, so a silent connection closes between `idle_secs`
+/// and `idle_secs + 1` seconds after its last read; one whose thread is
+/// stuck writing to a client that reads nothing is closed the same way.
+struct Idle {
+    /// Sweeps so far: seconds since the runtime started, roughly.
+    sweeps: Cell<u64>,
+    conns: RefCell<Slab<Conn>>,
+}
+
+/// One connection in [`Idle`].
+struct Conn {
+    thread: coro::Coro,
+    /// The sweep count at its last read.
+    last: u64,
+}
+
+thread_local! {
+    static IDLE_CONNS: Idle = const {
+        Idle {
+            sweeps: Cell::new(0),
+            conns: RefCell::new(Slab::new()),
+        }
+    };
+}
+
+impl Idle {
+    /// Counts a sweep and interrupts the connections silent for more than
+    /// `idle_secs` sweeps.
+    fn sweep(idle_secs: u64) {
+        IDLE_CONNS.with(|idle| {
+            let now = idle.sweeps.get() + 1;
+            idle.sweeps.set(now);
+            for (_, c) in idle.conns.borrow().iter() {
+                // Only a parked thread: one that is ready has data to read
+                // (or is running), and an interrupt left pending would fail
+                // its next wait although it has just been served.
+                if now - c.last > idle_secs && c.thread.state() == coro::ThreadState::Parked {
+                    let _ = c.thread.interrupt();
+                }
+            }
+        });
+    }
+}
+
+/// The running connection's entry in [`Idle`], removed when dropped.
+struct Watched(usize);
+
+impl Watched {
+    fn new() -> Watched {
+        IDLE_CONNS.with(|idle| {
+            let conn = Conn {
+                thread: coro::current(),
+                last: idle.sweeps.get(),
+            };
+            Watched(idle.conns.borrow_mut().insert(conn))
+        })
+    }
+
+    /// The connection just read: it is not idle.
+    #[inline]
+    fn touch(&self) {
+        IDLE_CONNS.with(|idle| {
+            if let Some(c) = idle.conns.borrow_mut().get_mut(self.0) {
+                c.last = idle.sweeps.get();
+            }
+        });
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        // While the OS thread exits the table may be gone already.
+        let _ = IDLE_CONNS.try_with(|idle| idle.conns.borrow_mut().try_remove(self.0));
+    }
 }

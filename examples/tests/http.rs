@@ -2,13 +2,14 @@
 //! `TcpStream` clients: the TechEmpower endpoints with their headers,
 //! keep-alive, pipelining, bodies skipped, and the errors (400 for
 //! malformed requests, 431 for oversized heads, 501 for chunked bodies)
-//! after which the server still serves.
+//! after which the server still serves, and the idle sweep (a silent
+//! connection is closed, a busy one is not).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A hang guard for every socket call, not a speed check.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -42,7 +43,16 @@ struct Server {
 
 impl Server {
     fn start(threads: usize) -> Server {
-        let mut child = Command::new(example())
+        Server::start_idle(threads, None)
+    }
+
+    /// With `CORO_HTTP_IDLE_SECS` set to `idle_secs`, if given.
+    fn start_idle(threads: usize, idle_secs: Option<u64>) -> Server {
+        let mut cmd = Command::new(example());
+        if let Some(s) = idle_secs {
+            cmd.env("CORO_HTTP_IDLE_SECS", s.to_string());
+        }
+        let mut child = cmd
             .arg("127.0.0.1:0")
             .env("CORO_HTTP_THREADS", threads.to_string())
             .stdin(Stdio::null())
@@ -383,4 +393,75 @@ fn two_runtimes_share_the_port() {
     for c in &mut clients {
         assert_json(&c.response());
     }
+}
+
+#[test]
+fn an_idle_connection_is_closed_by_the_sweep() {
+    let server = Server::start_idle(1, Some(1));
+    let mut c = server.connect();
+    c.send(PLAINTEXT);
+    assert_plaintext(&c.response());
+    let served = Instant::now();
+    // Silent from here: the sweep closes it more than one second after its
+    // last read (a read timeout of `LIMIT` guards the wait).
+    c.assert_closed();
+    assert!(
+        served.elapsed() >= Duration::from_secs(1),
+        "closed {:?} after its last request, before the idle time",
+        served.elapsed()
+    );
+    // The runtime goes on serving.
+    let mut c = server.connect();
+    c.send(JSON);
+    assert_json(&c.response());
+}
+
+#[test]
+fn a_connection_in_use_is_not_closed_as_idle() {
+    // Requests every 250 ms for about seven seconds, more than twice the
+    // idle time of 3 s: each read refreshes the connection's stamp.
+    let server = Server::start_idle(1, Some(3));
+    let mut c = server.connect();
+    let start = Instant::now();
+    let mut sent = 0;
+    while start.elapsed() < Duration::from_secs(7) {
+        c.send(PLAINTEXT);
+        assert_plaintext(&c.response());
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(sent >= 2);
+}
+
+#[test]
+fn a_bad_idle_setting_is_refused_with_its_name() {
+    let mut child = Command::new(example())
+        .arg("127.0.0.1:0")
+        .env("CORO_HTTP_IDLE_SECS", "soon")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started despite CORO_HTTP_IDLE_SECS=soon");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("CORO_HTTP_IDLE_SECS"), "{err}");
 }
