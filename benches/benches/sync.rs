@@ -3,7 +3,9 @@
 //!
 //! * `mutex_uncontended`: one lock + unlock with nobody else around.
 //! * `mutex_handoff`: two threads each lock, yield while holding, unlock; one
-//!   iteration = one hand-off of the lock to the other thread.
+//!   iteration = one hand-off of the lock to the other thread. Each peer
+//!   counts how often the holder changed and the bench fails unless every
+//!   acquisition was a hand-off (see `assert_handed_off`).
 //! * `semaphore`: one uncontended acquire(1) + release.
 //! * `condvar_pingpong`: two threads take turns incrementing a counter under
 //!   a mutex, waking each other through a condition variable; one iteration =
@@ -107,69 +109,109 @@ fn mutex_uncontended(c: &mut Criterion) {
     );
 }
 
+/// What the lock guards in `mutex_handoff`: the last holder and how many
+/// times the holder changed, so each peer proves it measured hand-offs.
+#[derive(Default)]
+struct Holders {
+    last: u8,
+    changes: u64,
+}
+
+impl Holders {
+    fn took(&mut self, id: u8) {
+        if self.last != id {
+            self.last = id;
+            self.changes += 1;
+        }
+    }
+}
+
+/// Fails the bench unless every acquisition of the `total` passed the lock
+/// to the other thread. A scheduler whose yield resumes the yielding thread
+/// while the other waits in the ready queue makes no hand-off at all: the
+/// first thread takes the lock uncontended `half` times, then the second
+/// (may, with the second coroutine spawned from the first: 1 owner change
+/// in a million acquisitions), which is not what this row measures.
+fn assert_handed_off(h: &Holders, total: u64) {
+    assert!(
+        h.changes + 2 >= total,
+        "mutex_handoff: the lock changed hands {} times in {total} acquisitions: \
+         the threads did not alternate, so this was no hand-off",
+        h.changes
+    );
+}
+
 fn mutex_handoff(c: &mut Criterion) {
+    // Two workers, ids 1 and 2, take turns: lock, yield holding the lock
+    // (so the other queues on it), unlock. The timing thread only joins.
     peers(
         c,
         "sync::mutex_handoff",
         |iters| {
             let half = iters.div_ceil(2);
-            let m = Rc::new(coro::sync::Mutex::new(0u64));
-            let m2 = m.clone();
-            let t = Instant::now();
-            let other = coro::spawn(move || {
-                for _ in 0..half {
-                    let mut g = m2.lock().unwrap();
-                    coro::yield_now();
-                    *g += 1;
+            let m = Rc::new(coro::sync::Mutex::new(Holders::default()));
+            let worker = |id: u8| {
+                let m = m.clone();
+                move || {
+                    for _ in 0..half {
+                        let mut g = m.lock().unwrap();
+                        coro::yield_now();
+                        g.took(id);
+                    }
                 }
-            });
-            for _ in 0..half {
-                let mut g = m.lock().unwrap();
-                coro::yield_now();
-                *g += 1;
-            }
-            other.join().unwrap();
-            t.elapsed()
+            };
+            let t = Instant::now();
+            let a = coro::spawn(worker(1));
+            let b = coro::spawn(worker(2));
+            a.join().unwrap();
+            b.join().unwrap();
+            let e = t.elapsed();
+            assert_handed_off(&m.lock().unwrap(), 2 * half);
+            e
         },
         |iters| async move {
             let half = iters.div_ceil(2);
-            let m = Arc::new(tokio::sync::Mutex::new(0u64));
-            let m2 = m.clone();
-            let t = Instant::now();
-            let other = tokio::spawn(async move {
-                for _ in 0..half {
-                    let mut g = m2.lock().await;
-                    tokio::task::yield_now().await;
-                    *g += 1;
+            let m = Arc::new(tokio::sync::Mutex::new(Holders::default()));
+            let worker = |id: u8| {
+                let m = m.clone();
+                async move {
+                    for _ in 0..half {
+                        let mut g = m.lock().await;
+                        tokio::task::yield_now().await;
+                        g.took(id);
+                    }
                 }
-            });
-            for _ in 0..half {
-                let mut g = m.lock().await;
-                tokio::task::yield_now().await;
-                *g += 1;
-            }
-            other.await.unwrap();
-            t.elapsed()
+            };
+            let t = Instant::now();
+            let a = tokio::spawn(worker(1));
+            let b = tokio::spawn(worker(2));
+            a.await.unwrap();
+            b.await.unwrap();
+            let e = t.elapsed();
+            assert_handed_off(&*m.lock().await, 2 * half);
+            e
         },
         |iters| {
             let half = iters.div_ceil(2);
-            let m = Arc::new(may::sync::Mutex::new(0u64));
-            let m2 = m.clone();
-            let t = Instant::now();
-            let other = may_go(move || {
-                for _ in 0..half {
-                    let mut g = m2.lock().unwrap();
-                    may::coroutine::yield_now();
-                    *g += 1;
+            let m = Arc::new(may::sync::Mutex::new(Holders::default()));
+            let worker = |id: u8| {
+                let m = m.clone();
+                move || {
+                    for _ in 0..half {
+                        let mut g = m.lock().unwrap();
+                        may::coroutine::yield_now();
+                        g.took(id);
+                    }
                 }
-            });
-            for _ in 0..half {
-                let mut g = m.lock().unwrap();
-                may::coroutine::yield_now();
-                *g += 1;
-            }
-            other.join().unwrap();
-            t.elapsed()
+            };
+            let t = Instant::now();
+            let a = may_go(worker(1));
+            let b = may_go(worker(2));
+            a.join().unwrap();
+            b.join().unwrap();
+            let e = t.elapsed();
+            assert_handed_off(&m.lock().unwrap(), 2 * half);
+            e
         },
     );
 }
