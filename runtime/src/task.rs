@@ -96,6 +96,11 @@ pub(crate) struct Task {
     pub(crate) selfish_max: Cell<u32>,
     /// Generation of the current park; bumped each time a park returns.
     pub(crate) park_gen: Cell<u64>,
+    /// Its id: every wake and resume records it (flight recorder, watchdog).
+    pub(crate) id: u64,
+    /// Id of the runtime that spawned it (see the module docs); every wake
+    /// checks it.
+    pub(crate) runtime: u64,
     /// # Invariant
     /// Null until the coroutine first runs; afterwards points at the
     /// `Yielder` on the coroutine's own stack, which lives as long as the
@@ -124,9 +129,6 @@ pub(crate) struct Task {
     /// it, taken out when the thread finishes or is unwound.
     pub(crate) coroutine: RefCell<Option<GreenCoroutine>>,
     // Cold: spawn, finish, reports and rare paths.
-    pub(crate) id: u64,
-    /// Id of the runtime that spawned it (see the module docs).
-    pub(crate) runtime: u64,
     pub(crate) name: Option<Arc<str>>,
     /// Lowest address of the stack's slot (its guard gap starts here), the
     /// guard gap's size, and the usable size above it; read by the
@@ -456,10 +458,10 @@ mod layout_tests {
         let hot_end = offset_of!(Task, coroutine)
             + size_of::<std::cell::RefCell<Option<super::GreenCoroutine>>>();
         assert!(
-            hot_end <= offset_of!(Task, id),
+            hot_end <= offset_of!(Task, name),
             "hot fields end at {hot_end}"
         );
         assert!(16 + hot_end <= 5 * 64, "hot fields end at {hot_end}");
-        assert!(offset_of!(Task, state) < 64 && offset_of!(Task, park_gen) < 64 - 16);
+        assert!(offset_of!(Task, state) < 64 && offset_of!(Task, runtime) < 64 - 16);
     }
 }
