@@ -221,3 +221,55 @@ fn the_ring_keeps_the_last_events_only() {
         assert!(t.events.len() < 2 * flight::EVENTS);
     });
 }
+
+/// The rings are kept per OS thread and taken over by the next runtime
+/// built there: its traces show its own events only, never the entries an
+/// earlier runtime left in the rings.
+#[test]
+fn a_runtime_after_another_sees_only_its_own_events() {
+    let rt = || coro::Runtime::builder().build().unwrap();
+    std::thread::spawn(move || {
+        // Fill both rings: parks with a reason of their own, wakes, spawns.
+        rt().block_on(|| {
+            let me = coro::current();
+            let parker = coro::spawn(move || {
+                for _ in 0..flight::EVENTS {
+                    coro::park_as("first runtime's park").unwrap();
+                    me.unpark().unwrap();
+                }
+            });
+            for _ in 0..flight::EVENTS {
+                coro::yield_now();
+                parker.thread().unpark().unwrap();
+                coro::park().unwrap();
+            }
+            parker.join().unwrap();
+        });
+        let trace = rt().block_on(|| {
+            coro::spawn(coro::yield_now).join().unwrap();
+            flight::snapshot()
+        });
+        let stale: Vec<_> = trace
+            .events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.event,
+                    Event::Resume {
+                        then: After::Park("first runtime's park"),
+                        ..
+                    }
+                )
+            })
+            .collect();
+        assert!(stale.is_empty(), "entries of the first runtime: {stale:?}");
+        // Its own: one spawn, a few resumes and wakes, no more.
+        assert!(trace.events.len() < 16, "{:?}", trace.events);
+        assert!(trace
+            .events
+            .iter()
+            .any(|e| matches!(e.event, Event::Spawn { .. })));
+    })
+    .join()
+    .unwrap();
+}

@@ -13,8 +13,10 @@
 //! | poll | the loop polls the OS | the number of events, and how long it blocked |
 //!
 //! The recorder keeps the last [`EVENTS`] resumes and the last [`EVENTS`]
-//! other events (in rings allocated when the runtime is built, 144 KiB);
-//! older ones are overwritten.
+//! other events (in rings of 144 KiB); older ones are overwritten. The
+//! rings are allocated by the first runtime an OS thread builds and kept
+//! for the next ones (see [`Rings`]): a runtime built per request or per
+//! test does not zero 144 KiB each time.
 //!
 //! # Cost, and how times are known
 //!
@@ -63,6 +65,7 @@ mod chrome;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -134,9 +137,9 @@ pub(crate) struct Recorder {
     /// 32 bits a resume: the low 28 bits of the thread's id above its
     /// state (see [`resume_tag`]; the ring is written on every switch, and
     /// at half the size it evicts half as much of the cache).
-    res: Box<[Cell<u32>; EVENTS]>,
+    res: Rc<[Cell<u32>; EVENTS]>,
     /// A parked resume's reason, at the same index.
-    res_s: Box<[Cell<&'static str>; EVENTS]>,
+    res_s: Rc<[Cell<&'static str>; EVENTS]>,
     /// The other events: one word of kind and payload, and the order key
     /// ([`key`]). Who spawned or woke is not stored: the key says which
     /// resume was running, and the resume ring which thread that was.
@@ -144,7 +147,7 @@ pub(crate) struct Recorder {
     /// # Invariant
     /// Index `i % EVENTS` holds event `i` for the last `EVENTS` values of
     /// `i` below `head`.
-    ev: Box<[RingSlot; EVENTS]>,
+    ev: Rc<[RingSlot; EVENTS]>,
     /// Other events recorded since the runtime started.
     head: Cell<u64>,
     /// The last watchdog-reported slice handled (see `hog`).
@@ -161,25 +164,82 @@ pub(crate) struct Recorder {
 /// Thread names the recorder remembers.
 const NAMES: usize = 1024;
 
-impl Default for Recorder {
-    fn default() -> Recorder {
-        fn array<T: Copy>(v: T) -> Box<[Cell<T>; EVENTS]> {
-            let b: Box<[Cell<T>]> = (0..EVENTS).map(|_| Cell::new(v)).collect();
-            b.try_into()
-                .unwrap_or_else(|_| unreachable!("EVENTS slots"))
+/// A recorder's three rings, kept per OS thread between runtimes.
+///
+/// Building a runtime used to allocate and zero them (144 KiB: about as
+/// much work as spawning a hundred threads). Now the first runtime an OS
+/// thread builds allocates them and the thread keeps a handle; a later
+/// runtime takes them over once no other recorder holds them (at most one
+/// set is kept; runtimes alive at the same time on one OS thread beyond
+/// the first get their own).
+///
+/// A taken-over ring still holds the old runtime's entries, and that is
+/// never seen: a trace reads only the resumes `1..=switches` and the
+/// events `head - EVENTS..head` of its own runtime (see `trace`), every
+/// one of which this runtime wrote (`resume_ended` records each resume).
+/// The values are plain integers and `&'static str`s, so a stale entry
+/// could only ever be a wrong word, never an invalid one.
+#[derive(Clone)]
+struct Rings {
+    res: Rc<[Cell<u32>; EVENTS]>,
+    res_s: Rc<[Cell<&'static str>; EVENTS]>,
+    ev: Rc<[RingSlot; EVENTS]>,
+}
+
+thread_local! {
+    /// This OS thread's kept rings (see [`Rings`]).
+    static KEPT_RINGS: RefCell<Option<Rings>> = const { RefCell::new(None) };
+}
+
+impl Rings {
+    fn new() -> Rings {
+        fn ring<T, const N: usize>(slot: impl Fn() -> T) -> Rc<[T; N]> {
+            let r: Rc<[T]> = (0..N).map(|_| slot()).collect();
+            r.try_into()
+                .unwrap_or_else(|_| unreachable!("N slots were made"))
         }
-        let ev: Box<[RingSlot]> = (0..EVENTS)
-            .map(|_| RingSlot {
+        Rings {
+            res: ring(|| Cell::new(0)),
+            res_s: ring(|| Cell::new("")),
+            ev: ring(|| RingSlot {
                 a: Cell::new(0),
                 k: Cell::new(0),
+            }),
+        }
+    }
+
+    /// Whether only the thread's handle holds them (no recorder does).
+    fn is_free(&self) -> bool {
+        Rc::strong_count(&self.res) == 1
+            && Rc::strong_count(&self.res_s) == 1
+            && Rc::strong_count(&self.ev) == 1
+    }
+
+    /// Rings for a new recorder: this OS thread's kept ones if no recorder
+    /// holds them, else new ones (kept if the thread has none yet).
+    fn take() -> Rings {
+        KEPT_RINGS
+            .try_with(|kept| {
+                let mut kept = kept.borrow_mut();
+                match &*kept {
+                    Some(r) if r.is_free() => r.clone(),
+                    Some(_) => Rings::new(),
+                    None => kept.insert(Rings::new()).clone(),
+                }
             })
-            .collect();
+            // The OS thread is exiting (its thread-locals are being
+            // destroyed): nothing to keep them in.
+            .unwrap_or_else(|_| Rings::new())
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Recorder {
+        let Rings { res, res_s, ev } = Rings::take();
         Recorder {
-            res: array(0),
-            res_s: array(""),
-            ev: ev
-                .try_into()
-                .unwrap_or_else(|_| unreachable!("EVENTS slots")),
+            res,
+            res_s,
+            ev,
             head: Cell::new(0),
             hog_seen: Cell::new(0),
             last_auto: Cell::new(0),
@@ -867,6 +927,30 @@ mod tests {
         };
         assert_eq!(young.full(3), 3);
         assert_eq!(resume_tag(wrap + 9) >> 4, 9);
+    }
+
+    #[test]
+    fn rings_are_kept_for_the_next_recorder_of_the_os_thread() {
+        std::thread::spawn(|| {
+            let first = Recorder::default();
+            let ptr = Rc::as_ptr(&first.ev);
+            // Alive at the same time: a second set.
+            let second = Recorder::default();
+            assert!(!std::ptr::eq(Rc::as_ptr(&second.ev), ptr));
+            drop(first);
+            drop(second);
+            // The kept set is the first one, taken over whole.
+            let third = Recorder::default();
+            assert!(std::ptr::eq(Rc::as_ptr(&third.ev), ptr));
+            let kept = KEPT_RINGS.with(|k| k.borrow().clone()).unwrap();
+            assert!(std::ptr::eq(Rc::as_ptr(&kept.res), Rc::as_ptr(&third.res)));
+            assert!(std::ptr::eq(
+                Rc::as_ptr(&kept.res_s),
+                Rc::as_ptr(&third.res_s)
+            ));
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
