@@ -64,6 +64,33 @@ struct Packet<T> {
     /// Every green thread waiting in [`JoinHandle::wait`] (a handle can be
     /// shared, so there may be several); all are woken when the thread ends.
     joiners: RefCell<Vec<Waiter>>,
+    /// Gives the packet back for a later spawn once its result is out
+    /// ([`keep_packet`], instantiated where `T: 'static` is known, so that
+    /// `JoinHandle::join` needs no such bound).
+    keep: fn(Rc<Packet<T>>),
+}
+
+impl<T: 'static> Packet<T> {
+    /// An empty packet: a kept one if there is one (`task_pool`).
+    fn new() -> Rc<Packet<T>> {
+        crate::task_pool::take().unwrap_or_else(|| {
+            Rc::new(Packet {
+                result: RefCell::new(None),
+                joiners: RefCell::new(Vec::new()),
+                keep: keep_packet::<T>,
+            })
+        })
+    }
+}
+
+/// Keeps `packet` for a later spawn if nothing else holds it; it is
+/// emptied first (its result was taken or dropped already; stale joiners'
+/// entries go).
+fn keep_packet<T: 'static>(packet: Rc<Packet<T>>) {
+    crate::task_pool::keep(packet, |p| {
+        debug_assert!(p.result.get_mut().is_none());
+        p.joiners.get_mut().clear();
+    });
 }
 
 /// Settings for a new green thread, like [`std::thread::Builder`].
@@ -162,10 +189,7 @@ impl Builder {
             guard,
             usable,
         ));
-        let packet = Rc::new(Packet {
-            result: RefCell::new(None),
-            joiners: RefCell::new(Vec::new()),
-        });
+        let packet = Packet::new();
         let their_packet = packet.clone();
         // corosensei moves the initial closure onto the new stack through a
         // small fixed-size slot; a large closure travels boxed instead.
@@ -246,6 +270,7 @@ fn deliver<T>(packet: Rc<Packet<T>>, r: Result<T, JoinError>) {
         // Detached: nobody can see the result. Drop it (a value's or a panic
         // payload's destructor may panic: that is caught by `entry`).
         drop(r);
+        (packet.keep)(packet);
         return;
     }
     *packet.result.borrow_mut() = Some(r);
@@ -360,6 +385,7 @@ impl<T> JoinHandle<T> {
         if coro.0.state.get() == ThreadState::Dead {
             crate::task_pool::recycle(coro.0);
         }
+        (packet.keep)(packet);
         r
     }
 }
@@ -446,4 +472,73 @@ pub fn set_selfishness(n: u32) -> io::Result<()> {
         t.selfish_left.set(n);
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    fn packet<T>(h: &super::JoinHandle<T>) -> *const super::Packet<T> {
+        Rc::as_ptr(&h.packet)
+    }
+
+    #[test]
+    fn a_joined_threads_packet_is_reused_by_the_next_spawn_of_its_type() {
+        crate::run(|| {
+            let h = crate::spawn(|| 1u64);
+            let first = packet(&h);
+            assert_eq!(h.join().unwrap(), 1);
+            // Another result type gets a packet of its own.
+            let s = crate::spawn(|| String::from("two"));
+            assert_ne!(packet(&s).cast::<()>(), first.cast());
+            assert_eq!(s.join().unwrap(), "two");
+            let h = crate::spawn(|| 3u64);
+            assert_eq!(packet(&h), first);
+            assert_eq!(h.join().unwrap(), 3);
+        });
+    }
+
+    #[test]
+    fn a_detached_threads_packet_is_reused_once_it_ends() {
+        crate::run(|| {
+            let h = crate::spawn(|| 1u64);
+            let first = packet(&h);
+            drop(h);
+            crate::yield_now(); // it runs and ends
+            let h = crate::spawn(|| 2u64);
+            assert_eq!(packet(&h), first);
+            h.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_packet_with_a_live_handle_is_never_reused() {
+        crate::run(|| {
+            // Waited on but not joined: the handle keeps its packet, with
+            // the result in it.
+            let h = crate::spawn(|| 1u64);
+            h.wait().unwrap();
+            let first = packet(&h);
+            let other = crate::spawn(|| 2u64);
+            assert_ne!(packet(&other), first);
+            assert_eq!(other.join().unwrap(), 2);
+            assert_eq!(h.join().unwrap(), 1);
+        });
+    }
+
+    #[test]
+    fn a_reused_packet_carries_nothing_of_its_last_thread() {
+        crate::run(|| {
+            let h = crate::spawn(|| 1u64);
+            let first = packet(&h);
+            // Joined after a wait: the packet had a joiner entry.
+            h.wait().unwrap();
+            assert_eq!(h.join().unwrap(), 1);
+            let h = crate::spawn(|| 5u64);
+            assert_eq!(packet(&h), first);
+            assert!(h.packet.result.borrow().is_none());
+            assert!(h.packet.joiners.borrow().is_empty());
+            assert_eq!(h.join().unwrap(), 5);
+        });
+    }
 }

@@ -18,7 +18,15 @@
 //! the block when [`new_task`] overwrites it. What a finished task still
 //! refers to (its name, its nursery, its future waker) is dropped when it
 //! is kept, not when it is reused, so keeping it holds nothing alive.
+//!
+//! # Join packets
+//!
+//! The shared slot a thread's result travels in to its `JoinHandle` (a
+//! `spawn::Packet<T>`, generic over the result) is the other allocation of
+//! a spawn. Those are kept here too, one list per packet type ([`keep`],
+//! [`take`]), under the same rule: only a last handle is kept, emptied.
 
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -28,8 +36,55 @@ use crate::task::Task;
 /// Most blocks kept per OS thread (as many as the default stack pool).
 const KEEP: usize = 1024;
 
+/// Most packet types whose packets are kept per OS thread (a program
+/// spawning threads with more result types than that keeps the first ones).
+const KEPT_TYPES: usize = 16;
+
+/// Kept values of one type (see [`keep`]).
+type KeptOfType = (TypeId, Vec<Rc<dyn Any>>);
+
 thread_local! {
     static FREE: RefCell<Vec<Rc<Task>>> = const { RefCell::new(Vec::new()) };
+    static KEPT: RefCell<Vec<KeptOfType>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A kept `P` (see [`keep`]), if there is one.
+#[inline]
+pub(crate) fn take<P: Any>() -> Option<Rc<P>> {
+    let kept = KEPT
+        .try_with(|k| {
+            let mut k = k.borrow_mut();
+            let (_, list) = k.iter_mut().find(|(t, _)| *t == TypeId::of::<P>())?;
+            list.pop()
+        })
+        .ok()??;
+    kept.downcast().ok()
+}
+
+/// Keeps `rc` for a later [`take`] if it is the last handle (no other
+/// strong or weak one), after `empty` has emptied it; otherwise just drops
+/// `rc`. At most [`KEEP`] per type are kept.
+#[inline]
+pub(crate) fn keep<P: Any>(mut rc: Rc<P>, empty: impl FnOnce(&mut P)) {
+    let Some(p) = Rc::get_mut(&mut rc) else {
+        return;
+    };
+    empty(p);
+    // While the OS thread exits the lists are gone: `rc` is freed.
+    let _ = KEPT.try_with(|k| {
+        let mut k = k.borrow_mut();
+        let list = match k.iter().position(|(t, _)| *t == TypeId::of::<P>()) {
+            Some(i) => &mut k[i].1,
+            None if k.len() < KEPT_TYPES => {
+                k.push((TypeId::of::<P>(), Vec::new()));
+                &mut k.last_mut().unwrap_or_else(|| unreachable!("pushed")).1
+            }
+            None => return,
+        };
+        if list.len() < KEEP {
+            list.push(rc);
+        }
+    });
 }
 
 /// `task` in a shared block: a kept one if there is any, else a new one.
