@@ -570,6 +570,7 @@ pub(crate) fn enter(t: &Rc<Task>, shared: &Rc<Shared>) -> u64 {
         shared: Some(shared.clone()),
     };
     let recheck = scope.cancelled.is_some() || scope.shield;
+    t.use_cold();
     t.cancel.scopes.borrow_mut().push(scope);
     *shared.entered.borrow_mut() = Some((t.clone(), id));
     shared.phase.set(Phase::Entered);

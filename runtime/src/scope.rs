@@ -506,6 +506,7 @@ where
     let inner = context::with_sched("coro::Scope::spawn", |s| builder.spawn_in(s, main))?;
     let task = inner.thread().0.clone();
     // Before the thread first runs (it is only queued).
+    task.use_cold();
     let _ = task.cancel.parent.set(Parent {
         owner: state.owner.clone(),
         scope: state.entry,

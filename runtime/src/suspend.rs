@@ -251,6 +251,7 @@ pub(crate) fn park_waiting(
     // leave leaked: `waits::thread_finished` looks only while there are some.
     let held = wait.target.is_some_and(|x| x.holder().is_some());
     if let Some(target) = wait.target {
+        t.use_cold();
         t.wait_target.set(Some(target.clone()));
     }
     if held {

@@ -87,6 +87,12 @@ pub(crate) struct Task {
     pub(crate) timer_fired: Cell<bool>,
     /// Reported as leaked (see `waits`): it is reported once per park.
     pub(crate) leaked: Cell<bool>,
+    /// One of the cold fields that hold references (its name, cancel
+    /// scopes or nursery, future waker, wait target, green-thread locals)
+    /// has been given one at some point. `task_pool::recycle` empties those
+    /// only then: keeping the block of a plain thread reads none of their
+    /// cache lines. Set by whatever fills them ([`Task::use_cold`]).
+    pub(crate) cold_used: Cell<bool>,
     /// Its id as the flight recorder's resume ring stores it (the state
     /// after a resume is or-ed in): computed once, not on every switch.
     pub(crate) flight_tag: u32,
@@ -162,6 +168,7 @@ impl Task {
         stack_guard: usize,
         stack_size: usize,
     ) -> Task {
+        let named = name.is_some();
         Task {
             id,
             flight_tag: crate::flight::resume_tag(id),
@@ -183,6 +190,7 @@ impl Task {
             wait_site: Cell::new(None),
             wait_since: Cell::new(0),
             leaked: Cell::new(false),
+            cold_used: Cell::new(named),
             stack_limit,
             stack_guard,
             stack_size,
@@ -196,6 +204,13 @@ impl Task {
             locals: RefCell::new(Vec::new()),
             future_wake: Cell::new(None),
         }
+    }
+
+    /// Notes that a cold field holding references is being filled (see
+    /// [`Task::cold_used`]).
+    #[inline]
+    pub(crate) fn use_cold(&self) {
+        self.cold_used.set(true);
     }
 
     pub(crate) fn display_name(&self) -> &str {

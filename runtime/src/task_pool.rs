@@ -31,7 +31,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::cancel::TaskCancel;
-use crate::task::Task;
+use crate::task::{Task, ThreadState};
 
 /// Most blocks kept per OS thread (as many as the default stack pool).
 const KEEP: usize = 1024;
@@ -109,17 +109,25 @@ pub(crate) fn recycle(mut task: Rc<Task>) {
     let Some(t) = Rc::get_mut(&mut task) else {
         return;
     };
-    if t.coroutine.get_mut().is_some() || !t.locals.get_mut().is_empty() {
-        // Not finished by its scheduler, or locals leaked with it: the
-        // block's `Drop` deals with that.
+    if t.state.get() != ThreadState::Dead {
+        // Not finished by its scheduler (which takes the coroutine out as
+        // it marks the task dead): the block's `Drop` deals with that.
         return;
     }
-    t.name = None;
-    if t.cancel.parent.get().is_some() || !t.cancel.scopes.get_mut().is_empty() {
-        t.cancel = TaskCancel::default();
+    // A plain thread never filled the cold fields: nothing to empty, and
+    // their cache lines are not read (they are overwritten on reuse).
+    if t.cold_used.get() {
+        if t.coroutine.get_mut().is_some() || !t.locals.get_mut().is_empty() {
+            // Locals leaked with it: the block's `Drop` deals with that.
+            return;
+        }
+        t.name = None;
+        if t.cancel.parent.get().is_some() || !t.cancel.scopes.get_mut().is_empty() {
+            t.cancel = TaskCancel::default();
+        }
+        *t.wait_target.get_mut() = None;
+        *t.future_wake.get_mut() = None;
     }
-    *t.wait_target.get_mut() = None;
-    *t.future_wake.get_mut() = None;
     // While the OS thread exits the list is gone: the block is freed.
     let _ = FREE.try_with(|f| {
         let mut f = f.borrow_mut();
@@ -204,6 +212,41 @@ mod tests {
                 let t = f.last().expect("the joined thread's block is kept");
                 assert!(t.name.is_none());
                 assert!(t.cancel.parent.get().is_none());
+            });
+            // A future's waker state stays with its thread for the next
+            // `block_on`: it goes when the block is kept.
+            let h = crate::spawn(|| crate::future::block_on(async { 7 }).unwrap());
+            assert_eq!(h.join().unwrap(), 7);
+            super::FREE.with(|f| {
+                let f = f.borrow();
+                let t = f.last().expect("the joined thread's block is kept");
+                let wake = t.future_wake.take();
+                assert!(wake.is_none(), "the kept block holds a future waker");
+            });
+        });
+    }
+
+    #[test]
+    fn a_plain_threads_block_is_kept_without_reading_its_cold_fields() {
+        crate::run(|| {
+            let h = crate::spawn(|| ());
+            let first = block(h.thread());
+            h.join().unwrap();
+            assert!(kept(first));
+            super::FREE.with(|f| {
+                let f = f.borrow();
+                let t = f.last().expect("the joined thread's block is kept");
+                assert!(!t.cold_used.get());
+            });
+            // Any use of a cold field marks the thread (and is emptied).
+            let h = crate::spawn(|| crate::future::block_on(async {}).unwrap());
+            let b = block(h.thread());
+            assert_eq!(b, first, "the kept block is reused");
+            h.join().unwrap();
+            super::FREE.with(|f| {
+                let f = f.borrow();
+                let t = f.last().expect("the joined thread's block is kept");
+                assert!(t.cold_used.get());
             });
         });
     }

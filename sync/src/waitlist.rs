@@ -120,6 +120,7 @@ impl<D> WaitList<D> {
         self.slots[key].as_mut().expect("wait list key is live")
     }
 
+    #[inline]
     fn alloc(&mut self, node: Node<D>) -> usize {
         match self.free.pop() {
             Some(k) => {
@@ -134,6 +135,7 @@ impl<D> WaitList<D> {
     }
 
     /// Queues `coro` at the back; returns its key.
+    #[inline]
     pub(crate) fn push_back(&mut self, coro: Coro, data: D) -> usize {
         let prev = self.tail;
         let key = self.alloc(Node {

@@ -163,6 +163,7 @@ fn recycle(mut state: Arc<FutureWake>) {
     if let Some(w) = Arc::get_mut(&mut state) {
         w.reset(None);
         context::try_with_current(|_, t| {
+            t.use_cold();
             let old = t.future_wake.replace(Some(state));
             drop(old);
         });
