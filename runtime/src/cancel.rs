@@ -219,6 +219,11 @@ pub(crate) struct TaskCancel {
 }
 
 impl TaskCancel {
+    /// Starts scope ids again (a kept task block reused: `Task::reinit`).
+    pub(crate) fn reset_seq(&self) {
+        self.seq.set(0);
+    }
+
     #[inline]
     fn next_id(&self) -> u64 {
         let id = self.seq.get() + 1;

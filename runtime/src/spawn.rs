@@ -26,7 +26,7 @@ use crate::context;
 use crate::error::{JoinError, WaitError};
 use crate::sched::{self, Scheduler};
 use crate::stack::MIN_STACK_SIZE;
-use crate::task::{Coro, Task, ThreadState, Waiter};
+use crate::task::{Coro, TaskInit, ThreadState, Waiter};
 
 /// Closures up to this size are moved onto the new stack directly.
 const INLINE_CLOSURE: usize = 256;
@@ -180,15 +180,16 @@ impl Builder {
         let limit = stack.limit_addr();
         let usable = stack.usable_size();
         let guard = stack.guard_size();
-        let task = crate::task_pool::new_task(Task::new(
+        let task = crate::task_pool::new_task(TaskInit {
             id,
-            s.id,
+            runtime: s.id,
             name,
             selfishness,
-            limit,
-            guard,
-            usable,
-        ));
+            stack_limit: limit,
+            stack_guard: guard,
+            stack_size: usable,
+            spawned_at: crate::clock::now().ticks(),
+        });
         let packet = Packet::new();
         let their_packet = packet.clone();
         // corosensei moves the initial closure onto the new stack through a

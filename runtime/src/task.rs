@@ -158,21 +158,37 @@ pub(crate) struct Task {
     pub(crate) future_wake: Cell<Option<Arc<crate::future::FutureWake>>>,
 }
 
+/// What a new task is made of: what [`Task::new`] and [`Task::reinit`]
+/// take.
+pub(crate) struct TaskInit {
+    pub(crate) id: u64,
+    pub(crate) runtime: u64,
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) selfishness: u32,
+    pub(crate) stack_limit: usize,
+    pub(crate) stack_guard: usize,
+    pub(crate) stack_size: usize,
+    /// Clock ticks of its spawn.
+    pub(crate) spawned_at: u64,
+}
+
 impl Task {
-    pub(crate) fn new(
-        id: u64,
-        runtime: u64,
-        name: Option<Arc<str>>,
-        selfishness: u32,
-        stack_limit: usize,
-        stack_guard: usize,
-        stack_size: usize,
-    ) -> Task {
-        let named = name.is_some();
+    pub(crate) fn new(init: TaskInit) -> Task {
+        let TaskInit {
+            id,
+            runtime,
+            name,
+            selfishness,
+            stack_limit,
+            stack_guard,
+            stack_size,
+            spawned_at,
+        } = init;
         Task {
             id,
             flight_tag: crate::flight::resume_tag(id),
             runtime,
+            cold_used: Cell::new(name.is_some()),
             name,
             key: Cell::new(usize::MAX),
             state: Cell::new(ThreadState::New),
@@ -190,7 +206,6 @@ impl Task {
             wait_site: Cell::new(None),
             wait_since: Cell::new(0),
             leaked: Cell::new(false),
-            cold_used: Cell::new(named),
             stack_limit,
             stack_guard,
             stack_size,
@@ -199,11 +214,97 @@ impl Task {
             unwind_refusals: Cell::new(0),
             timer_fired: Cell::new(false),
             yield_refusal_logged: Cell::new(false),
-            spawned_at: crate::clock::now().ticks(),
+            spawned_at,
             stack: ThreadStack::default(),
             locals: RefCell::new(Vec::new()),
             future_wake: Cell::new(None),
         }
+    }
+
+    /// Makes a kept block into a new task, in place: what
+    /// `*self = Task::new(init)` does, without building the task beside
+    /// the block and copying it over, and without the drop checks of
+    /// fields `task_pool::recycle` left empty (when it keeps a block the
+    /// coroutine is gone and the cold fields are empty). Every field is
+    /// named (the pattern is exhaustive), so a field added to `Task` fails
+    /// to compile here until it is reset too.
+    pub(crate) fn reinit(&mut self, init: TaskInit) {
+        let Task {
+            state,
+            interrupted,
+            unwinding,
+            timer_fired,
+            leaked,
+            cold_used,
+            flight_tag,
+            selfish_left,
+            no_suspend,
+            selfish_max,
+            park_gen,
+            id,
+            runtime,
+            yielder,
+            key,
+            wait_since,
+            wait_site,
+            wait_target,
+            wait_thread,
+            waiting_on,
+            stack,
+            cancel,
+            coroutine,
+            name,
+            stack_limit,
+            stack_guard,
+            stack_size,
+            unwind_rounds,
+            unwind_refusals,
+            yield_refusal_logged,
+            spawned_at,
+            locals,
+            future_wake,
+        } = self;
+        state.set(ThreadState::New);
+        interrupted.set(false);
+        unwinding.set(false);
+        timer_fired.set(false);
+        leaked.set(false);
+        cold_used.set(init.name.is_some());
+        *flight_tag = crate::flight::resume_tag(init.id);
+        selfish_left.set(init.selfishness);
+        no_suspend.set(0);
+        selfish_max.set(init.selfishness);
+        park_gen.set(0);
+        *id = init.id;
+        *runtime = init.runtime;
+        yielder.set(std::ptr::null());
+        key.set(usize::MAX);
+        wait_since.set(0);
+        wait_site.set(None);
+        wait_thread.set(0);
+        waiting_on.set("");
+        *stack = ThreadStack::default();
+        if cancel.pending.get()
+            || cancel.parent.get().is_some()
+            || !cancel.scopes.get_mut().is_empty()
+        {
+            *cancel = TaskCancel::default();
+        } else {
+            cancel.reset_seq();
+        }
+        *stack_limit = init.stack_limit;
+        *stack_guard = init.stack_guard;
+        *stack_size = init.stack_size;
+        unwind_rounds.set(0);
+        unwind_refusals.set(0);
+        yield_refusal_logged.set(false);
+        *spawned_at = init.spawned_at;
+        // Empty in a kept block; reset all the same (a drop check each).
+        *wait_target.get_mut() = None;
+        *coroutine.get_mut() = None;
+        *name = init.name;
+        locals.get_mut().clear();
+        *future_wake.get_mut() = None;
     }
 
     /// Notes that a cold field holding references is being filled (see
@@ -460,6 +561,104 @@ impl fmt::Debug for Coro {
             .finish()
     }
 }
+#[cfg(test)]
+mod reinit_tests {
+    use super::{Task, TaskInit, ThreadState};
+    use std::sync::Arc;
+
+    fn init(id: u64, name: Option<&str>) -> TaskInit {
+        TaskInit {
+            id,
+            runtime: id + 100,
+            name: name.map(Into::into),
+            selfishness: id as u32 + 3,
+            stack_limit: 0x1000 * id as usize,
+            stack_guard: 0x2000,
+            stack_size: 0x8000 + id as usize,
+            spawned_at: 1_000 * id,
+        }
+    }
+
+    /// Every field of `t` that can be compared, as text.
+    fn fields(t: &Task) -> String {
+        format!(
+            "{:?}",
+            (
+                (
+                    t.state.get(),
+                    t.interrupted.get(),
+                    t.unwinding.get(),
+                    t.timer_fired.get(),
+                    t.leaked.get(),
+                    t.cold_used.get(),
+                    t.flight_tag,
+                    t.selfish_left.get(),
+                    t.no_suspend.get(),
+                    t.selfish_max.get(),
+                    t.park_gen.get(),
+                    t.id,
+                ),
+                (
+                    t.runtime,
+                    t.yielder.get(),
+                    t.key.get(),
+                    t.wait_since.get(),
+                    t.wait_site.get().map(|l| l.line()),
+                    t.wait_thread.get(),
+                    t.waiting_on.get(),
+                    t.stack.sp.get(),
+                    t.cancel.pending.get(),
+                    t.cancel.scopes.borrow().len(),
+                    t.cancel.parent.get().is_some(),
+                    t.coroutine.borrow().is_some(),
+                ),
+                (
+                    t.name.clone(),
+                    t.stack_limit,
+                    t.stack_guard,
+                    t.stack_size,
+                    t.unwind_rounds.get(),
+                    t.unwind_refusals.get(),
+                    t.yield_refusal_logged.get(),
+                    t.spawned_at,
+                    t.locals.borrow().len(),
+                ),
+            )
+        )
+    }
+
+    #[test]
+    fn a_reinit_block_is_a_new_task() {
+        let mut t = Task::new(init(1, Some("old")));
+        // Dirty what a thread's life dirties.
+        t.state.set(ThreadState::Dead);
+        t.interrupted.set(true);
+        t.unwinding.set(true);
+        t.timer_fired.set(true);
+        t.leaked.set(true);
+        t.selfish_left.set(0);
+        t.no_suspend.set(2);
+        t.park_gen.set(9);
+        t.key.set(4);
+        t.wait_since.set(5);
+        t.wait_site.set(Some(std::panic::Location::caller()));
+        t.wait_thread.set(6);
+        t.waiting_on.set("x");
+        t.stack.sp.set(0x1234);
+        t.cancel.pending.set(true);
+        t.unwind_rounds.set(1);
+        t.unwind_refusals.set(1);
+        t.yield_refusal_logged.set(true);
+        t.name = None; // what recycle leaves
+        for (id, name) in [(2, None), (3, Some("new"))] {
+            t.reinit(init(id, name));
+            assert_eq!(fields(&t), fields(&Task::new(init(id, name))));
+        }
+        assert_eq!(t.name.as_deref(), Some("new"));
+        let _: Option<Arc<str>> = t.name.take();
+    }
+}
+
 #[cfg(test)]
 mod layout_tests {
     use super::Task;

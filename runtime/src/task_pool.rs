@@ -31,7 +31,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::cancel::TaskCancel;
-use crate::task::{Task, ThreadState};
+use crate::task::{Task, TaskInit, ThreadState};
 
 /// Most blocks kept per OS thread (as many as the default stack pool).
 const KEEP: usize = 1024;
@@ -87,18 +87,19 @@ pub(crate) fn keep<P: Any>(mut rc: Rc<P>, empty: impl FnOnce(&mut P)) {
     });
 }
 
-/// `task` in a shared block: a kept one if there is any, else a new one.
+/// A new task in a shared block: a kept one if there is any (made over in
+/// place, see [`Task::reinit`]), else a new one.
 #[inline]
-pub(crate) fn new_task(task: Task) -> Rc<Task> {
+pub(crate) fn new_task(init: TaskInit) -> Rc<Task> {
     match FREE.try_with(|f| f.borrow_mut().pop()) {
         Ok(Some(mut block)) => match Rc::get_mut(&mut block) {
             Some(slot) => {
-                *slot = task;
+                slot.reinit(init);
                 block
             }
-            None => Rc::new(task),
+            None => Rc::new(Task::new(init)),
         },
-        _ => Rc::new(task),
+        _ => Rc::new(Task::new(init)),
     }
 }
 

@@ -523,7 +523,16 @@ mod tests {
     use super::*;
 
     fn task() -> Rc<Task> {
-        let t = Rc::new(Task::new(1, 0, None, 4, 0, 0, 0));
+        let t = Rc::new(Task::new(crate::task::TaskInit {
+            id: 1,
+            runtime: 0,
+            name: None,
+            selfishness: 4,
+            stack_limit: 0,
+            stack_guard: 0,
+            stack_size: 0,
+            spawned_at: 0,
+        }));
         t.state.set(ThreadState::Parked);
         t
     }
