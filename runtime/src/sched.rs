@@ -365,7 +365,9 @@ impl Scheduler {
         let co = task.coroutine.borrow_mut().take();
         if let Some(co) = co {
             if co.done() {
-                self.stacks.borrow_mut().put(co.into_stack());
+                self.stacks
+                    .borrow_mut()
+                    .put(co.into_stack(), self.coarse_now.get());
             } else {
                 // Never dropped unfinished: that would unwind it from here
                 // (see `Drop for Task`).

@@ -188,7 +188,9 @@ impl Builder {
             stack_limit: limit,
             stack_guard: guard,
             stack_size: usable,
-            spawned_at: crate::clock::now().ticks(),
+            // The loop's last clock reading: a clock read here costs about
+            // as much as a switch (see `Scheduler::coarse_now`).
+            spawned_at: s.coarse_now.get(),
         });
         let packet = Packet::new();
         let their_packet = packet.clone();

@@ -83,7 +83,10 @@ pub struct ThreadInfo {
     /// Time it has spent running, sampled by the latency watchdog every few
     /// milliseconds; `None` when latency warnings are disabled.
     pub run_time: Option<Duration>,
-    /// Time since it was spawned.
+    /// Time since it was spawned, counted from the scheduler's clock
+    /// reading before the spawn (it reads the clock at each poll of the OS,
+    /// at least every 256 switches, not on every spawn), so it can be
+    /// longer by up to that interval.
     pub age: Duration,
     /// Usable bytes of its stack.
     pub stack_size: usize,

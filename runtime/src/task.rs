@@ -149,7 +149,8 @@ pub(crate) struct Task {
     pub(crate) unwind_refusals: Cell<u32>,
     /// A refused `yield_now` was logged (it is logged once per thread).
     pub(crate) yield_refusal_logged: Cell<bool>,
-    /// Clock ticks when it was spawned (its age in `threads()`).
+    /// Clock ticks when it was spawned (the scheduler's coarse clock: its
+    /// age in `threads()`).
     pub(crate) spawned_at: u64,
     /// Its `green_local!` values (see `local`).
     pub(crate) locals: RefCell<crate::local::Locals>,

@@ -472,8 +472,9 @@ impl StackPool {
         })
     }
 
-    /// Gives a finished thread's stack back to the pool.
-    pub(crate) fn put(&mut self, stack: GreenStack) {
+    /// Gives a finished thread's stack back to the pool; `now` is the
+    /// scheduler's coarse clock (ticks), which dates it for [`trim`](Self::trim).
+    pub(crate) fn put(&mut self, stack: GreenStack, now: u64) {
         let mut stack = ManuallyDrop::new(stack);
         // SAFETY: the registration is dropped once: `stack` is never
         // dropped (ManuallyDrop), so `GreenStack::drop` does not run.
@@ -486,7 +487,7 @@ impl StackPool {
             c.free.push(Free {
                 base,
                 chunk,
-                returned: clock::now().ticks(),
+                returned: now,
             });
             // At most `max` freed stacks keep their pages.
             if c.free.len() - c.trimmed > max {
