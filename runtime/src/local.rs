@@ -296,6 +296,11 @@ impl<T: 'static> fmt::Debug for LocalKey<T> {
 /// that blocks is refused. A panicking destructor is logged and the others
 /// still run.
 pub(crate) fn drop_all() {
+    // A thread that never made a local has none (making one marks the
+    // task, see `Task::cold_used`): nothing to do, no cold line read.
+    if context::try_with_current(|_, t| !t.cold_used.get()).unwrap_or(true) {
+        return;
+    }
     crate::timeout::no_suspend(|| {
         for _ in 0..DROP_ROUNDS {
             let values =
