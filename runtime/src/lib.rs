@@ -112,6 +112,7 @@ mod task;
 mod task_pool;
 mod timeout;
 mod timer;
+mod waiter_queue;
 mod waits;
 mod watchdog;
 

@@ -19,7 +19,6 @@
 //! platform timer (see `sys`).
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -32,6 +31,7 @@ use slab::Slab;
 use crate::context;
 use crate::sched;
 use crate::task::Waiter;
+use crate::waiter_queue::WaiterQueue;
 
 pub(crate) const WAKER_TOKEN: Token = Token(usize::MAX);
 pub(crate) const TIMER_TOKEN: Token = Token(usize::MAX - 1);
@@ -59,8 +59,8 @@ pub(crate) struct IoState {
     short_read_drains: Cell<bool>,
     write_closed: Cell<bool>,
     closed: Cell<bool>,
-    readers: RefCell<VecDeque<Waiter>>,
-    writers: RefCell<VecDeque<Waiter>>,
+    readers: RefCell<WaiterQueue>,
+    writers: RefCell<WaiterQueue>,
     /// The task `Waker` of the last [`Registration::poll_ready`] for
     /// reading that returned `Pending` (one per direction, as tokio's
     /// `PollEvented`): woken, and taken, by the next read event or `close`.
@@ -74,7 +74,7 @@ impl IoState {
     /// (taking the whole deque would free it and the next wait would
     /// allocate again: a malloc and a free per message on a busy socket),
     /// and no borrow is held while a waiter is woken or dropped.
-    fn wake_all(q: &RefCell<VecDeque<Waiter>>) {
+    fn wake_all(q: &RefCell<WaiterQueue>) {
         let queued = q.borrow().len();
         for _ in 0..queued {
             let next = q.borrow_mut().pop_front();
@@ -89,7 +89,7 @@ impl IoState {
     /// thread parked in a wait on it (stale waiters, whose park ended, do
     /// not count) or a stored task waker (which may belong to anything).
     fn awaited(&self) -> bool {
-        let waiting = |q: &RefCell<VecDeque<Waiter>>| q.borrow().iter().any(Waiter::is_waiting);
+        let waiting = |q: &RefCell<WaiterQueue>| q.borrow().iter().any(Waiter::is_waiting);
         waiting(&self.readers)
             || waiting(&self.writers)
             || self.read_waker.borrow().is_some()
@@ -335,7 +335,7 @@ impl Registration {
         }
     }
 
-    fn queue(&self, dir: Direction) -> &RefCell<VecDeque<Waiter>> {
+    fn queue(&self, dir: Direction) -> &RefCell<WaiterQueue> {
         match dir {
             Direction::Read => &self.state.readers,
             Direction::Write => &self.state.writers,

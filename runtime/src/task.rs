@@ -405,6 +405,21 @@ impl Waiter {
     pub(crate) fn is_waiting(&self) -> bool {
         self.task.state.get() == ThreadState::Parked && self.task.park_gen.get() == self.gen
     }
+
+    /// A waiter for `c`'s current park (tests build queues of them).
+    #[cfg(test)]
+    pub(crate) fn of(c: &Coro) -> Waiter {
+        Waiter {
+            task: c.0.clone(),
+            gen: c.0.park_gen.get(),
+        }
+    }
+
+    /// The id of the waiting thread.
+    #[cfg(test)]
+    pub(crate) fn thread_id(&self) -> u64 {
+        self.task.id
+    }
 }
 
 impl fmt::Debug for Waiter {
