@@ -15,7 +15,7 @@
 //! The recorder keeps the last [`EVENTS`] resumes and the last [`EVENTS`]
 //! other events (in rings of 144 KiB); older ones are overwritten. The
 //! rings are allocated by the first runtime an OS thread builds and kept
-//! for the next ones (see [`Rings`]): a runtime built per request or per
+//! for the next ones (see `Rings`): a runtime built per request or per
 //! test does not zero 144 KiB each time.
 //!
 //! # Cost, and how times are known
