@@ -268,10 +268,19 @@ fn diff_and_show_print_what_changed() {
         .nth(1)
         .unwrap();
     assert!(first.starts_with("parse ") && first.contains(" +"), "{t}");
-    assert!(
-        t.contains("latency warnings: A 0 (longest 0 ns), B 1"),
-        "{t}"
-    );
+    // B's hog is warned about. A's 20 ms spin is not, on an idle machine,
+    // but preemption on a loaded one can stretch any slice of A past the
+    // 30 ms threshold: A's count is not checked.
+    let warnings = t
+        .lines()
+        .find(|l| l.starts_with("latency warnings: A "))
+        .unwrap_or_else(|| panic!("no latency warnings line: {t}"));
+    let in_b = warnings
+        .split(", B ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(in_b.is_some_and(|n| n >= 1), "{t}");
 
     let out = tool(&["show", b.to_str().unwrap()]);
     assert!(out.status.success());
