@@ -149,14 +149,14 @@ impl<T: ?Sized> Mutex<T> {
             return Err(LockError::WouldDeadlock);
         }
         let coro = waitlist::current_coro("Mutex::lock");
-        let key = self.waiters.borrow_mut().push_back(coro, ());
-        // Only waiters about to fail may be ahead of us.
-        self.dispatch();
-        if !self.waiters.borrow().is_linked(key) {
-            self.waiters.borrow_mut().remove(key);
-            return Ok(self.guard());
-        }
-        (self.waiters.borrow_mut().target("Mutex::lock")).set_holder(self.owner.get());
+        // The lock is held (that is how we got here, and nothing ran
+        // since): queue and wait to be handed it.
+        let key = {
+            let mut w = self.waiters.borrow_mut();
+            let key = w.push_back(coro, ());
+            w.target("Mutex::lock").set_holder(self.owner.get());
+            key
+        };
         // If ownership was handed to us but we cannot take it, pass it on.
         waitlist::wait(
             &self.waiters,
