@@ -83,10 +83,18 @@ impl<T: 'static> Packet<T> {
     }
 }
 
-/// Keeps `packet` for a later spawn if nothing else holds it; it is
-/// emptied first (its result was taken or dropped already; stale joiners'
-/// entries go).
+/// Largest packet kept for reuse: one of a large result type (which the
+/// packet holds inline) is freed, or a thousand kept ones would hold on to
+/// megabytes for the OS thread's life.
+const KEPT_PACKET_MAX: usize = 256;
+
+/// Keeps `packet` for a later spawn if nothing else holds it and it is
+/// small; it is emptied first (its result was taken or dropped already;
+/// stale joiners' entries go).
 fn keep_packet<T: 'static>(packet: Rc<Packet<T>>) {
+    if std::mem::size_of::<Packet<T>>() > KEPT_PACKET_MAX {
+        return;
+    }
     crate::task_pool::keep(packet, |p| {
         debug_assert!(p.result.get_mut().is_none());
         p.joiners.get_mut().clear();
@@ -526,6 +534,19 @@ mod tests {
             assert_ne!(packet(&other), first);
             assert_eq!(other.join().unwrap(), 2);
             assert_eq!(h.join().unwrap(), 1);
+        });
+    }
+
+    #[test]
+    fn a_large_results_packet_is_not_kept() {
+        crate::run(|| {
+            assert!(std::mem::size_of::<super::Packet<[u8; 4096]>>() > super::KEPT_PACKET_MAX);
+            let h = crate::spawn(|| [7u8; 4096]);
+            assert_eq!(h.join().unwrap()[4095], 7);
+            assert_eq!(crate::task_pool::kept::<super::Packet<[u8; 4096]>>(), 0);
+            // A small one is.
+            crate::spawn(|| 1u64).join().unwrap();
+            assert_eq!(crate::task_pool::kept::<super::Packet<u64>>(), 1);
         });
     }
 

@@ -83,10 +83,12 @@ pub struct ThreadInfo {
     /// Time it has spent running, sampled by the latency watchdog every few
     /// milliseconds; `None` when latency warnings are disabled.
     pub run_time: Option<Duration>,
-    /// Time since it was spawned, counted from the scheduler's clock
-    /// reading before the spawn (it reads the clock at each poll of the OS,
-    /// at least every 256 switches, not on every spawn), so it can be
-    /// longer by up to that interval.
+    /// Time since it was spawned, counted from the scheduler's last clock
+    /// reading before the spawn (taken when `block_on` starts and at each
+    /// poll of the OS, not on every spawn): a thread spawned late in a long
+    /// stretch without polls (a pass over many ready threads, or one
+    /// thread spawning in a loop without yielding) can appear older by up
+    /// to that stretch.
     pub age: Duration,
     /// Usable bytes of its stack.
     pub stack_size: usize,

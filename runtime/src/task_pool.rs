@@ -87,6 +87,17 @@ pub(crate) fn keep<P: Any>(mut rc: Rc<P>, empty: impl FnOnce(&mut P)) {
     });
 }
 
+/// How many `P` are kept.
+#[cfg(test)]
+pub(crate) fn kept<P: Any>() -> usize {
+    KEPT.with(|k| {
+        k.borrow()
+            .iter()
+            .find(|(t, _)| *t == TypeId::of::<P>())
+            .map_or(0, |(_, list)| list.len())
+    })
+}
+
 /// A new task in a shared block: a kept one if there is any (made over in
 /// place, see [`Task::reinit`]), else a new one.
 #[inline]

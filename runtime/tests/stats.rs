@@ -40,3 +40,31 @@ fn polls_are_counted() {
         assert!(coro::stats().polls >= 1);
     });
 }
+
+/// A thread's age counts from when `block_on` started, not from the last
+/// clock reading of an earlier `block_on` on the same runtime (or of its
+/// build): spawns are dated by the loop's coarse clock, which `block_on`
+/// sets as it starts.
+#[test]
+fn ages_start_with_the_block_on_that_spawned_them() {
+    let idle = Duration::from_millis(1500);
+    let mut rt = coro::Runtime::builder().build().unwrap();
+    std::thread::sleep(idle); // built long before it runs
+    let ages = |rt: &mut coro::Runtime| {
+        rt.block_on(|| {
+            let child = coro::spawn(|| ());
+            let list = coro::threads();
+            let age = |id| list.iter().find(|t| t.id == id).unwrap().age;
+            let ages = (age(coro::current().id()), age(child.thread().id()));
+            child.join().unwrap();
+            ages
+        })
+    };
+    let first = ages(&mut rt);
+    std::thread::sleep(idle); // and again between two block_on calls
+    let second = ages(&mut rt);
+    // Both would be about `idle` if dated by the earlier clock reading.
+    for (main, child) in [first, second] {
+        assert!(main < idle / 2 && child < idle / 2, "{first:?} {second:?}");
+    }
+}
