@@ -99,6 +99,7 @@ mod panic_hook;
 pub mod profile;
 mod reactor;
 mod remote;
+mod result_slot;
 mod runtime;
 mod sched;
 mod scope;

@@ -295,12 +295,18 @@ impl<T: 'static> fmt::Debug for LocalKey<T> {
 /// while destructors make new ones. Runs inside `no_suspend`: a destructor
 /// that blocks is refused. A panicking destructor is logged and the others
 /// still run.
+#[inline(always)]
 pub(crate) fn drop_all() {
     // A thread that never made a local has none (making one marks the
     // task, see `Task::cold_used`): nothing to do, no cold line read.
-    if context::try_with_current(|_, t| !t.cold_used.get()).unwrap_or(true) {
-        return;
+    if context::try_with_current(|_, t| t.cold_used.get()).unwrap_or(false) {
+        drop_all_now();
     }
+}
+
+/// [`drop_all`], for a thread that may have locals.
+#[inline(never)]
+fn drop_all_now() {
     crate::timeout::no_suspend(|| {
         for _ in 0..DROP_ROUNDS {
             let values =

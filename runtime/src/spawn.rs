@@ -13,11 +13,10 @@
 //! treats it as that thread's panic (`sched::Scheduler::resume`), so an
 //! unwind never crosses a stack switch into the scheduler.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::io;
+use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
-use std::rc::Rc;
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
@@ -56,49 +55,6 @@ pub(crate) fn check_stack_size(n: usize) -> io::Result<usize> {
             ),
         ))
     }
-}
-
-/// Where a thread's result goes, shared by the thread and its handle.
-struct Packet<T> {
-    result: RefCell<Option<Result<T, JoinError>>>,
-    /// Every green thread waiting in [`JoinHandle::wait`] (a handle can be
-    /// shared, so there may be several); all are woken when the thread ends.
-    joiners: RefCell<Vec<Waiter>>,
-    /// Gives the packet back for a later spawn once its result is out
-    /// ([`keep_packet`], instantiated where `T: 'static` is known, so that
-    /// `JoinHandle::join` needs no such bound).
-    keep: fn(Rc<Packet<T>>),
-}
-
-impl<T: 'static> Packet<T> {
-    /// An empty packet: a kept one if there is one (`task_pool`).
-    fn new() -> Rc<Packet<T>> {
-        crate::task_pool::take().unwrap_or_else(|| {
-            Rc::new(Packet {
-                result: RefCell::new(None),
-                joiners: RefCell::new(Vec::new()),
-                keep: keep_packet::<T>,
-            })
-        })
-    }
-}
-
-/// Largest packet kept for reuse: one of a large result type (which the
-/// packet holds inline) is freed, or a thousand kept ones would hold on to
-/// megabytes for the OS thread's life.
-const KEPT_PACKET_MAX: usize = 256;
-
-/// Keeps `packet` for a later spawn if nothing else holds it and it is
-/// small; it is emptied first (its result was taken or dropped already;
-/// stale joiners' entries go).
-fn keep_packet<T: 'static>(packet: Rc<Packet<T>>) {
-    if std::mem::size_of::<Packet<T>>() > KEPT_PACKET_MAX {
-        return;
-    }
-    crate::task_pool::keep(packet, |p| {
-        debug_assert!(p.result.get_mut().is_none());
-        p.joiners.get_mut().clear();
-    });
 }
 
 /// Settings for a new green thread, like [`std::thread::Builder`].
@@ -200,18 +156,16 @@ impl Builder {
             // as much as a switch (see `Scheduler::coarse_now`).
             spawned_at: s.coarse_now.get(),
         });
-        let packet = Packet::new();
-        let their_packet = packet.clone();
         // corosensei moves the initial closure onto the new stack through a
         // small fixed-size slot; a large closure travels boxed instead.
         let co = if std::mem::size_of::<F>() <= INLINE_CLOSURE {
             Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-                entry(y, f, their_packet);
+                entry::<F, T>(y, f);
             })
         } else {
             let f = Box::new(f);
             Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-                entry(y, *f, their_packet);
+                entry::<F, T>(y, *f);
             })
         };
         *task.coroutine.borrow_mut() = Some(co);
@@ -229,14 +183,14 @@ impl Builder {
         s.ready.borrow_mut().push_back(task.clone());
         Ok(JoinHandle {
             coro: Coro(task),
-            packet,
+            result: PhantomData,
         })
     }
 }
 
 /// The first frame on every green thread's stack (see the module docs:
 /// nothing unwinds out of it).
-fn entry<F, T>(y: &Yielder<(), ()>, f: F, packet: Rc<Packet<T>>)
+fn entry<F, T>(y: &Yielder<(), ()>, f: F)
 where
     F: FnOnce() -> T,
 {
@@ -268,7 +222,7 @@ where
         };
         // Its green-thread locals go before its joiners wake.
         crate::local::drop_all();
-        deliver(packet, r);
+        deliver(r);
     }));
     if let Err(p) = outcome {
         destructor_panicked(p);
@@ -276,16 +230,27 @@ where
 }
 
 /// Hands the result to the joiners, or drops it if the thread is detached.
-fn deliver<T>(packet: Rc<Packet<T>>, r: Result<T, JoinError>) {
-    if Rc::strong_count(&packet) == 1 {
-        // Detached: nobody can see the result. Drop it (a value's or a panic
+fn deliver<T>(r: Result<T, JoinError>) {
+    // The scheduler holds the task for the whole resume: the reference
+    // stays valid while a destructor below runs.
+    let detached = context::with_current("coro::spawn", |_, t| {
+        if t.detached.get() {
+            return Some(r);
+        }
+        // The handle of this spawn is alive and reads the slot as this
+        // type (the invariant in `result_slot`).
+        t.result.put(r);
+        None
+    });
+    if let Some(r) = detached {
+        // Nobody can see the result. Drop it (a value's or a panic
         // payload's destructor may panic: that is caught by `entry`).
         drop(r);
-        (packet.keep)(packet);
         return;
     }
-    *packet.result.borrow_mut() = Some(r);
-    let joiners = std::mem::take(&mut *packet.joiners.borrow_mut());
+    let joiners = context::with_current("coro::spawn", |_, t| {
+        std::mem::take(&mut *t.joiners.borrow_mut())
+    });
     for w in joiners {
         w.wake();
     }
@@ -319,7 +284,9 @@ fn destructor_panicked(p: Box<dyn std::any::Any + Send>) {
 /// [`std::thread::JoinHandle`]. Dropping it detaches the thread.
 pub struct JoinHandle<T> {
     coro: Coro,
-    packet: Rc<Packet<T>>,
+    /// The handle owns the result waiting in the thread's block
+    /// (`Task::result`, read as `Result<T, JoinError>`).
+    result: PhantomData<Result<T, JoinError>>,
 }
 
 impl<T> JoinHandle<T> {
@@ -330,7 +297,7 @@ impl<T> JoinHandle<T> {
 
     /// Whether the thread has finished (its result is waiting).
     pub fn is_finished(&self) -> bool {
-        self.packet.result.borrow().is_some() || self.coro.state() == ThreadState::Dead
+        self.coro.0.result.is_full() || self.coro.state() == ThreadState::Dead
     }
 
     /// Waits for the thread to finish without taking its result.
@@ -352,7 +319,7 @@ impl<T> JoinHandle<T> {
     fn wait_named(&self, call: &'static str) -> Result<(), WaitError> {
         let site = std::panic::Location::caller();
         while !self.is_finished() {
-            self.packet.joiners.borrow_mut().push(Waiter::current(call));
+            self.coro.0.joiners.borrow_mut().push(Waiter::current(call));
             let r = crate::suspend::park_waiting(
                 "join",
                 call,
@@ -363,7 +330,7 @@ impl<T> JoinHandle<T> {
                 },
             );
             // Leave the list: our entry (and any other given-up one) is stale.
-            self.packet.joiners.borrow_mut().retain(Waiter::is_waiting);
+            self.coro.0.joiners.borrow_mut().retain(Waiter::is_waiting);
             r?;
         }
         Ok(())
@@ -387,17 +354,32 @@ impl<T> JoinHandle<T> {
         if !self.is_finished() {
             self.wait_named("JoinHandle::join")?;
         }
-        let JoinHandle { coro, packet } = self;
-        let r = packet
-            .result
-            .borrow_mut()
-            .take()
-            .unwrap_or(Err(JoinError::Cancelled));
-        if coro.0.state.get() == ThreadState::Dead {
-            crate::task_pool::recycle(coro.0);
+        let r = self.take_result().unwrap_or(Err(JoinError::Cancelled));
+        let task = self.coro.0.clone();
+        drop(self);
+        if task.state.get() == ThreadState::Dead {
+            crate::task_pool::recycle(task);
         }
-        (packet.keep)(packet);
         r
+    }
+
+    /// The result, if the thread has finished and it is still there.
+    fn take_result(&self) -> Option<Result<T, JoinError>> {
+        // SAFETY: this handle's spawn started the thread with `entry::<F,
+        // T>`, the only code that fills this block's slot, with a
+        // `Result<T, JoinError>`, and only while this handle is alive (see
+        // `result_slot`); the block was not reused since: this handle
+        // holds it.
+        unsafe { self.coro.0.result.take::<Result<T, JoinError>>() }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    /// Detaches the thread: its result is dropped, now if it is already
+    /// there, else when the thread ends.
+    fn drop(&mut self) {
+        self.coro.0.detached.set(true);
+        drop(self.take_result());
     }
 }
 
@@ -487,82 +469,139 @@ pub fn set_selfishness(n: u32) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
     use std::rc::Rc;
 
-    fn packet<T>(h: &super::JoinHandle<T>) -> *const super::Packet<T> {
-        Rc::as_ptr(&h.packet)
+    use crate::task::Task;
+    use crate::JoinError;
+
+    fn block<T>(h: &super::JoinHandle<T>) -> *const Task {
+        Rc::as_ptr(&h.coro.0)
+    }
+
+    /// Counts its drops.
+    struct Counted(Rc<Cell<u32>>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.set(self.0.get() + 1);
+        }
     }
 
     #[test]
-    fn a_joined_threads_packet_is_reused_by_the_next_spawn_of_its_type() {
+    fn results_of_every_shape_come_back() {
         crate::run(|| {
-            let h = crate::spawn(|| 1u64);
-            let first = packet(&h);
-            assert_eq!(h.join().unwrap(), 1);
-            // Another result type gets a packet of its own.
-            let s = crate::spawn(|| String::from("two"));
-            assert_ne!(packet(&s).cast::<()>(), first.cast());
-            assert_eq!(s.join().unwrap(), "two");
-            let h = crate::spawn(|| 3u64);
-            assert_eq!(packet(&h), first);
-            assert_eq!(h.join().unwrap(), 3);
+            assert_eq!(crate::spawn(|| 42u64).join().unwrap(), 42);
+            crate::spawn(|| ()).join().unwrap();
+            assert_eq!(crate::spawn(|| String::from("two")).join().unwrap(), "two");
+            // Too large to sit in the block, and over-aligned: boxed.
+            let big = crate::spawn(|| [7u8; 4096]).join().unwrap();
+            assert_eq!((big[0], big[4095]), (7, 7));
+            assert_eq!(
+                crate::spawn(|| u128::MAX - 1).join().unwrap(),
+                u128::MAX - 1
+            );
+            #[repr(align(64))]
+            struct Wide(u8);
+            assert_eq!(crate::spawn(|| Wide(9)).join().unwrap().0, 9);
+            let err = crate::spawn(|| -> u64 { panic!("boom") })
+                .join()
+                .unwrap_err();
+            assert!(matches!(err, JoinError::Panicked(_)));
         });
     }
 
     #[test]
-    fn a_detached_threads_packet_is_reused_once_it_ends() {
+    fn dropping_the_handle_drops_the_result_once_whenever_the_thread_ends() {
         crate::run(|| {
-            let h = crate::spawn(|| 1u64);
-            let first = packet(&h);
+            let drops = Rc::new(Cell::new(0));
+            // Finished before the handle goes: dropped with the handle.
+            let d = drops.clone();
+            let h = crate::spawn(move || Counted(d));
+            h.wait().unwrap();
+            assert_eq!(drops.get(), 0);
             drop(h);
-            crate::yield_now(); // it runs and ends
-            let h = crate::spawn(|| 2u64);
-            assert_eq!(packet(&h), first);
-            h.join().unwrap();
+            assert_eq!(drops.get(), 1);
+            // The handle goes first: dropped as the thread ends.
+            let d = drops.clone();
+            drop(crate::spawn(move || Counted(d)));
+            crate::yield_now();
+            assert_eq!(drops.get(), 2);
+            // Joined: the caller owns it.
+            let d = drops.clone();
+            let v = crate::spawn(move || Counted(d)).join().unwrap();
+            assert_eq!(drops.get(), 2);
+            drop(v);
+            assert_eq!(drops.get(), 3);
+            // Boxed ones alike.
+            let d = drops.clone();
+            let h = crate::spawn(move || (Counted(d), [0u64; 16]));
+            h.wait().unwrap();
+            drop(h);
+            assert_eq!(drops.get(), 4);
         });
     }
 
     #[test]
-    fn a_packet_with_a_live_handle_is_never_reused() {
+    fn a_reused_block_carries_nothing_of_its_last_thread() {
         crate::run(|| {
-            // Waited on but not joined: the handle keeps its packet, with
+            let h = crate::spawn(|| String::from("first"));
+            let first = block(&h);
+            // Joined after a wait (a joiner entry), then a detached one.
+            h.wait().unwrap();
+            assert_eq!(h.join().unwrap(), "first");
+            let h = crate::spawn(|| 5u64);
+            assert_eq!(block(&h), first);
+            assert!(!h.coro.0.result.is_full());
+            assert!(h.coro.0.joiners.borrow().is_empty());
+            assert!(!h.coro.0.detached.get());
+            assert_eq!(h.join().unwrap(), 5);
+            drop(crate::spawn(|| 6u64));
+            crate::yield_now();
+            let h = crate::spawn(|| 7u64);
+            assert_eq!(block(&h), first);
+            assert!(!h.coro.0.detached.get());
+            assert_eq!(h.join().unwrap(), 7);
+        });
+    }
+
+    #[test]
+    fn a_block_with_a_live_handle_is_never_reused() {
+        crate::run(|| {
+            // Waited on but not joined: the handle keeps the block, with
             // the result in it.
             let h = crate::spawn(|| 1u64);
             h.wait().unwrap();
-            let first = packet(&h);
             let other = crate::spawn(|| 2u64);
-            assert_ne!(packet(&other), first);
+            assert_ne!(block(&other), block(&h));
             assert_eq!(other.join().unwrap(), 2);
             assert_eq!(h.join().unwrap(), 1);
         });
     }
 
     #[test]
-    fn a_large_results_packet_is_not_kept() {
+    fn every_waiter_on_a_shared_handle_wakes() {
         crate::run(|| {
-            assert!(std::mem::size_of::<super::Packet<[u8; 4096]>>() > super::KEPT_PACKET_MAX);
-            let h = crate::spawn(|| [7u8; 4096]);
-            assert_eq!(h.join().unwrap()[4095], 7);
-            assert_eq!(crate::task_pool::kept::<super::Packet<[u8; 4096]>>(), 0);
-            // A small one is.
-            crate::spawn(|| 1u64).join().unwrap();
-            assert_eq!(crate::task_pool::kept::<super::Packet<u64>>(), 1);
-        });
-    }
-
-    #[test]
-    fn a_reused_packet_carries_nothing_of_its_last_thread() {
-        crate::run(|| {
-            let h = crate::spawn(|| 1u64);
-            let first = packet(&h);
-            // Joined after a wait: the packet had a joiner entry.
-            h.wait().unwrap();
-            assert_eq!(h.join().unwrap(), 1);
-            let h = crate::spawn(|| 5u64);
-            assert_eq!(packet(&h), first);
-            assert!(h.packet.result.borrow().is_none());
-            assert!(h.packet.joiners.borrow().is_empty());
-            assert_eq!(h.join().unwrap(), 5);
+            let h = Rc::new(crate::spawn(|| {
+                crate::yield_now();
+                3u64
+            }));
+            let woken = Rc::new(Cell::new(0));
+            let waiters: Vec<_> = (0..3)
+                .map(|_| {
+                    let (h, woken) = (h.clone(), woken.clone());
+                    crate::spawn(move || {
+                        h.wait().unwrap();
+                        woken.set(woken.get() + 1);
+                    })
+                })
+                .collect();
+            for w in waiters {
+                w.join().unwrap();
+            }
+            assert_eq!(woken.get(), 3);
+            let h = Rc::try_unwrap(h).unwrap_or_else(|_| unreachable!("last handle"));
+            assert_eq!(h.join().unwrap(), 3);
         });
     }
 }

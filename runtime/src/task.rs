@@ -33,6 +33,7 @@ use corosensei::{Coroutine, Yielder};
 use crate::cancel::TaskCancel;
 use crate::context;
 use crate::error::ScheduleError;
+use crate::result_slot::ResultSlot;
 use crate::stack::{GreenStack, ThreadStack};
 
 pub(crate) type GreenCoroutine = Coroutine<(), (), (), GreenStack>;
@@ -93,6 +94,8 @@ pub(crate) struct Task {
     /// only then: keeping the block of a plain thread reads none of their
     /// cache lines. Set by whatever fills them ([`Task::use_cold`]).
     pub(crate) cold_used: Cell<bool>,
+    /// Its `JoinHandle` is gone: the result is dropped, not kept.
+    pub(crate) detached: Cell<bool>,
     /// Its id as the flight recorder's resume ring stores it (the state
     /// after a resume is or-ed in): computed once, not on every switch.
     pub(crate) flight_tag: u32,
@@ -134,6 +137,13 @@ pub(crate) struct Task {
     /// The coroutine; borrowed mutably only by the scheduler while it resumes
     /// it, taken out when the thread finishes or is unwound.
     pub(crate) coroutine: RefCell<Option<GreenCoroutine>>,
+    /// Its result, from when it finishes until its `JoinHandle` takes it
+    /// (see `result_slot` for who fills and reads it, as which type).
+    pub(crate) result: ResultSlot,
+    /// Every green thread waiting for it to finish (`JoinHandle::wait`: a
+    /// handle can be shared, so there may be several); all are woken when
+    /// it ends.
+    pub(crate) joiners: RefCell<Vec<Waiter>>,
     // Cold: spawn, finish, reports and rare paths.
     pub(crate) name: Option<Arc<str>>,
     /// Lowest address of the stack's slot (its guard gap starts here), the
@@ -190,6 +200,9 @@ impl Task {
             flight_tag: crate::flight::resume_tag(id),
             runtime,
             cold_used: Cell::new(name.is_some()),
+            detached: Cell::new(false),
+            result: ResultSlot::new(),
+            joiners: RefCell::new(Vec::new()),
             name,
             key: Cell::new(usize::MAX),
             state: Cell::new(ThreadState::New),
@@ -229,6 +242,7 @@ impl Task {
     /// coroutine is gone and the cold fields are empty). Every field is
     /// named (the pattern is exhaustive), so a field added to `Task` fails
     /// to compile here until it is reset too.
+    #[inline(always)]
     pub(crate) fn reinit(&mut self, init: TaskInit) {
         let Task {
             state,
@@ -237,6 +251,7 @@ impl Task {
             timer_fired,
             leaked,
             cold_used,
+            detached,
             flight_tag,
             selfish_left,
             no_suspend,
@@ -254,6 +269,8 @@ impl Task {
             stack,
             cancel,
             coroutine,
+            result,
+            joiners,
             name,
             stack_limit,
             stack_guard,
@@ -271,6 +288,7 @@ impl Task {
         timer_fired.set(false);
         leaked.set(false);
         cold_used.set(init.name.is_some());
+        detached.set(false);
         *flight_tag = crate::flight::resume_tag(init.id);
         selfish_left.set(init.selfishness);
         no_suspend.set(0);
@@ -303,6 +321,11 @@ impl Task {
         // Empty in a kept block; reset all the same (a drop check each).
         *wait_target.get_mut() = None;
         *coroutine.get_mut() = None;
+        // Empty in a kept block (its handle emptied it before letting go,
+        // see `result_slot`); a value left by a misuse is leaked, never
+        // read as the next thread's type.
+        *result = ResultSlot::new();
+        joiners.get_mut().clear();
         *name = init.name;
         locals.get_mut().clear();
         *future_wake.get_mut() = None;

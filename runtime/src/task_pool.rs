@@ -18,17 +18,12 @@
 //! the block when [`new_task`] overwrites it. What a finished task still
 //! refers to (its name, its nursery, its future waker) is dropped when it
 //! is kept, not when it is reused, so keeping it holds nothing alive.
-//!
-//! # Join packets
-//!
-//! The shared slot a thread's result travels in to its `JoinHandle` (a
-//! `spawn::Packet<T>`, generic over the result) is the other allocation of
-//! a spawn. Those are kept here too, one list per packet type ([`keep`],
-//! [`take`]), under the same rule: only a last handle is kept, emptied.
 
-use std::any::{Any, TypeId};
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::rc::Rc;
+
+use slab::Slab;
 
 use crate::cancel::TaskCancel;
 use crate::task::{Task, TaskInit, ThreadState};
@@ -36,71 +31,49 @@ use crate::task::{Task, TaskInit, ThreadState};
 /// Most blocks kept per OS thread (as many as the default stack pool).
 const KEEP: usize = 1024;
 
-/// Most packet types whose packets are kept per OS thread (a program
-/// spawning threads with more result types than that keeps the first ones).
-const KEPT_TYPES: usize = 16;
+/// Largest thread table (and ready queue) kept for the OS thread's next
+/// runtime, in entries: after a burst of a million threads the next runtime
+/// starts small again.
+const KEEP_TABLE: usize = 1 << 16;
 
-/// Kept values of one type (see [`keep`]).
-type KeptOfType = (TypeId, Vec<Rc<dyn Any>>);
+/// A runtime's ready queue and thread table, emptied.
+pub(crate) type Tables = (VecDeque<Rc<Task>>, Slab<Rc<Task>>);
 
 thread_local! {
     static FREE: RefCell<Vec<Rc<Task>>> = const { RefCell::new(Vec::new()) };
-    static KEPT: RefCell<Vec<KeptOfType>> = const { RefCell::new(Vec::new()) };
+    static TABLES: RefCell<Option<Tables>> = const { RefCell::new(None) };
 }
 
-/// A kept `P` (see [`keep`]), if there is one.
-#[inline]
-pub(crate) fn take<P: Any>() -> Option<Rc<P>> {
-    let kept = KEPT
-        .try_with(|k| {
-            let mut k = k.borrow_mut();
-            let (_, list) = k.iter_mut().find(|(t, _)| *t == TypeId::of::<P>())?;
-            list.pop()
-        })
-        .ok()??;
-    kept.downcast().ok()
+/// The ready queue and thread table the last runtime on this OS thread
+/// left (empty, with their room: a new runtime does not grow them again,
+/// copying as it goes), or new ones.
+pub(crate) fn take_tables() -> Tables {
+    TABLES
+        .try_with(|t| t.borrow_mut().take())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
 }
 
-/// Keeps `rc` for a later [`take`] if it is the last handle (no other
-/// strong or weak one), after `empty` has emptied it; otherwise just drops
-/// `rc`. At most [`KEEP`] per type are kept.
-#[inline]
-pub(crate) fn keep<P: Any>(mut rc: Rc<P>, empty: impl FnOnce(&mut P)) {
-    let Some(p) = Rc::get_mut(&mut rc) else {
+/// Keeps a dropped runtime's ready queue and thread table for the next
+/// runtime on this OS thread, if they are empty and not too large.
+pub(crate) fn keep_tables((ready, tasks): Tables) {
+    if !ready.is_empty()
+        || !tasks.is_empty()
+        || ready.capacity() > KEEP_TABLE
+        || tasks.capacity() > KEEP_TABLE
+    {
         return;
-    };
-    empty(p);
-    // While the OS thread exits the lists are gone: `rc` is freed.
-    let _ = KEPT.try_with(|k| {
-        let mut k = k.borrow_mut();
-        let list = match k.iter().position(|(t, _)| *t == TypeId::of::<P>()) {
-            Some(i) => &mut k[i].1,
-            None if k.len() < KEPT_TYPES => {
-                k.push((TypeId::of::<P>(), Vec::new()));
-                &mut k.last_mut().unwrap_or_else(|| unreachable!("pushed")).1
-            }
-            None => return,
-        };
-        if list.len() < KEEP {
-            list.push(rc);
-        }
-    });
-}
-
-/// How many `P` are kept.
-#[cfg(test)]
-pub(crate) fn kept<P: Any>() -> usize {
-    KEPT.with(|k| {
-        k.borrow()
-            .iter()
-            .find(|(t, _)| *t == TypeId::of::<P>())
-            .map_or(0, |(_, list)| list.len())
-    })
+    }
+    let mut tasks = tasks;
+    // Empty, but its vacant entries still count: start over.
+    tasks.clear();
+    let _ = TABLES.try_with(move |t| *t.borrow_mut() = Some((ready, tasks)));
 }
 
 /// A new task in a shared block: a kept one if there is any (made over in
 /// place, see [`Task::reinit`]), else a new one.
-#[inline]
+#[inline(always)]
 pub(crate) fn new_task(init: TaskInit) -> Rc<Task> {
     match FREE.try_with(|f| f.borrow_mut().pop()) {
         Ok(Some(mut block)) => match Rc::get_mut(&mut block) {
@@ -126,6 +99,10 @@ pub(crate) fn recycle(mut task: Rc<Task>) {
         // it marks the task dead): the block's `Drop` deals with that.
         return;
     }
+    // Its handle emptied the slot before letting go (`result_slot`).
+    debug_assert!(!t.result.is_full());
+    // Stale entries of waits that gave up (each holds a task).
+    t.joiners.get_mut().clear();
     // A plain thread never filled the cold fields: nothing to empty, and
     // their cache lines are not read (they are overwritten on reuse).
     if t.cold_used.get() {
