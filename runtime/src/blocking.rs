@@ -212,7 +212,11 @@ impl Drop for BlockingPool {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
         st.shutdown = true;
-        self.shared.cv.notify_all();
+        // Every waiter is a worker, counted from before it starts until it
+        // leaves; with none, skip the notify (a system call every time).
+        if st.threads > 0 {
+            self.shared.cv.notify_all();
+        }
     }
 }
 

@@ -153,6 +153,16 @@ pub(crate) struct Scheduler {
     pub(crate) waits: crate::waits::Waits,
 }
 
+impl Drop for Scheduler {
+    /// Leaves its ready queue and thread table, if empty, to the next
+    /// runtime on this OS thread (`task_pool::keep_tables`).
+    fn drop(&mut self) {
+        let ready = std::mem::take(self.ready.get_mut());
+        let tasks = std::mem::take(self.tasks.get_mut());
+        crate::task_pool::keep_tables((ready, tasks));
+    }
+}
+
 impl Scheduler {
     pub(crate) fn new(config: Config) -> std::io::Result<Scheduler> {
         let reactor = Reactor::new()?;
@@ -167,6 +177,7 @@ impl Scheduler {
             None => None,
         };
         let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
+        let (ready, tasks) = crate::task_pool::take_tables();
         Ok(Scheduler {
             id,
             remote: crate::remote::Remote::new(id, reactor.waker.clone()),
@@ -178,8 +189,8 @@ impl Scheduler {
                 config.idle_stack_copy_out,
             )),
             config,
-            ready: RefCell::new(VecDeque::new()),
-            tasks: RefCell::new(Slab::new()),
+            ready: RefCell::new(ready),
+            tasks: RefCell::new(tasks),
             current: Cell::new(std::ptr::null()),
             timers: RefCell::new(TimerHeap::default()),
             timer_wakers: RefCell::default(),
@@ -481,7 +492,7 @@ impl Scheduler {
                     if d <= now {
                         Some(Duration::ZERO)
                     } else {
-                        self.precise.arm(d);
+                        self.reactor.registry(|r| self.precise.arm(r, d));
                         self.precise.poll_timeout(d)
                     }
                 }

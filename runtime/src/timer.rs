@@ -130,7 +130,9 @@ impl Ord for Entry {
 struct Level {
     /// Bit `s` set: `slots[s]` is not empty.
     occupied: u64,
-    slots: [Vec<Entry>; SLOTS],
+    /// `SLOTS` of them, on the heap (built there directly: see
+    /// [`Level::new`]).
+    slots: Box<[Vec<Entry>]>,
 }
 
 impl Level {
@@ -141,11 +143,14 @@ impl Level {
     }
 }
 
-impl Default for Level {
-    fn default() -> Level {
+impl Level {
+    /// An empty level, its slots made on the heap without passing through
+    /// the stack (a level is 1.5 KiB; the wheel is made by whichever green
+    /// thread first sleeps far ahead, possibly on a 16 KiB stack).
+    fn new() -> Level {
         Level {
             occupied: 0,
-            slots: [const { Vec::new() }; SLOTS],
+            slots: (0..SLOTS).map(|_| Vec::new()).collect(),
         }
     }
 }
@@ -169,6 +174,7 @@ fn level_for(elapsed: u64, unit: u64) -> usize {
 }
 
 /// Timers in deadline order, with lazy cancellation.
+#[derive(Default)]
 pub(crate) struct TimerHeap {
     /// # Invariant
     /// With `batch`, holds every stored entry whose unit is below
@@ -178,6 +184,11 @@ pub(crate) struct TimerHeap {
     /// The entries of opened level-0 slots, and those inserted below
     /// `elapsed` at or after the last one, in `(deadline, seq)` order.
     batch: VecDeque<Entry>,
+    /// Empty until an entry first goes on the wheel (`level`): a runtime
+    /// that never waits far ahead does not make, clear and drop its 384
+    /// slots (11 000 instructions, a third of building and dropping a
+    /// runtime).
+    ///
     /// # Invariant
     /// Holds every stored entry whose unit is at least `elapsed`, each on
     /// `level_for(elapsed_then, unit)` for an `elapsed_then` between the
@@ -192,24 +203,6 @@ pub(crate) struct TimerHeap {
     live: usize,
     /// Entries stored (in the heap and the wheel), stale ones included.
     stored: usize,
-}
-
-impl Default for TimerHeap {
-    /// An empty wheel, all levels built: the runtime makes its timers when
-    /// it is built, on the OS thread's stack. (Built lazily at the first
-    /// far insert, the 9 KiB of levels were made on a green thread's stack,
-    /// and a debug build's temporaries overflowed a 16 KiB one.)
-    fn default() -> TimerHeap {
-        TimerHeap {
-            near: BinaryHeap::new(),
-            batch: VecDeque::new(),
-            levels: (0..LEVELS).map(|_| Level::default()).collect(),
-            elapsed: 0,
-            seq: 0,
-            live: 0,
-            stored: 0,
-        }
-    }
 }
 
 impl TimerHeap {
@@ -241,7 +234,7 @@ impl TimerHeap {
                 task,
                 kind,
             }),
-            Some((level, slot)) => self.levels[level].push(
+            Some((level, slot)) => self.level(level).push(
                 slot,
                 Entry {
                     deadline,
@@ -253,11 +246,26 @@ impl TimerHeap {
         }
     }
 
+    /// Wheel level `level`, making the levels if they are not yet.
+    #[inline]
+    fn level(&mut self, level: usize) -> &mut Level {
+        if self.levels.is_empty() {
+            self.make_levels();
+        }
+        &mut self.levels[level]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make_levels(&mut self) {
+        self.levels = (0..LEVELS).map(|_| Level::new()).collect();
+    }
+
     /// Puts a stored entry where the invariants say it belongs.
     fn place(&mut self, e: Entry) {
         match self.spot(e.unit()) {
             None => self.near.push(e),
-            Some((level, slot)) => self.levels[level].push(slot, e),
+            Some((level, slot)) => self.level(level).push(slot, e),
         }
     }
 
@@ -470,7 +478,7 @@ impl TimerHeap {
         keep.extend(self.batch.drain(..));
         for l in &mut self.levels {
             l.occupied = 0;
-            for s in &mut l.slots {
+            for s in l.slots.iter_mut() {
                 keep.append(s);
             }
         }
@@ -508,9 +516,12 @@ impl TimerHeap {
         self.near.clear();
         self.batch.clear();
         for l in &mut self.levels {
-            l.occupied = 0;
-            for s in &mut l.slots {
-                *s = Vec::new();
+            // Only occupied slots hold entries (the others may keep an
+            // empty buffer, which holds nothing alive).
+            while l.occupied != 0 {
+                let s = l.occupied.trailing_zeros() as usize;
+                l.slots[s] = Vec::new();
+                l.occupied &= l.occupied - 1;
             }
         }
         self.live = 0;

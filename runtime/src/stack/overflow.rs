@@ -87,17 +87,66 @@ fn our_action() -> libc::sigaction {
     act
 }
 
-/// An alternate signal stack mapped for this OS thread while a runtime runs
-/// on it; on drop the thread's previous alternate stack (or none) is put
-/// back and the mapping removed. Holds nothing if the thread already had a
-/// large enough one (std gives its threads one, often too small: 8 KiB).
-pub(crate) struct AltStack(Option<Mapped>);
+/// An alternate signal stack installed for this OS thread while a runtime
+/// runs on it; on drop the thread's previous alternate stack (or none) is
+/// put back. Holds nothing if the thread already had a large enough one
+/// (std gives its threads one, often too small: 8 KiB).
+///
+/// The mapping itself is kept for the OS thread's next runtime ([`KEPT`]):
+/// mapping and unmapping it cost more than the rest of building a runtime.
+pub(crate) struct AltStack(Option<Installed>);
 
-struct Mapped {
-    mem: *mut libc::c_void,
-    len: usize,
+struct Installed {
+    mapping: Mapping,
     /// The alternate stack the thread had before (possibly disabled).
     previous: libc::stack_t,
+}
+
+/// Memory mapped for an alternate stack, unmapped on drop.
+///
+/// # Invariant
+/// Not installed as any thread's alternate stack when dropped: it is
+/// installed only inside an [`AltStack`], whose drop puts the previous one
+/// back first (and leaks the mapping if that fails).
+struct Mapping {
+    mem: *mut libc::c_void,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize) -> io::Result<Mapping> {
+        // SAFETY: anonymous private mapping with no address hint; the
+        // result is checked against MAP_FAILED.
+        let mem = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { mem, len })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, not installed (the invariant),
+        // so no signal handler runs on it; nothing else points into it.
+        unsafe { libc::munmap(self.mem, self.len) };
+    }
+}
+
+thread_local! {
+    /// This OS thread's alternate-stack mapping between runtimes (never
+    /// installed while it is here: see [`Mapping`]). Freed when the
+    /// thread exits.
+    static KEPT: std::cell::Cell<Option<Mapping>> = const { std::cell::Cell::new(None) };
 }
 
 impl AltStack {
@@ -116,38 +165,28 @@ impl AltStack {
             return Ok(AltStack(None));
         }
         let len = ALT_STACK_SIZE.max(required);
-        // SAFETY: anonymous private mapping with no address hint; the result is
-        // checked against MAP_FAILED.
-        let mem = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
+        // Taken out while installed, so the thread's exit never unmaps it
+        // under a running runtime (one built in another thread-local's
+        // destructor, say).
+        let kept = KEPT.try_with(|k| k.take()).ok().flatten();
+        let mapping = match kept {
+            Some(m) if m.len >= len => m,
+            _ => Mapping::new(len)?,
         };
-        if mem == libc::MAP_FAILED {
+        let st = libc::stack_t {
+            ss_sp: mapping.mem,
+            ss_flags: 0,
+            ss_size: mapping.len,
+        };
+        // SAFETY: `st` describes `mapping`, which stays mapped while it is
+        // installed: it is unmapped only by `Mapping::drop`, and the
+        // `AltStack` holding it puts the previous stack back before letting
+        // it go.
+        if unsafe { libc::sigaltstack(&st, ptr::null_mut()) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        let st = libc::stack_t {
-            ss_sp: mem,
-            ss_flags: 0,
-            ss_size: len,
-        };
-        // SAFETY: `st` describes the mapping made above, which stays mapped
-        // until this AltStack is dropped, and Drop switches to the previous
-        // stack first.
-        if unsafe { libc::sigaltstack(&st, ptr::null_mut()) } != 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: unmapping the mapping made above, which nothing uses.
-            unsafe { libc::munmap(mem, len) };
-            return Err(e);
-        }
-        Ok(AltStack(Some(Mapped {
-            mem,
-            len,
+        Ok(AltStack(Some(Installed {
+            mapping,
             previous: old,
         })))
     }
@@ -155,20 +194,24 @@ impl AltStack {
 
 impl Drop for AltStack {
     fn drop(&mut self) {
-        if let Some(m) = &self.0 {
-            let mut previous = m.previous;
-            // Only the enable/disable bit may be passed back in.
-            previous.ss_flags &= libc::SS_DISABLE;
-            // SAFETY: putting back the alternate stack the thread had before
-            // (it belongs to whoever installed it and is still mapped: std's
-            // lives as long as its thread), or disabling it; then unmapping
-            // ours, which is no longer installed. Drop runs in normal
-            // context, not on the alternate stack.
-            unsafe {
-                libc::sigaltstack(&previous, ptr::null_mut());
-                libc::munmap(m.mem, m.len);
-            }
+        let Some(Installed { mapping, previous }) = self.0.take() else {
+            return;
+        };
+        let mut previous = previous;
+        // Only the enable/disable bit may be passed back in.
+        previous.ss_flags &= libc::SS_DISABLE;
+        // SAFETY: putting back the alternate stack the thread had before
+        // (it belongs to whoever installed it and is still mapped: std's
+        // lives as long as its thread), or disabling it. Drop runs in normal
+        // context, not on the alternate stack.
+        if unsafe { libc::sigaltstack(&previous, ptr::null_mut()) } != 0 {
+            // Still installed: it must stay mapped.
+            std::mem::forget(mapping);
+            return;
         }
+        // Kept for the next runtime (one kept already is unmapped). While
+        // the thread exits the closure is dropped unrun: unmapped here.
+        let _ = KEPT.try_with(move |k| k.set(Some(mapping)));
     }
 }
 
@@ -345,6 +388,44 @@ mod tests {
             };
             // SAFETY: disabling the alternate stack before `small` is freed.
             unsafe { libc::sigaltstack(&off, ptr::null_mut()) };
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The next runtime on the thread installs the same mapping (no mmap
+    /// per runtime), and each puts the thread's own stack back.
+    #[test]
+    fn the_mapping_is_kept_for_the_threads_next_runtime() {
+        std::thread::spawn(|| {
+            let off = libc::stack_t {
+                ss_sp: ptr::null_mut(),
+                ss_flags: libc::SS_DISABLE,
+                ss_size: 0,
+            };
+            // SAFETY: disabling the alternate stack (std's stays mapped
+            // until the thread exits).
+            assert_eq!(unsafe { libc::sigaltstack(&off, ptr::null_mut()) }, 0);
+            let first = AltStack::ensure().unwrap();
+            let mem = current().ss_sp;
+            drop(first);
+            assert_ne!(current().ss_flags & libc::SS_DISABLE, 0);
+            assert!(KEPT.with(|k| {
+                let m = k.take();
+                let kept = m.as_ref().is_some_and(|m| m.mem == mem);
+                k.set(m);
+                kept
+            }));
+            let second = AltStack::ensure().unwrap();
+            assert_eq!(current().ss_sp, mem);
+            assert!(KEPT.with(|k| {
+                let m = k.take();
+                let none = m.is_none();
+                k.set(m);
+                none
+            }));
+            drop(second);
+            assert_ne!(current().ss_flags & libc::SS_DISABLE, 0);
         })
         .join()
         .unwrap();

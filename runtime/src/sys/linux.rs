@@ -1,6 +1,10 @@
 //! The precise wake-up timer on Linux and Android: a `timerfd` in the mio poll.
+//!
+//! The timerfd is made the first time it is armed: a runtime that never
+//! waits for a deadline (or one that is built, runs a batch of threads and
+//! is dropped) saves its three system calls, a few microseconds.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
@@ -12,13 +16,25 @@ use crate::clock::{self, Instant};
 use crate::reactor::TIMER_TOKEN;
 
 pub(crate) struct PreciseTimer {
-    fd: OwnedFd,
+    /// Made and registered at the first [`arm`](Self::arm).
+    fd: OnceCell<OwnedFd>,
     /// The deadline the timerfd is armed for (ticks), 0 when disarmed.
     armed: Cell<u64>,
 }
 
 impl PreciseTimer {
-    pub(crate) fn new(registry: &Registry) -> io::Result<PreciseTimer> {
+    pub(crate) fn new(_registry: &Registry) -> io::Result<PreciseTimer> {
+        Ok(PreciseTimer {
+            fd: OnceCell::new(),
+            armed: Cell::new(0),
+        })
+    }
+
+    /// The timerfd, made and registered with `registry` if it is not yet.
+    fn fd(&self, registry: &Registry) -> io::Result<&OwnedFd> {
+        if let Some(fd) = self.fd.get() {
+            return Ok(fd);
+        }
         // SAFETY: timerfd_create has no memory preconditions; the result is
         // checked before use.
         let raw = unsafe {
@@ -37,10 +53,7 @@ impl PreciseTimer {
             TIMER_TOKEN,
             Interest::READABLE,
         )?;
-        Ok(PreciseTimer {
-            fd,
-            armed: Cell::new(0),
-        })
+        Ok(self.fd.get_or_init(|| fd))
     }
 
     /// Arms the timerfd for `deadline`, unless it already is.
@@ -48,11 +61,18 @@ impl PreciseTimer {
     /// The timerfd is armed relative to the present (`deadline - now`), so
     /// an error in the tick rate shifts a timer by that error times its own
     /// length, never by the time since the clock was calibrated.
-    pub(crate) fn arm(&self, deadline: Instant) {
+    ///
+    /// If the timerfd cannot be made (no file descriptors left), it stays
+    /// disarmed and [`poll_timeout`](Self::poll_timeout) falls back to
+    /// epoll's millisecond timeout; the next arm tries again.
+    pub(crate) fn arm(&self, registry: &Registry, deadline: Instant) {
         let t = deadline.ticks().max(1);
         if self.armed.get() == t {
             return;
         }
+        let Ok(fd) = self.fd(registry) else {
+            return;
+        };
         let ns = relative_ns(deadline, clock::now());
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
@@ -65,8 +85,7 @@ impl PreciseTimer {
             },
         };
         // SAFETY: the fd is our timerfd; `spec` is a valid itimerspec.
-        let rc =
-            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        let rc = unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
         if rc == 0 {
             self.armed.set(t);
         }
@@ -85,19 +104,23 @@ impl PreciseTimer {
     /// Time left on the timerfd, `None` when disarmed.
     #[cfg(test)]
     fn remaining(&self) -> Option<Duration> {
+        let fd = self.fd.get()?;
         // SAFETY: all-zero is a valid itimerspec; the fd is our timerfd.
         let mut cur: libc::itimerspec = unsafe { std::mem::zeroed() };
         // SAFETY: as above; `cur` is valid for writing.
-        unsafe { libc::timerfd_gettime(self.fd.as_raw_fd(), &mut cur) };
+        unsafe { libc::timerfd_gettime(fd.as_raw_fd(), &mut cur) };
         let d = Duration::new(cur.it_value.tv_sec as u64, cur.it_value.tv_nsec as u32);
         (!d.is_zero()).then_some(d)
     }
 
     /// Called when the timerfd's token fired: drains it.
     pub(crate) fn fired(&self) {
+        let Some(fd) = self.fd.get() else {
+            return;
+        };
         let mut buf = [0u8; 8];
         // SAFETY: reading at most 8 bytes into an 8-byte buffer from our fd.
-        unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
         self.armed.set(0);
     }
 }
@@ -119,8 +142,9 @@ mod tests {
     fn issue_13_timerfd_is_armed_relative_to_the_present() {
         let poll = mio::Poll::new().unwrap();
         let timer = PreciseTimer::new(poll.registry()).unwrap();
+        assert!(timer.fd.get().is_none(), "made before it is needed");
         let deadline = clock::now() + Duration::from_millis(50);
-        timer.arm(deadline);
+        timer.arm(poll.registry(), deadline);
         let left = timer.remaining().expect("armed");
         let after = clock::now();
         // Time only passes between arming and reading: at most 50 ms left,

@@ -2,7 +2,8 @@
 //!
 //! Each backend exports the same item, `PreciseTimer`, with:
 //! `new(&mio::Registry) -> io::Result<PreciseTimer>`,
-//! `arm(&self, deadline: clock::Instant)` (make the next poll return by then),
+//! `arm(&self, &mio::Registry, deadline: clock::Instant)` (make the next
+//! poll return by then),
 //! `poll_timeout(&self, deadline) -> Option<Duration>` (what to pass to mio's
 //! poll when blocking until `deadline`), `disarm(&self)` and `fired(&self)`.
 //!

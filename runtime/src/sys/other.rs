@@ -15,7 +15,7 @@ impl PreciseTimer {
         Ok(PreciseTimer)
     }
 
-    pub(crate) fn arm(&self, _deadline: Instant) {}
+    pub(crate) fn arm(&self, _registry: &Registry, _deadline: Instant) {}
 
     pub(crate) fn poll_timeout(&self, deadline: Instant) -> Option<Duration> {
         Some(deadline.duration_since(clock::now()))
