@@ -280,16 +280,22 @@ impl Recorder {
     }
 
     /// `t` was spawned (by the running green thread, if any).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn spawned(&self, key: u64, t: &Task) {
         self.push(key, SPAWN | t.id << 8);
         if let Some(name) = &t.name {
-            let mut names = self.names.borrow_mut();
-            if names.len() == NAMES {
-                names.pop_front();
-            }
-            names.push_back((t.id, name.clone()));
+            self.named(t.id, name);
         }
+    }
+
+    /// Keeps a spawned thread's name for traces.
+    #[inline(never)]
+    fn named(&self, id: u64, name: &Arc<str>) {
+        let mut names = self.names.borrow_mut();
+        if names.len() == NAMES {
+            names.pop_front();
+        }
+        names.push_back((id, name.clone()));
     }
 
     /// A timer of `t` fired; `kind` indexes [`TIMER_KINDS`].
