@@ -78,14 +78,23 @@ thread_local! {
 #[track_caller]
 pub fn on_shutdown(f: impl FnOnce() + 'static) {
     let s = context::with_sched("coro::on_shutdown", |s| s.id);
-    HOOKS.with(|h| h.borrow_mut().push((s, Box::new(f))));
+    let kept = HOOKS.try_with(|h| h.borrow_mut().push((s, Box::new(f))));
+    if kept.is_err() {
+        // A runtime run from a thread-local's destructor, after this
+        // module's list was destroyed.
+        panic!("coro::on_shutdown: this OS thread is exiting (its thread-locals are gone): the hook cannot be kept");
+    }
 }
 
 /// Runs the hooks registered on `s` (the first step of shutdown). Drives the
 /// scheduler until the hooks' thread has finished.
 pub(crate) fn run(s: &Scheduler) {
     for _ in 0..MAX_ROUNDS {
-        let all = HOOKS.with(|h| std::mem::take(&mut *h.borrow_mut()));
+        // Gone while the OS thread exits (a runtime run from another
+        // thread-local's destructor): no hook could be registered.
+        let all = HOOKS
+            .try_with(|h| std::mem::take(&mut *h.borrow_mut()))
+            .unwrap_or_default();
         let (mine, foreign): (Vec<_>, Vec<_>) =
             all.into_iter().partition(|(owner, _)| *owner == s.id);
         // Hooks another runtime left behind (registered during its own
@@ -134,5 +143,40 @@ pub(crate) fn run(s: &Scheduler) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    static RAN: AtomicU8 = AtomicU8::new(0);
+
+    /// Runs a runtime when dropped.
+    struct RunLater;
+
+    impl Drop for RunLater {
+        fn drop(&mut self) {
+            let v = crate::run(|| crate::spawn(|| 7u8).join().unwrap());
+            RAN.store(v, Ordering::SeqCst);
+        }
+    }
+
+    thread_local! {
+        static LATER: RefCell<Option<RunLater>> = const { RefCell::new(None) };
+    }
+
+    /// A runtime run from a thread-local's destructor, after the hook list
+    /// was destroyed (registered later, so destroyed first), shuts down
+    /// (it used to abort the process: "the runtime's shutdown panicked").
+    #[test]
+    fn a_runtime_runs_in_a_thread_locals_destructor() {
+        std::thread::spawn(|| {
+            crate::run(|| LATER.with(|l| *l.borrow_mut() = Some(RunLater)));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(RAN.load(Ordering::SeqCst), 7);
     }
 }

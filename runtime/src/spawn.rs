@@ -233,26 +233,24 @@ where
 fn deliver<T>(r: Result<T, JoinError>) {
     // The scheduler holds the task for the whole resume: the reference
     // stays valid while a destructor below runs.
-    let detached = context::with_current("coro::spawn", |_, t| {
+    let joiners = context::with_current("coro::spawn", |_, t| {
         if t.detached.get() {
-            return Some(r);
+            return Err(r);
         }
         // The handle of this spawn is alive and reads the slot as this
         // type (the invariant in `result_slot`).
         t.result.put(r);
-        None
+        Ok(std::mem::take(&mut *t.joiners.borrow_mut()))
     });
-    if let Some(r) = detached {
+    match joiners {
+        Ok(joiners) => {
+            for w in joiners {
+                w.wake();
+            }
+        }
         // Nobody can see the result. Drop it (a value's or a panic
         // payload's destructor may panic: that is caught by `entry`).
-        drop(r);
-        return;
-    }
-    let joiners = context::with_current("coro::spawn", |_, t| {
-        std::mem::take(&mut *t.joiners.borrow_mut())
-    });
-    for w in joiners {
-        w.wake();
+        Err(r) => drop(r),
     }
 }
 

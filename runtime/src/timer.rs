@@ -515,13 +515,13 @@ impl TimerHeap {
     pub(crate) fn clear(&mut self) {
         self.near.clear();
         self.batch.clear();
+        // Every slot, occupied or not: one emptied by `compact` or by
+        // `next_live_deadline` keeps its buffer, maybe a large one. (A
+        // runtime that never waited far ahead has no levels to go through.)
         for l in &mut self.levels {
-            // Only occupied slots hold entries (the others may keep an
-            // empty buffer, which holds nothing alive).
-            while l.occupied != 0 {
-                let s = l.occupied.trailing_zeros() as usize;
-                l.slots[s] = Vec::new();
-                l.occupied &= l.occupied - 1;
+            l.occupied = 0;
+            for s in l.slots.iter_mut() {
+                *s = Vec::new();
             }
         }
         self.live = 0;
@@ -546,6 +546,33 @@ mod tests {
         }));
         t.state.set(ThreadState::Parked);
         t
+    }
+
+    /// `clear` gives back the buffers of slots emptied without being
+    /// opened (stale entries dropped while looking for the next live
+    /// deadline), not only those of occupied slots, and drops every entry.
+    #[test]
+    fn clear_frees_every_slot_buffer() {
+        let t = task();
+        let mut h = TimerHeap::default();
+        let start = 1u64 << 40;
+        h.advance(start);
+        for _ in 0..10_000 {
+            h.insert(start + (1 << 30), t.clone(), TimerKind::Wake { gen: 0 });
+        }
+        // Their park is over: every entry is stale.
+        t.park_gen.set(1);
+        assert_eq!(h.next_live_deadline(), None);
+        h.insert(start + (1 << 25), t.clone(), TimerKind::Wake { gen: 1 });
+        h.clear();
+        let room: usize = h
+            .levels
+            .iter()
+            .flat_map(|l| l.slots.iter())
+            .map(Vec::capacity)
+            .sum();
+        assert_eq!(room, 0);
+        assert_eq!(Rc::strong_count(&t), 1);
     }
 
     /// Deadlines spread over every level (and past the wheel's span) come

@@ -118,8 +118,8 @@ impl GreenStack {
 // handed out: guard pages are only removed by unmapping the chunk, which
 // `Arena::release_chunks` does only when every carved slot of the chunk is
 // back on the free list, i.e. no `GreenStack` names any of them (a dropped
-// `GreenStack` leaves its slot counted as used, so its chunk is never
-// unmapped). Usable size is at least `MIN_STACK_SIZE` (16 KiB, above
+// `GreenStack` never returns its slot to the free list, so its chunk is
+// never unmapped; `Arena::drop` counts the same way). Usable size is at least `MIN_STACK_SIZE` (16 KiB, above
 // corosensei's 4 KiB minimum), and both addresses are page-aligned, which
 // satisfies `STACK_ALIGNMENT`.
 unsafe impl Stack for GreenStack {
@@ -196,8 +196,6 @@ struct Chunk {
     slots: u32,
     /// Slots carved so far (`[0, carved)`: each has its guard page).
     carved: u32,
-    /// Carved slots handed out (alive, or leaked with their thread).
-    used: u32,
     /// Carved slots on the free list that were trimmed.
     trimmed: u32,
     /// Each carved slot told to valgrind as a stack (so that it sees a
@@ -247,12 +245,10 @@ impl Class {
     #[inline]
     fn reuse(&mut self) -> Option<(usize, u32)> {
         let f = self.free.pop()?;
-        let chunk = &mut self.chunks[f.chunk as usize];
         if self.free.len() < self.trimmed {
             self.trimmed -= 1;
-            chunk.trimmed -= 1;
+            self.chunks[f.chunk as usize].trimmed -= 1;
         }
-        chunk.used += 1;
         Some((f.base, f.chunk))
     }
 
@@ -275,7 +271,6 @@ impl Class {
             .valgrind
             .push(ValgrindStackRegistration::new(limit as *mut u8, self.slot));
         chunk.carved += 1;
-        chunk.used += 1;
         if chunk.carved == chunk.slots {
             self.carving = None;
         }
@@ -292,7 +287,6 @@ impl Class {
                         addr,
                         slots: slots as u32,
                         carved: 0,
-                        used: 0,
                         trimmed: 0,
                         valgrind: Vec::new(),
                     }))
@@ -318,7 +312,9 @@ impl Class {
         let idle: Vec<usize> = self
             .chunks
             .iter()
-            .filter(|(_, c)| c.used == 0 && c.trimmed == c.carved)
+            // Every carved slot free (a slot handed out, or leaked with its
+            // thread, is not on the free list, so never counted trimmed).
+            .filter(|(_, c)| c.trimmed == c.carved)
             .map(|(k, _)| k)
             .collect();
         for k in idle {
@@ -377,8 +373,12 @@ impl Drop for Arena {
     /// thread's chunk stays mapped: its stack is still referenced).
     fn drop(&mut self) {
         for class in &mut self.classes {
-            for (_, c) in class.chunks.iter() {
-                if c.used == 0 {
+            let mut free = vec![0u32; class.chunks.capacity()];
+            for f in &class.free {
+                free[f.chunk as usize] += 1;
+            }
+            for (k, c) in class.chunks.iter() {
+                if free[k] == c.carved {
                     // SAFETY: no slot of the chunk is handed out, and the
                     // arena (with its free list) goes away now.
                     unsafe { unix::unmap(c.addr, c.slots as usize * class.slot) };
@@ -509,7 +509,6 @@ impl StackPool {
         let max = self.max;
         with_arena(|a| {
             let c = &mut a.classes[class as usize];
-            c.chunks[chunk as usize].used -= 1;
             c.free.push(Free {
                 base,
                 chunk,

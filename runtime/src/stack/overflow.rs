@@ -134,10 +134,31 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// Whether it is this OS thread's enabled alternate stack.
+    fn is_installed(&self) -> bool {
+        // SAFETY: all-zero is a valid stack_t; a null new stack only
+        // reports the current one into `cur`.
+        let mut cur: libc::stack_t = unsafe { std::mem::zeroed() };
+        // SAFETY: see above.
+        let ok = unsafe { libc::sigaltstack(ptr::null(), &mut cur) } == 0;
+        ok && cur.ss_flags & libc::SS_DISABLE == 0 && cur.ss_sp == self.mem
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, not installed (the invariant),
-        // so no signal handler runs on it; nothing else points into it.
+        // The invariant says it is not installed. Code that saved it while
+        // a runtime ran and put it back afterwards (`sigaltstack` is an
+        // unsafe call) breaks that: then it is leaked, never unmapped under
+        // a handler that may run on it. (Another thread cannot have it
+        // installed: `KEPT` is per thread, and so is the alternate stack.)
+        if self.is_installed() {
+            return;
+        }
+        // SAFETY: the mapping made in `new`, not this thread's alternate
+        // stack (checked just above), so no signal handler runs on it;
+        // nothing else points into it.
         unsafe { libc::munmap(self.mem, self.len) };
     }
 }
@@ -162,6 +183,15 @@ impl AltStack {
         }
         let required = required_alt_stack();
         if old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= required {
+            // Ours, put back by code that saved it while a runtime ran
+            // (see `Mapping::drop`): it stays out of `KEPT` from now on.
+            let _ = KEPT.try_with(|k| {
+                let kept = k.take();
+                match kept {
+                    Some(m) if m.mem == old.ss_sp => std::mem::forget(m),
+                    other => k.set(other),
+                }
+            });
             return Ok(AltStack(None));
         }
         let len = ALT_STACK_SIZE.max(required);
@@ -426,6 +456,43 @@ mod tests {
             }));
             drop(second);
             assert_ne!(current().ss_flags & libc::SS_DISABLE, 0);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A kept mapping that code put back as the thread's alternate stack
+    /// itself is never unmapped: the next runtime finds it installed and
+    /// takes it out of `KEPT` (and its drop would leave it mapped).
+    #[test]
+    fn a_kept_mapping_put_back_by_hand_is_never_unmapped() {
+        std::thread::spawn(|| {
+            let off = libc::stack_t {
+                ss_sp: ptr::null_mut(),
+                ss_flags: libc::SS_DISABLE,
+                ss_size: 0,
+            };
+            // SAFETY: disabling the alternate stack (std's stays mapped
+            // until the thread exits).
+            assert_eq!(unsafe { libc::sigaltstack(&off, ptr::null_mut()) }, 0);
+            let ours = AltStack::ensure().unwrap();
+            let saved = current();
+            drop(ours);
+            // SAFETY: the kept mapping, still mapped (it is in `KEPT`).
+            assert_eq!(unsafe { libc::sigaltstack(&saved, ptr::null_mut()) }, 0);
+            let mapping = KEPT.with(|k| k.take()).expect("kept");
+            assert!(mapping.is_installed());
+            KEPT.with(|k| k.set(Some(mapping)));
+            let again = AltStack::ensure().unwrap();
+            assert!(again.0.is_none(), "the installed one is large enough");
+            assert!(KEPT.with(|k| {
+                let m = k.take();
+                let none = m.is_none();
+                k.set(m);
+                none
+            }));
+            // SAFETY: disabling it; it stays mapped (leaked).
+            assert_eq!(unsafe { libc::sigaltstack(&off, ptr::null_mut()) }, 0);
         })
         .join()
         .unwrap();
