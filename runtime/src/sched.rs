@@ -373,17 +373,19 @@ impl Scheduler {
     /// A task's coroutine returned: recycle its stack and forget it.
     pub(crate) fn finish(&self, task: &Rc<Task>) {
         task.state.set(ThreadState::Dead);
-        let co = task.coroutine.borrow_mut().take();
-        if let Some(co) = co {
-            if co.done() {
-                self.stacks
-                    .borrow_mut()
-                    .put(co.into_stack(), self.coarse_now.get());
+        let stack = {
+            let mut slot = task.coroutine.borrow_mut();
+            if slot.as_ref().is_some_and(crate::task::GreenCoroutine::done) {
+                slot.take().map(crate::task::GreenCoroutine::into_stack)
             } else {
                 // Never dropped unfinished: that would unwind it from here
                 // (see `Drop for Task`).
-                std::mem::forget(co);
+                std::mem::forget(slot.take());
+                None
             }
+        };
+        if let Some(stack) = stack {
+            self.stacks.borrow_mut().put(stack, self.coarse_now.get());
         }
         let key = task.key.get();
         let mut tasks = self.tasks.borrow_mut();
