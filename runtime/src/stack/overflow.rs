@@ -423,37 +423,42 @@ mod tests {
         .unwrap();
     }
 
+    /// Disables this thread's alternate stack (std's stays mapped until
+    /// the thread exits).
+    fn disable_alt_stack() {
+        let off = libc::stack_t {
+            ss_sp: ptr::null_mut(),
+            ss_flags: libc::SS_DISABLE,
+            ss_size: 0,
+        };
+        // SAFETY: disabling only: no memory is handed to the kernel.
+        assert_eq!(unsafe { libc::sigaltstack(&off, ptr::null_mut()) }, 0);
+    }
+
+    /// The address of the mapping kept for this thread, if any.
+    fn kept_mem() -> Option<*mut libc::c_void> {
+        KEPT.with(|k| {
+            let m = k.take();
+            let mem = m.as_ref().map(|m| m.mem);
+            k.set(m);
+            mem
+        })
+    }
+
     /// The next runtime on the thread installs the same mapping (no mmap
     /// per runtime), and each puts the thread's own stack back.
     #[test]
     fn the_mapping_is_kept_for_the_threads_next_runtime() {
         std::thread::spawn(|| {
-            let off = libc::stack_t {
-                ss_sp: ptr::null_mut(),
-                ss_flags: libc::SS_DISABLE,
-                ss_size: 0,
-            };
-            // SAFETY: disabling the alternate stack (std's stays mapped
-            // until the thread exits).
-            assert_eq!(unsafe { libc::sigaltstack(&off, ptr::null_mut()) }, 0);
+            disable_alt_stack();
             let first = AltStack::ensure().unwrap();
             let mem = current().ss_sp;
             drop(first);
             assert_ne!(current().ss_flags & libc::SS_DISABLE, 0);
-            assert!(KEPT.with(|k| {
-                let m = k.take();
-                let kept = m.as_ref().is_some_and(|m| m.mem == mem);
-                k.set(m);
-                kept
-            }));
+            assert_eq!(kept_mem(), Some(mem));
             let second = AltStack::ensure().unwrap();
             assert_eq!(current().ss_sp, mem);
-            assert!(KEPT.with(|k| {
-                let m = k.take();
-                let none = m.is_none();
-                k.set(m);
-                none
-            }));
+            assert_eq!(kept_mem(), None);
             drop(second);
             assert_ne!(current().ss_flags & libc::SS_DISABLE, 0);
         })
@@ -467,14 +472,7 @@ mod tests {
     #[test]
     fn a_kept_mapping_put_back_by_hand_is_never_unmapped() {
         std::thread::spawn(|| {
-            let off = libc::stack_t {
-                ss_sp: ptr::null_mut(),
-                ss_flags: libc::SS_DISABLE,
-                ss_size: 0,
-            };
-            // SAFETY: disabling the alternate stack (std's stays mapped
-            // until the thread exits).
-            assert_eq!(unsafe { libc::sigaltstack(&off, ptr::null_mut()) }, 0);
+            disable_alt_stack();
             let ours = AltStack::ensure().unwrap();
             let saved = current();
             drop(ours);
@@ -485,14 +483,9 @@ mod tests {
             KEPT.with(|k| k.set(Some(mapping)));
             let again = AltStack::ensure().unwrap();
             assert!(again.0.is_none(), "the installed one is large enough");
-            assert!(KEPT.with(|k| {
-                let m = k.take();
-                let none = m.is_none();
-                k.set(m);
-                none
-            }));
-            // SAFETY: disabling it; it stays mapped (leaked).
-            assert_eq!(unsafe { libc::sigaltstack(&off, ptr::null_mut()) }, 0);
+            assert_eq!(kept_mem(), None);
+            // It stays mapped (leaked).
+            disable_alt_stack();
         })
         .join()
         .unwrap();
