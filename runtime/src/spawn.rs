@@ -231,8 +231,8 @@ where
 
 /// Hands the result to the joiners, or drops it if the thread is detached.
 fn deliver<T>(r: Result<T, JoinError>) {
-    // The scheduler holds the task for the whole resume: the reference
-    // stays valid while a destructor below runs.
+    // A detached thread's result is handed back out of the closure and
+    // dropped after it: its destructor runs with no reference held.
     let joiners = context::with_current("coro::spawn", |_, t| {
         if t.detached.get() {
             return Err(r);

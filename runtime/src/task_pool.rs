@@ -3,7 +3,7 @@
 //!
 //! # Why
 //!
-//! A [`Task`] is about 420 bytes. With many threads alive at once, glibc's
+//! A [`Task`] is about 460 bytes. With many threads alive at once, glibc's
 //! per-size cache (7 blocks per size class) runs dry, and every spawn and
 //! every finished thread goes through malloc's bins instead: about 350
 //! instructions a thread, a sixth of a cold spawn+join (BENCHMARKS.md,
