@@ -174,26 +174,7 @@ impl AltStack {
     /// Makes sure this OS thread has an alternate signal stack the handler
     /// can run on after the green stack is exhausted.
     pub(crate) fn ensure() -> io::Result<AltStack> {
-        // SAFETY: all-zero is a valid stack_t; sigaltstack with a null new
-        // stack only reports the current one into `old`.
-        let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
-        // SAFETY: see above.
-        if unsafe { libc::sigaltstack(ptr::null(), &mut old) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
         let required = required_alt_stack();
-        if old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= required {
-            // Ours, put back by code that saved it while a runtime ran
-            // (see `Mapping::drop`): it stays out of `KEPT` from now on.
-            let _ = KEPT.try_with(|k| {
-                let kept = k.take();
-                match kept {
-                    Some(m) if m.mem == old.ss_sp => std::mem::forget(m),
-                    other => k.set(other),
-                }
-            });
-            return Ok(AltStack(None));
-        }
         let len = ALT_STACK_SIZE.max(required);
         // Taken out while installed, so the thread's exit never unmaps it
         // under a running runtime (one built in another thread-local's
@@ -208,12 +189,41 @@ impl AltStack {
             ss_flags: 0,
             ss_size: mapping.len,
         };
+        // SAFETY: all-zero is a valid stack_t, filled in by the call below.
+        let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
+        // One call installs ours and reports the thread's own (a system
+        // call costs about a tenth of building a runtime).
         // SAFETY: `st` describes `mapping`, which stays mapped while it is
         // installed: it is unmapped only by `Mapping::drop`, and the
         // `AltStack` holding it puts the previous stack back before letting
-        // it go.
-        if unsafe { libc::sigaltstack(&st, ptr::null_mut()) } != 0 {
-            return Err(io::Error::last_os_error());
+        // it go (or it is leaked below, installed).
+        if unsafe { libc::sigaltstack(&st, &mut old) } != 0 {
+            // Not installed (running on the alternate stack, say): kept.
+            let e = io::Error::last_os_error();
+            let _ = KEPT.try_with(move |k| k.set(Some(mapping)));
+            return Err(e);
+        }
+        let enabled = old.ss_flags & libc::SS_DISABLE == 0;
+        if enabled && old.ss_sp == mapping.mem {
+            // Ours, put back by code that saved it while a runtime ran
+            // (see `Mapping::drop`): it stays installed and out of `KEPT`.
+            std::mem::forget(mapping);
+            return Ok(AltStack(None));
+        }
+        if enabled && old.ss_size >= required {
+            // The thread's own is large enough: it is put back and used.
+            old.ss_flags = 0;
+            // SAFETY: reinstalling the stack that was installed a moment
+            // ago (its owner keeps it mapped while it is this thread's).
+            if unsafe { libc::sigaltstack(&old, ptr::null_mut()) } != 0 {
+                // Ours stays installed: put the thread's back afterwards.
+                return Ok(AltStack(Some(Installed {
+                    mapping,
+                    previous: old,
+                })));
+            }
+            let _ = KEPT.try_with(move |k| k.set(Some(mapping)));
+            return Ok(AltStack(None));
         }
         Ok(AltStack(Some(Installed {
             mapping,
@@ -418,6 +428,38 @@ mod tests {
             };
             // SAFETY: disabling the alternate stack before `small` is freed.
             unsafe { libc::sigaltstack(&off, ptr::null_mut()) };
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A thread whose own alternate stack is large enough keeps it while a
+    /// runtime runs (a handler of its own may need all of it), though the
+    /// runtime's is installed and its size learnt in one call; the
+    /// runtime's mapping waits in `KEPT`.
+    #[test]
+    fn a_large_enough_alternate_stack_stays_installed() {
+        std::thread::spawn(|| {
+            disable_alt_stack();
+            drop(AltStack::ensure().unwrap());
+            let kept = kept_mem().expect("kept by the first runtime");
+            let mut big = vec![0u8; 2 * ALT_STACK_SIZE.max(required_alt_stack())];
+            let st = libc::stack_t {
+                ss_sp: big.as_mut_ptr().cast(),
+                ss_flags: 0,
+                ss_size: big.len(),
+            };
+            // SAFETY: `big` outlives its use as the alternate stack (it is
+            // disabled below before the vector is dropped).
+            assert_eq!(unsafe { libc::sigaltstack(&st, ptr::null_mut()) }, 0);
+            let ours = AltStack::ensure().unwrap();
+            assert!(ours.0.is_none(), "nothing to put back");
+            assert_eq!(current().ss_sp, big.as_mut_ptr().cast());
+            assert_eq!(current().ss_size, big.len());
+            assert_eq!(kept_mem(), Some(kept));
+            drop(ours);
+            assert_eq!(current().ss_sp, big.as_mut_ptr().cast());
+            disable_alt_stack();
         })
         .join()
         .unwrap();
