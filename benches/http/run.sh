@@ -22,7 +22,10 @@
 # rotates each round), so every ratio compares runs minutes apart at most.
 # Measured per run: requests/s and p99 latency (wrk --latency), and the
 # server's CPU per request (utime + stime of the server process from
-# /proc/PID/stat over the wrk run, divided by wrk's request count).
+# /proc/PID/stat over the wrk run, divided by wrk's request count), and
+# how busy the server's and wrk's CPUs were (from /proc/stat, softirq
+# included: a row where wrk's CPU is saturated says as much about wrk as
+# about the server).
 # Output: one line per run (raw), then medians per row and server, with
 # ratios coro / peer. The machine's load average is printed before and
 # after: figures on a shared machine are noisy.
@@ -85,6 +88,31 @@ stop() {
 # CPU ticks (user + system) of process $pid.
 ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
 
+# The per-CPU lines of /proc/stat, on one line.
+cpustat() { grep -E '^cpu[0-9]+ ' /proc/stat | tr '\n' ' '; }
+
+# busy BEFORE AFTER CPUS: how busy CPUS (taskset's list: "1", "0-1") were
+# between two `cpustat`s, in percent, counting everything but idle and
+# iowait. Unlike a process's CPU time this includes the softirq time of
+# loopback TCP, which the kernel accounts to the CPU, not to a process.
+busy() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import sys
+def parse(s):
+    f, out = s.split(), {}
+    for i in range(0, len(f), 11):
+        v = [int(x) for x in f[i + 1:i + 11]]
+        out[int(f[i][3:])] = (sum(v), v[3] + v[4])
+    return out
+a, b = parse(sys.argv[1]), parse(sys.argv[2])
+lo, _, hi = sys.argv[3].partition("-")
+cpus = range(int(lo), int(hi or lo) + 1)
+total = sum(b[c][0] - a[c][0] for c in cpus)
+idle = sum(b[c][1] - a[c][1] for c in cpus)
+print(f"{100 * (total - idle) / max(total, 1):.0f}")
+PY
+}
+
 # wrk arguments of a row.
 row_args() {
     case $1 in
@@ -106,7 +134,7 @@ p99_us() {
 raw=$(mktemp)
 trap 'stop 2>/dev/null; rm -f "$raw"' EXIT
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# cores row round server req/s p99_us cpu_ns_per_req errors"
+echo "# cores row round server req/s p99_us cpu_ns_per_req server_cpus_busy_% wrk_cpus_busy_% errors"
 servers=(coro may hyper)
 for cores in $CORES; do
     if [ "$cores" = 1 ]; then scpu=0; wcpu=$((ncpu > 1 ? 1 : 0)); else scpu=0-$((cores - 1)); wcpu=0-$((ncpu - 1)); fi
@@ -116,7 +144,9 @@ for cores in $CORES; do
                 name=${servers[$(((k + round) % 3))]}
                 start "$name" "$cores" "$scpu"
                 t0=$(ticks)
+                c0=$(cpustat)
                 out=$(PER_CONN=$PER_CONN taskset -c "$wcpu" wrk -t"$cores" -c"$CONNS" -d"${DURATION}s" --latency $(row_args "$row") 2>&1)
+                c1=$(cpustat)
                 t1=$(ticks)
                 stop
                 reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
@@ -124,7 +154,8 @@ for cores in $CORES; do
                 p99=$(echo "$out" | p99_us)
                 errs=$(echo "$out" | awk '/Socket errors|Non-2xx/ { printf "%s ", $0 }')
                 cpu=$(awk -v d=$((t1 - t0)) -v n="$reqs" -v hz="$hz" 'BEGIN { printf "%.0f", d * 1e9 / hz / n }')
-                line="$cores $row $round $name $rps $p99 $cpu ${errs:-none}"
+                share="$(busy "$c0" "$c1" "$scpu") $(busy "$c0" "$c1" "$wcpu")"
+                line="$cores $row $round $name $rps $p99 $cpu $share ${errs:-none}"
                 echo "$line"
                 echo "$line" >>"$raw"
             done
@@ -142,13 +173,25 @@ import sys, statistics as st
 rows = {}
 for line in open(sys.argv[1]):
     f = line.split()
-    cores, row, _, name, rps, p99, cpu = f[:7]
-    rows.setdefault((cores, row), {}).setdefault(name, []).append((float(rps), float(p99), float(cpu)))
+    cores, row, _, name = f[:4]
+    rows.setdefault((cores, row), {}).setdefault(name, []).append([float(x) for x in f[4:9]])
+meds = {}
 for (cores, row), by in rows.items():
-    med = {n: [st.median(x[i] for x in v) for i in range(3)] for n, v in by.items()}
+    med = {n: [st.median(x[i] for x in v) for i in range(5)] for n, v in by.items()}
+    meds[(cores, row)] = med
     c, m, h = med["coro"], med["may"], med["hyper"]
     us = lambda v: f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.0f} µs"
     print(f"| {cores} | {row} | {c[0]:,.0f} | {m[0]:,.0f} | {h[0]:,.0f} | {c[0]/m[0]:.2f} | {c[0]/h[0]:.2f} | "
           f"{us(c[1])} | {us(m[1])} | {us(h[1])} | {c[2]:,.0f} ns | {m[2]:,.0f} ns | {h[2]:,.0f} ns | "
           f"{c[2]/m[2]:.2f} | {c[2]/h[2]:.2f} |".replace(",", " "))
+print()
+print("How busy the CPUs were (medians, softirq included): the server's, then wrk's")
+print("(the same two CPUs with two server cores). A row where wrk's CPU is near")
+print("100 % measures the load generator as much as the server.")
+print()
+print("| server cores | row | coro: server / wrk CPUs | may: server / wrk CPUs | hyper: server / wrk CPUs |")
+print("|---|---|---|---|---|")
+for (cores, row), med in meds.items():
+    cells = " | ".join(f"{med[n][3]:.0f} % / {med[n][4]:.0f} %" for n in ("coro", "may", "hyper"))
+    print(f"| {cores} | {row} | {cells} |")
 PY
