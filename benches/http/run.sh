@@ -180,7 +180,9 @@ for (cores, row), by in rows.items():
     med = {n: [st.median(x[i] for x in v) for i in range(5)] for n, v in by.items()}
     meds[(cores, row)] = med
     c, m, h = med["coro"], med["may"], med["hyper"]
-    us = lambda v: f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.0f} µs"
+    # wrk prints 0 for its upper percentiles when requests are pipelined
+    # (it times a batch of responses from one start): no p99 then.
+    us = lambda v: "n/a" if v <= 0 else f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.0f} µs"
     print(f"| {cores} | {row} | {c[0]:,.0f} | {m[0]:,.0f} | {h[0]:,.0f} | {c[0]/m[0]:.2f} | {c[0]/h[0]:.2f} | "
           f"{us(c[1])} | {us(m[1])} | {us(h[1])} | {c[2]:,.0f} ns | {m[2]:,.0f} ns | {h[2]:,.0f} ns | "
           f"{c[2]/m[2]:.2f} | {c[2]/h[2]:.2f} |".replace(",", " "))
