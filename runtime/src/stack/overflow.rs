@@ -102,35 +102,47 @@ struct Installed {
     previous: libc::stack_t,
 }
 
-/// Memory mapped for an alternate stack, unmapped on drop.
+/// Memory mapped for an alternate stack, with a guard page below it (a
+/// handler that runs off the stack faults instead of writing into
+/// whatever is mapped next), unmapped on drop.
 ///
 /// # Invariant
 /// Not installed as any thread's alternate stack when dropped: it is
 /// installed only inside an [`AltStack`], whose drop puts the previous one
 /// back first (and leaks the mapping if that fails).
 struct Mapping {
+    /// The stack: `len` bytes from `mem`, above the guard page.
     mem: *mut libc::c_void,
     len: usize,
 }
 
 impl Mapping {
     fn new(len: usize) -> io::Result<Mapping> {
+        let guard = super::unix::page_size();
         // SAFETY: anonymous private mapping with no address hint; the
         // result is checked against MAP_FAILED.
-        let mem = unsafe {
+        let start = unsafe {
             libc::mmap(
                 ptr::null_mut(),
-                len,
+                guard + len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )
         };
-        if mem == libc::MAP_FAILED {
+        if start == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Mapping { mem, len })
+        let mapping = Mapping {
+            mem: start.cast::<u8>().wrapping_add(guard).cast(),
+            len,
+        };
+        // SAFETY: the lowest page of the mapping just made, which nothing
+        // uses; the guard only makes later accesses to it fault. (On
+        // failure `mapping`'s drop unmaps it all: it is not installed.)
+        unsafe { super::unix::install_guard(start as usize, guard) }?;
+        Ok(mapping)
     }
 }
 
@@ -156,10 +168,17 @@ impl Drop for Mapping {
         if self.is_installed() {
             return;
         }
-        // SAFETY: the mapping made in `new`, not this thread's alternate
-        // stack (checked just above), so no signal handler runs on it;
-        // nothing else points into it.
-        unsafe { libc::munmap(self.mem, self.len) };
+        let guard = super::unix::page_size();
+        // SAFETY: the mapping made in `new` (the stack and the guard page
+        // below it), not this thread's alternate stack (checked just
+        // above), so no signal handler runs on it; nothing else points
+        // into it.
+        unsafe {
+            libc::munmap(
+                self.mem.cast::<u8>().wrapping_sub(guard).cast(),
+                guard + self.len,
+            )
+        };
     }
 }
 
@@ -174,7 +193,30 @@ impl AltStack {
     /// Makes sure this OS thread has an alternate signal stack the handler
     /// can run on after the green stack is exhausted.
     pub(crate) fn ensure() -> io::Result<AltStack> {
+        // SAFETY: all-zero is a valid stack_t; sigaltstack with a null new
+        // stack only reports the current one into `old`.
+        let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
+        // SAFETY: see above.
+        if unsafe { libc::sigaltstack(ptr::null(), &mut old) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
         let required = required_alt_stack();
+        // Asked first, never swapped in and out: a handler of the thread's
+        // own may need all of the stack its owner gave it, and a signal
+        // could arrive between two calls.
+        if old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= required {
+            // Large enough, and used as it is: the thread's own, or ours put
+            // back by code that saved it while a runtime ran (see
+            // `Mapping::drop`), which stays out of `KEPT` from now on.
+            let _ = KEPT.try_with(|k| {
+                let kept = k.take();
+                match kept {
+                    Some(m) if m.mem == old.ss_sp => std::mem::forget(m),
+                    other => k.set(other),
+                }
+            });
+            return Ok(AltStack(None));
+        }
         let len = ALT_STACK_SIZE.max(required);
         // Taken out while installed, so the thread's exit never unmaps it
         // under a running runtime (one built in another thread-local's
@@ -189,41 +231,12 @@ impl AltStack {
             ss_flags: 0,
             ss_size: mapping.len,
         };
-        // SAFETY: all-zero is a valid stack_t, filled in by the call below.
-        let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
-        // One call installs ours and reports the thread's own (a system
-        // call costs about a tenth of building a runtime).
         // SAFETY: `st` describes `mapping`, which stays mapped while it is
         // installed: it is unmapped only by `Mapping::drop`, and the
         // `AltStack` holding it puts the previous stack back before letting
-        // it go (or it is leaked below, installed).
-        if unsafe { libc::sigaltstack(&st, &mut old) } != 0 {
-            // Not installed (running on the alternate stack, say): kept.
-            let e = io::Error::last_os_error();
-            let _ = KEPT.try_with(move |k| k.set(Some(mapping)));
-            return Err(e);
-        }
-        let enabled = old.ss_flags & libc::SS_DISABLE == 0;
-        if enabled && old.ss_sp == mapping.mem {
-            // Ours, put back by code that saved it while a runtime ran
-            // (see `Mapping::drop`): it stays installed and out of `KEPT`.
-            std::mem::forget(mapping);
-            return Ok(AltStack(None));
-        }
-        if enabled && old.ss_size >= required {
-            // The thread's own is large enough: it is put back and used.
-            old.ss_flags = 0;
-            // SAFETY: reinstalling the stack that was installed a moment
-            // ago (its owner keeps it mapped while it is this thread's).
-            if unsafe { libc::sigaltstack(&old, ptr::null_mut()) } != 0 {
-                // Ours stays installed: put the thread's back afterwards.
-                return Ok(AltStack(Some(Installed {
-                    mapping,
-                    previous: old,
-                })));
-            }
-            let _ = KEPT.try_with(move |k| k.set(Some(mapping)));
-            return Ok(AltStack(None));
+        // it go.
+        if unsafe { libc::sigaltstack(&st, ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
         }
         Ok(AltStack(Some(Installed {
             mapping,
@@ -238,8 +251,9 @@ impl Drop for AltStack {
             return;
         };
         let mut previous = previous;
-        // Only the enable/disable bit may be passed back in.
-        previous.ss_flags &= libc::SS_DISABLE;
+        // `SS_ONSTACK` is only reported, never passed in; the others
+        // (`SS_DISABLE`, Linux's `SS_AUTODISARM`) are the thread's own.
+        previous.ss_flags &= !libc::SS_ONSTACK;
         // SAFETY: putting back the alternate stack the thread had before
         // (it belongs to whoever installed it and is still mapped: std's
         // lives as long as its thread), or disabling it. Drop runs in normal
@@ -434,8 +448,7 @@ mod tests {
     }
 
     /// A thread whose own alternate stack is large enough keeps it while a
-    /// runtime runs (a handler of its own may need all of it), though the
-    /// runtime's is installed and its size learnt in one call; the
+    /// runtime runs (a handler of its own may need all of it); the
     /// runtime's mapping waits in `KEPT`.
     #[test]
     fn a_large_enough_alternate_stack_stays_installed() {
@@ -463,6 +476,79 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// The thread's own alternate stack comes back with all its flags:
+    /// Linux's `SS_AUTODISARM` too (only `SS_ONSTACK` is left out, which
+    /// the kernel reports but does not take).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn the_threads_own_stack_comes_back_with_its_flags() {
+        const SS_AUTODISARM: libc::c_int = 1 << 31;
+        std::thread::spawn(|| {
+            let mut small = vec![0u8; 8 * 1024];
+            let st = libc::stack_t {
+                ss_sp: small.as_mut_ptr().cast(),
+                ss_flags: SS_AUTODISARM,
+                ss_size: small.len(),
+            };
+            // SAFETY: `small` outlives its use as the alternate stack (it is
+            // disabled below before the vector is dropped).
+            assert_eq!(unsafe { libc::sigaltstack(&st, ptr::null_mut()) }, 0);
+            assert_ne!(current().ss_flags & SS_AUTODISARM, 0);
+            drop(AltStack::ensure().unwrap());
+            let after = current();
+            assert_eq!(after.ss_sp, small.as_mut_ptr().cast());
+            assert_ne!(after.ss_flags & SS_AUTODISARM, 0, "flag lost");
+            disable_alt_stack();
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The page below the mapping's stack is a guard: the kernel cannot
+    /// read it (`write(2)` from it fails with `EFAULT`), while the stack
+    /// itself reads.
+    #[test]
+    fn the_mapping_has_a_guard_page_below_its_stack() {
+        let m = Mapping::new(ALT_STACK_SIZE).unwrap();
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the kernel reads one byte at each address, checking it
+        // (a fault is an `EFAULT` error, not a signal).
+        let from_stack = unsafe { libc::write(fds[1], m.mem, 1) };
+        // SAFETY: as above.
+        let from_guard =
+            unsafe { libc::write(fds[1], m.mem.cast::<u8>().wrapping_sub(1).cast(), 1) };
+        let err = io::Error::last_os_error();
+        // SAFETY: our own descriptors, closed once.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        assert_eq!(from_stack, 1);
+        assert_eq!(from_guard, -1);
+        assert_eq!(err.raw_os_error(), Some(libc::EFAULT));
+        // And the page is mapped, as part of this mapping (`mincore` fails
+        // with `ENOMEM` where nothing is): not a hole that happens to be
+        // below it.
+        let page = super::super::unix::page_size();
+        let mut vec = [0u8; 1];
+        // SAFETY: a query; `vec` has room for one page's entry.
+        let rc = unsafe {
+            libc::mincore(
+                m.mem.cast::<u8>().wrapping_sub(page).cast(),
+                page,
+                vec.as_mut_ptr(),
+            )
+        };
+        assert_eq!(
+            rc,
+            0,
+            "no page below the stack: {}",
+            io::Error::last_os_error()
+        );
     }
 
     /// Disables this thread's alternate stack (std's stays mapped until
