@@ -60,6 +60,12 @@ if [ -z "$CORES" ]; then
     CORES=1
     if [ "$ncpu" -ge 2 ] && [ "$TWO" = 1 ]; then CORES="1 2"; fi
 fi
+for cores in $CORES; do
+    if ! [ "$cores" -ge 1 ] 2>/dev/null || [ "$cores" -gt "$ncpu" ]; then
+        echo "run.sh: CORES=$CORES: each must be 1..$ncpu (this machine's CPUs)" >&2
+        exit 1
+    fi
+done
 hz=$(getconf CLK_TCK)
 
 # start NAME THREADS CPUS: starts a server, sets $pid.
@@ -88,21 +94,25 @@ stop() {
 # CPU ticks (user + system) of process $pid.
 ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
 
-# The per-CPU lines of /proc/stat, on one line.
-cpustat() { grep -E '^cpu[0-9]+ ' /proc/stat | tr '\n' ' '; }
+# The per-CPU lines of /proc/stat, `;`-separated on one line.
+cpustat() { grep -E '^cpu[0-9]+ ' /proc/stat | tr '\n' ';'; }
 
 # busy BEFORE AFTER CPUS: how busy CPUS (taskset's list: "1", "0-1") were
 # between two `cpustat`s, in percent, counting everything but idle and
 # iowait. Unlike a process's CPU time this includes the softirq time of
-# loopback TCP, which the kernel accounts to the CPU, not to a process.
+# loopback TCP, which the kernel accounts to the CPU, not to a process;
+# it also includes whatever else ran there (see the load average).
 busy() {
     python3 - "$1" "$2" "$3" <<'PY'
 import sys
 def parse(s):
-    f, out = s.split(), {}
-    for i in range(0, len(f), 11):
-        v = [int(x) for x in f[i + 1:i + 11]]
-        out[int(f[i][3:])] = (sum(v), v[3] + v[4])
+    out = {}
+    for line in filter(None, s.split(";")):
+        f = line.split()
+        # user nice system idle iowait irq softirq steal (guest time is
+        # already in user and nice).
+        v = [int(x) for x in f[1:9]]
+        out[int(f[0][3:])] = (sum(v), v[3] + v[4])
     return out
 a, b = parse(sys.argv[1]), parse(sys.argv[2])
 lo, _, hi = sys.argv[3].partition("-")
@@ -132,9 +142,10 @@ p99_us() {
 }
 
 raw=$(mktemp)
-trap 'stop 2>/dev/null; rm -f "$raw"' EXIT
+wout=$(mktemp)
+trap 'stop 2>/dev/null; rm -f "$raw" "$wout"' EXIT
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# cores row round server req/s p99_us cpu_ns_per_req server_cpus_busy_% wrk_cpus_busy_% errors"
+echo "# cores row round server req/s p99_us cpu_ns_per_req server_cpus_busy_% wrk_cpus_busy_% wrk_own_cpu_% errors"
 servers=(coro may hyper)
 for cores in $CORES; do
     if [ "$cores" = 1 ]; then scpu=0; wcpu=$((ncpu > 1 ? 1 : 0)); else scpu=0-$((cores - 1)); wcpu=0-$((ncpu - 1)); fi
@@ -145,8 +156,11 @@ for cores in $CORES; do
                 start "$name" "$cores" "$scpu"
                 t0=$(ticks)
                 c0=$(cpustat)
-                out=$(PER_CONN=$PER_CONN taskset -c "$wcpu" wrk -t"$cores" -c"$CONNS" -d"${DURATION}s" --latency $(row_args "$row") 2>&1)
+                # bash's `time`: wrk's own CPU time (user, system) and the
+                # wall time.
+                times=$( { TIMEFORMAT='%U %S %R'; time PER_CONN=$PER_CONN taskset -c "$wcpu" wrk -t"$cores" -c"$CONNS" -d"${DURATION}s" --latency $(row_args "$row") >"$wout" 2>&1; } 2>&1 )
                 c1=$(cpustat)
+                out=$(cat "$wout")
                 t1=$(ticks)
                 stop
                 reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
@@ -154,7 +168,8 @@ for cores in $CORES; do
                 p99=$(echo "$out" | p99_us)
                 errs=$(echo "$out" | awk '/Socket errors|Non-2xx/ { printf "%s ", $0 }')
                 cpu=$(awk -v d=$((t1 - t0)) -v n="$reqs" -v hz="$hz" 'BEGIN { printf "%.0f", d * 1e9 / hz / n }')
-                share="$(busy "$c0" "$c1" "$scpu") $(busy "$c0" "$c1" "$wcpu")"
+                wrk_own=$(echo "$times" | awk -v n="$(taskset -c "$wcpu" nproc)" '{ printf "%.0f", 100 * ($1 + $2) / $3 / n }')
+                share="$(busy "$c0" "$c1" "$scpu") $(busy "$c0" "$c1" "$wcpu") $wrk_own"
                 line="$cores $row $round $name $rps $p99 $cpu $share ${errs:-none}"
                 echo "$line"
                 echo "$line" >>"$raw"
@@ -174,10 +189,10 @@ rows = {}
 for line in open(sys.argv[1]):
     f = line.split()
     cores, row, _, name = f[:4]
-    rows.setdefault((cores, row), {}).setdefault(name, []).append([float(x) for x in f[4:9]])
+    rows.setdefault((cores, row), {}).setdefault(name, []).append([float(x) for x in f[4:10]])
 meds = {}
 for (cores, row), by in rows.items():
-    med = {n: [st.median(x[i] for x in v) for i in range(5)] for n, v in by.items()}
+    med = {n: [st.median(x[i] for x in v) for i in range(6)] for n, v in by.items()}
     meds[(cores, row)] = med
     c, m, h = med["coro"], med["may"], med["hyper"]
     # wrk prints 0 for its upper percentiles when requests are pipelined
@@ -187,13 +202,14 @@ for (cores, row), by in rows.items():
           f"{us(c[1])} | {us(m[1])} | {us(h[1])} | {c[2]:,.0f} ns | {m[2]:,.0f} ns | {h[2]:,.0f} ns | "
           f"{c[2]/m[2]:.2f} | {c[2]/h[2]:.2f} |".replace(",", " "))
 print()
-print("How busy the CPUs were (medians, softirq included): the server's, then wrk's")
-print("(the same two CPUs with two server cores). A row where wrk's CPU is near")
-print("100 % measures the load generator as much as the server.")
+print("How busy the CPUs were (medians): the server's CPUs, wrk's CPUs (both from")
+print("/proc/stat, softirq and anything else running there included), and wrk's own")
+print("CPU time over its CPUs. Where wrk's own share is near 100 % the row measures")
+print("the load generator as much as the server.")
 print()
-print("| server cores | row | coro: server / wrk CPUs | may: server / wrk CPUs | hyper: server / wrk CPUs |")
+print("| server cores | row | coro: server CPUs / wrk CPUs / wrk | may | hyper |")
 print("|---|---|---|---|---|")
 for (cores, row), med in meds.items():
-    cells = " | ".join(f"{med[n][3]:.0f} % / {med[n][4]:.0f} %" for n in ("coro", "may", "hyper"))
+    cells = " | ".join(f"{med[n][3]:.0f} / {med[n][4]:.0f} / {med[n][5]:.0f} %" for n in ("coro", "may", "hyper"))
     print(f"| {cores} | {row} | {cells} |")
 PY
