@@ -138,6 +138,9 @@ impl Mapping {
             mem: start.cast::<u8>().wrapping_add(guard).cast(),
             len,
         };
+        // The mode `CORO_NO_GUARD_REGIONS` asks for, also when this is the
+        // first guard of the process.
+        super::unix::init_guard_mode();
         // SAFETY: the lowest page of the mapping just made, which nothing
         // uses; the guard only makes later accesses to it fault. (On
         // failure `mapping`'s drop unmaps it all: it is not installed.)
