@@ -253,10 +253,14 @@ impl Scheduler {
         if let Some(next) = ready.front() {
             stack::prefetch_stack(next.stack.sp.get());
             if let Some(after) = ready.get(1) {
+                // Its head: the tail is not touched by a resume (see
+                // `Task`'s layout).
                 let p = Rc::as_ptr(after) as *const i8;
-                for off in (0..std::mem::size_of::<Task>()).step_by(64) {
+                let head = std::mem::offset_of!(Task, joiners);
+                for off in (0..head).step_by(64) {
                     stack::prefetch(p.wrapping_add(off));
                 }
+                stack::prefetch(p.wrapping_add(head - 1));
             }
         }
         Some(t)

@@ -158,17 +158,27 @@ impl Builder {
         });
         // corosensei moves the initial closure onto the new stack through a
         // small fixed-size slot; a large closure travels boxed instead.
-        let co = if std::mem::size_of::<F>() <= INLINE_CLOSURE {
-            Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-                entry::<F, T>(y, f);
-            })
+        // Built straight into the block (a kept block has no coroutine):
+        // built beside it and moved in, the copy's wide loads read bytes
+        // just written by narrower stores, and wait for them (a failed
+        // store-to-load forward).
+        let mut slot = task.coroutine.borrow_mut();
+        debug_assert!(slot.is_none());
+        if std::mem::size_of::<F>() <= INLINE_CLOSURE {
+            slot.get_or_insert_with(|| {
+                Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+                    entry::<F, T>(y, f);
+                })
+            });
         } else {
             let f = Box::new(f);
-            Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-                entry::<F, T>(y, *f);
-            })
-        };
-        *task.coroutine.borrow_mut() = Some(co);
+            slot.get_or_insert_with(|| {
+                Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+                    entry::<F, T>(y, *f);
+                })
+            });
+        }
+        drop(slot);
         let key = s.tasks.borrow_mut().insert(task.clone());
         task.key.set(key);
         if let (Some(w), Some(n)) = (&s.watchdog, &task.name) {
@@ -240,6 +250,12 @@ fn deliver<T>(r: Result<T, JoinError>) {
         // The handle of this spawn is alive and reads the slot as this
         // type (the invariant in `result_slot`).
         t.result.put(r);
+        // Only a thread that was joined while it ran has joiners (a join
+        // marks it `cold_used`): a plain thread's end reads none of the
+        // tail's lines.
+        if !t.cold_used.get() {
+            return Ok(Vec::new());
+        }
         Ok(std::mem::take(&mut *t.joiners.borrow_mut()))
     });
     match joiners {
@@ -317,6 +333,8 @@ impl<T> JoinHandle<T> {
     fn wait_named(&self, call: &'static str) -> Result<(), WaitError> {
         let site = std::panic::Location::caller();
         while !self.is_finished() {
+            // The joiner list is in the task's tail (see `Task`).
+            self.coro.0.use_cold();
             self.coro.0.joiners.borrow_mut().push(Waiter::current(call));
             let r = crate::suspend::park_waiting(
                 "join",

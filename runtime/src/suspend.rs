@@ -87,6 +87,8 @@ fn yield_refused(t: &Task) {
         let _ = forced_unwind_point(t);
         return;
     }
+    // The flag is in the task's tail (see `Task`).
+    t.use_cold();
     if t.yield_refusal_logged.replace(true) {
         return;
     }
@@ -258,6 +260,7 @@ pub(crate) fn park_waiting(
         s.waits.parked_on_held.set(s.waits.parked_on_held.get() + 1);
     }
     if wait.thread != 0 {
+        t.use_cold();
         t.wait_thread.set(wait.thread);
     }
     park_suspended(t, what);
@@ -468,6 +471,8 @@ fn log_forbidden(t: &Task, call: &str, what: &str) {
 #[inline(never)]
 fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
     let panicking = std::thread::panicking();
+    // The counts are in the task's tail (see `Task`).
+    t.use_cold();
     if t.unwind_rounds.get() == 0 && !panicking {
         t.unwind_rounds.set(1);
         panic::resume_unwind(Box::new(ForcedUnwind));
@@ -488,6 +493,7 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
 /// [`UNWIND_REFUSAL_LIMIT`] rather than spin forever.
 #[cold]
 fn count_refusal_while_stopping(t: &Task) {
+    t.use_cold();
     let n = t.unwind_refusals.get() + 1;
     t.unwind_refusals.set(n);
     if n >= UNWIND_REFUSAL_LIMIT {

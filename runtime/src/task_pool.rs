@@ -101,10 +101,10 @@ pub(crate) fn recycle(mut task: Rc<Task>) {
     }
     // Its handle emptied the slot before letting go (`result_slot`).
     debug_assert!(!t.result.is_full());
-    // Stale entries of waits that gave up (each holds a task).
-    t.joiners.get_mut().clear();
-    // A plain thread never filled the cold fields: nothing to empty, and
-    // their cache lines are not read (they are overwritten on reuse).
+    // A plain thread never filled the cold fields (nor the tail, where
+    // joiners, wait targets and unwind counts live): nothing to empty, and
+    // their cache lines are not read. `Task::reinit` relies on the tail
+    // being empty.
     if t.cold_used.get() {
         if t.coroutine.get_mut().is_some() || !t.locals.get_mut().is_empty() {
             // Locals leaked with it: the block's `Drop` deals with that.
@@ -114,8 +114,8 @@ pub(crate) fn recycle(mut task: Rc<Task>) {
         if t.cancel.parent.get().is_some() || !t.cancel.scopes.get_mut().is_empty() {
             t.cancel = TaskCancel::default();
         }
-        *t.wait_target.get_mut() = None;
-        *t.future_wake.get_mut() = None;
+        // Stale entries of waits that gave up (each holds a task), too.
+        t.empty_tail();
     }
     // While the OS thread exits the list is gone: the block is freed.
     let _ = FREE.try_with(|f| {
@@ -220,6 +220,9 @@ mod tests {
         crate::run(|| {
             let h = crate::spawn(|| ());
             let first = block(h.thread());
+            // It ends before it is joined: nobody waited on it (a join
+            // that waits fills the joiner list, a cold field).
+            crate::yield_now();
             h.join().unwrap();
             assert!(kept(first));
             super::FREE.with(|f| {
