@@ -125,7 +125,7 @@ impl<T: 'static> LocalKey<T> {
             Some(first) => first, // made meanwhile, by the initialiser itself
             None => {
                 t.use_cold();
-                t.locals.borrow_mut().push((id, v.clone()));
+                t.tail.locals.borrow_mut().push((id, v.clone()));
                 v
             }
         })
@@ -170,7 +170,8 @@ impl<T: 'static> LocalKey<T> {
 }
 
 fn find(t: &Task, id: usize) -> Option<Rc<dyn Any>> {
-    t.locals
+    t.tail
+        .locals
         .borrow()
         .iter()
         .find(|(k, _)| *k == id)
@@ -310,7 +311,7 @@ fn drop_all_now() {
     crate::timeout::no_suspend(|| {
         for _ in 0..DROP_ROUNDS {
             let values =
-                context::try_with_current(|_, t| std::mem::take(&mut *t.locals.borrow_mut()))
+                context::try_with_current(|_, t| std::mem::take(&mut *t.tail.locals.borrow_mut()))
                     .unwrap_or_default();
             if values.is_empty() {
                 return;
@@ -330,7 +331,7 @@ fn drop_all_now() {
             "green_local! destructors kept making new values for {DROP_ROUNDS} rounds; the rest is leaked"
         );
         if let Some(rest) =
-            context::try_with_current(|_, t| std::mem::take(&mut *t.locals.borrow_mut()))
+            context::try_with_current(|_, t| std::mem::take(&mut *t.tail.locals.borrow_mut()))
         {
             std::mem::forget(rest);
         }

@@ -256,7 +256,7 @@ impl Scheduler {
                 // Its head: the tail is not touched by a resume (see
                 // `Task`'s layout).
                 let p = Rc::as_ptr(after) as *const i8;
-                let head = std::mem::offset_of!(Task, joiners);
+                let head = std::mem::offset_of!(Task, tail);
                 for off in (0..head).step_by(64) {
                     stack::prefetch(p.wrapping_add(off));
                 }

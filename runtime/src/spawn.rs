@@ -163,7 +163,12 @@ impl Builder {
         // just written by narrower stores, and wait for them (a failed
         // store-to-load forward).
         let mut slot = task.coroutine.borrow_mut();
-        debug_assert!(slot.is_none());
+        // Always empty (`Task::new` and `Task::reinit` leave it so); were
+        // it not, `get_or_insert_with` would keep another spawn's
+        // coroutine, whose result this spawn's handle would read as `T`.
+        // The check costs nothing: it is the one `get_or_insert_with`
+        // makes.
+        assert!(slot.is_none(), "a new task block holds a coroutine");
         if std::mem::size_of::<F>() <= INLINE_CLOSURE {
             slot.get_or_insert_with(|| {
                 Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
@@ -256,7 +261,7 @@ fn deliver<T>(r: Result<T, JoinError>) {
         if !t.cold_used.get() {
             return Ok(Vec::new());
         }
-        Ok(std::mem::take(&mut *t.joiners.borrow_mut()))
+        Ok(std::mem::take(&mut *t.tail.joiners.borrow_mut()))
     });
     match joiners {
         Ok(joiners) => {
@@ -335,7 +340,12 @@ impl<T> JoinHandle<T> {
         while !self.is_finished() {
             // The joiner list is in the task's tail (see `Task`).
             self.coro.0.use_cold();
-            self.coro.0.joiners.borrow_mut().push(Waiter::current(call));
+            self.coro
+                .0
+                .tail
+                .joiners
+                .borrow_mut()
+                .push(Waiter::current(call));
             let r = crate::suspend::park_waiting(
                 "join",
                 call,
@@ -346,7 +356,12 @@ impl<T> JoinHandle<T> {
                 },
             );
             // Leave the list: our entry (and any other given-up one) is stale.
-            self.coro.0.joiners.borrow_mut().retain(Waiter::is_waiting);
+            self.coro
+                .0
+                .tail
+                .joiners
+                .borrow_mut()
+                .retain(Waiter::is_waiting);
             r?;
         }
         Ok(())
@@ -569,7 +584,7 @@ mod tests {
             let h = crate::spawn(|| 5u64);
             assert_eq!(block(&h), first);
             assert!(!h.coro.0.result.is_full());
-            assert!(h.coro.0.joiners.borrow().is_empty());
+            assert!(h.coro.0.tail.joiners.borrow().is_empty());
             assert!(!h.coro.0.detached.get());
             assert_eq!(h.join().unwrap(), 5);
             drop(crate::spawn(|| 6u64));

@@ -89,7 +89,7 @@ fn yield_refused(t: &Task) {
     }
     // The flag is in the task's tail (see `Task`).
     t.use_cold();
-    if t.yield_refusal_logged.replace(true) {
+    if t.tail.yield_refusal_logged.replace(true) {
         return;
     }
     log::warn!(
@@ -254,24 +254,25 @@ pub(crate) fn park_waiting(
     let held = wait.target.is_some_and(|x| x.holder().is_some());
     if let Some(target) = wait.target {
         t.use_cold();
-        t.wait_target.set(Some(target.clone()));
+        t.tail.wait_target.set(Some(target.clone()));
     }
     if held {
         s.waits.parked_on_held.set(s.waits.parked_on_held.get() + 1);
     }
+    // The thread it joins is in the tail only for the length of the park
+    // (reset below, before a forced unwind can start): nothing to mark.
     if wait.thread != 0 {
-        t.use_cold();
-        t.wait_thread.set(wait.thread);
+        t.tail.wait_thread.set(wait.thread);
     }
     park_suspended(t, what);
     if wait.target.is_some() {
-        drop(t.wait_target.take());
+        drop(t.tail.wait_target.take());
     }
     if held {
         s.waits.parked_on_held.set(s.waits.parked_on_held.get() - 1);
     }
     if wait.thread != 0 {
-        t.wait_thread.set(0);
+        t.tail.wait_thread.set(0);
     }
     check(s, t)
 }
@@ -473,8 +474,8 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
     let panicking = std::thread::panicking();
     // The counts are in the task's tail (see `Task`).
     t.use_cold();
-    if t.unwind_rounds.get() == 0 && !panicking {
-        t.unwind_rounds.set(1);
+    if t.tail.unwind_rounds.get() == 0 && !panicking {
+        t.tail.unwind_rounds.set(1);
         panic::resume_unwind(Box::new(ForcedUnwind));
     }
     if panicking || t.no_suspend.get() > 0 {
@@ -484,7 +485,7 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
     // The unwind was caught: back to the scheduler, then unwind again.
     t.state.set(ThreadState::Ready);
     suspend(t);
-    t.unwind_rounds.set(t.unwind_rounds.get() + 1);
+    t.tail.unwind_rounds.set(t.tail.unwind_rounds.get() + 1);
     panic::resume_unwind(Box::new(ForcedUnwind));
 }
 
@@ -494,8 +495,8 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
 #[cold]
 fn count_refusal_while_stopping(t: &Task) {
     t.use_cold();
-    let n = t.unwind_refusals.get() + 1;
-    t.unwind_refusals.set(n);
+    let n = t.tail.unwind_refusals.get() + 1;
+    t.tail.unwind_refusals.set(n);
     if n >= UNWIND_REFUSAL_LIMIT {
         eprintln!(
             "coro: green thread #{} '{}' keeps blocking while the runtime shuts down and \

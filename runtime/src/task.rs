@@ -152,11 +152,23 @@ pub(crate) struct Task {
     /// Clock ticks when it was spawned (the scheduler's coarse clock: its
     /// age in `threads()`).
     pub(crate) spawned_at: u64,
-    // The tail: fields a plain thread never fills. They are in their
-    // empty state in every kept block (`task_pool::recycle` empties them
-    // when `cold_used` says one was filled), so `reinit` does not write
-    // them, and a plain thread's spawn, run and join never touch their
-    // cache lines.
+    /// What a plain thread never fills: last, so that a plain thread
+    /// never touches its lines (see the layout notes above).
+    pub(crate) tail: Tail,
+}
+
+/// The fields of a [`Task`] a plain thread never fills: the tail of the
+/// block.
+///
+/// # Invariant
+///
+/// In every block `task_pool` keeps for reuse, the tail is empty
+/// ([`Tail::is_empty`]): whatever fills one of its fields first marks the
+/// task `cold_used` ([`Task::use_cold`]), and `task_pool::recycle` resets
+/// the tail of a marked task before keeping it. So [`Task::reinit`] leaves
+/// the tail alone.
+#[derive(Default)]
+pub(crate) struct Tail {
     /// Every green thread waiting for it to finish (`JoinHandle::wait`: a
     /// handle can be shared, so there may be several); all are woken when
     /// it ends.
@@ -166,7 +178,7 @@ pub(crate) struct Task {
     pub(crate) wait_target: Cell<Option<Rc<crate::waits::WaitTarget>>>,
     /// The green thread it is parked joining (0: none).
     pub(crate) wait_thread: Cell<u64>,
-    /// Times the task raised that unwind.
+    /// Times the task raised shutdown's unwind.
     pub(crate) unwind_rounds: Cell<u32>,
     /// Blocking calls refused while the task was being unwound (bounds a
     /// loop that keeps catching its unwind while the OS thread panics).
@@ -178,6 +190,30 @@ pub(crate) struct Task {
     /// The waker state of its last `future::block_on`, kept for the next
     /// one when no clone of that waker survived (see `future`).
     pub(crate) future_wake: Cell<Option<Arc<crate::future::FutureWake>>>,
+}
+
+impl Tail {
+    /// Whether every field holds what `Tail::default()` holds.
+    pub(crate) fn is_empty(&mut self) -> bool {
+        let Tail {
+            joiners,
+            wait_target,
+            wait_thread,
+            unwind_rounds,
+            unwind_refusals,
+            yield_refusal_logged,
+            locals,
+            future_wake,
+        } = self;
+        joiners.get_mut().is_empty()
+            && wait_target.get_mut().is_none()
+            && wait_thread.get() == 0
+            && unwind_rounds.get() == 0
+            && unwind_refusals.get() == 0
+            && !yield_refusal_logged.get()
+            && locals.get_mut().is_empty()
+            && future_wake.get_mut().is_none()
+    }
 }
 
 /// What a new task is made of: what [`Task::new`] and [`Task::reinit`]
@@ -213,7 +249,6 @@ impl Task {
             cold_used: Cell::new(name.is_some()),
             detached: Cell::new(false),
             result: ResultSlot::new(),
-            joiners: RefCell::new(Vec::new()),
             name,
             key: Cell::new(usize::MAX),
             state: Cell::new(ThreadState::New),
@@ -226,8 +261,6 @@ impl Task {
             selfish_max: Cell::new(selfishness),
             no_suspend: Cell::new(0),
             waiting_on: Cell::new(""),
-            wait_target: Cell::new(None),
-            wait_thread: Cell::new(0),
             wait_site: Cell::new(None),
             wait_since: Cell::new(0),
             leaked: Cell::new(false),
@@ -235,14 +268,10 @@ impl Task {
             stack_guard,
             stack_size,
             unwinding: Cell::new(false),
-            unwind_rounds: Cell::new(0),
-            unwind_refusals: Cell::new(0),
             timer_fired: Cell::new(false),
-            yield_refusal_logged: Cell::new(false),
             spawned_at,
             stack: ThreadStack::default(),
-            locals: RefCell::new(Vec::new()),
-            future_wake: Cell::new(None),
+            tail: Tail::default(),
         }
     }
 
@@ -252,7 +281,8 @@ impl Task {
     /// fields `task_pool::recycle` left empty (when it keeps a block the
     /// coroutine is gone and the cold fields are empty). Every field is
     /// named (the pattern is exhaustive), so a field added to `Task` fails
-    /// to compile here until it is reset too.
+    /// to compile here until it is reset too; the tail is only checked
+    /// (in debug builds), since a kept block's is empty (see [`Tail`]).
     #[inline(always)]
     pub(crate) fn reinit(&mut self, init: TaskInit) {
         let Task {
@@ -274,24 +304,17 @@ impl Task {
             key,
             wait_since,
             wait_site,
-            wait_target,
-            wait_thread,
             waiting_on,
             stack,
             cancel,
             coroutine,
             result,
-            joiners,
             name,
             stack_limit,
             stack_guard,
             stack_size,
-            unwind_rounds,
-            unwind_refusals,
-            yield_refusal_logged,
             spawned_at,
-            locals,
-            future_wake,
+            tail,
         } = self;
         state.set(ThreadState::New);
         interrupted.set(false);
@@ -332,28 +355,9 @@ impl Task {
         // read as the next thread's type.
         *result = ResultSlot::new();
         *name = init.name;
-        // The tail is not written: `task_pool::recycle` left it empty
-        // (see the layout notes on `Task`).
-        debug_assert!(joiners.get_mut().is_empty());
-        debug_assert!(wait_target.get_mut().is_none());
-        debug_assert_eq!(wait_thread.get(), 0);
-        debug_assert_eq!((unwind_rounds.get(), unwind_refusals.get()), (0, 0));
-        debug_assert!(!yield_refusal_logged.get());
-        debug_assert!(locals.get_mut().is_empty());
-        debug_assert!(future_wake.get_mut().is_none());
-    }
-
-    /// Empties the tail (see the layout notes on `Task`) of a finished
-    /// task's block, for `task_pool::recycle`. Only needed when `cold_used`
-    /// is set: nothing else fills the tail.
-    pub(crate) fn empty_tail(&mut self) {
-        self.joiners.get_mut().clear();
-        *self.wait_target.get_mut() = None;
-        self.wait_thread.set(0);
-        self.unwind_rounds.set(0);
-        self.unwind_refusals.set(0);
-        self.yield_refusal_logged.set(false);
-        *self.future_wake.get_mut() = None;
+        // The tail is not written: a kept block's is empty (the invariant
+        // on `Tail`).
+        debug_assert!(tail.is_empty());
     }
 
     /// Notes that a cold field holding references is being filled (see
@@ -378,7 +382,7 @@ impl Drop for Task {
     /// instead (its stack and what lives on it stay allocated), and said so.
     fn drop(&mut self) {
         // Locals left here belong to a leaked thread: leaked with it.
-        std::mem::forget(std::mem::take(self.locals.get_mut()));
+        std::mem::forget(std::mem::take(self.tail.locals.get_mut()));
         if let Some(co) = self.coroutine.get_mut().take() {
             if co.done() {
                 return;
@@ -668,7 +672,7 @@ mod reinit_tests {
                     t.key.get(),
                     t.wait_since.get(),
                     t.wait_site.get().map(|l| l.line()),
-                    t.wait_thread.get(),
+                    t.tail.wait_thread.get(),
                     t.waiting_on.get(),
                     t.stack.sp.get(),
                     t.cancel.pending.get(),
@@ -681,11 +685,11 @@ mod reinit_tests {
                     t.stack_limit,
                     t.stack_guard,
                     t.stack_size,
-                    t.unwind_rounds.get(),
-                    t.unwind_refusals.get(),
-                    t.yield_refusal_logged.get(),
+                    t.tail.unwind_rounds.get(),
+                    t.tail.unwind_refusals.get(),
+                    t.tail.yield_refusal_logged.get(),
                     t.spawned_at,
-                    t.locals.borrow().len(),
+                    t.tail.locals.borrow().len(),
                 ),
             )
         )
@@ -706,22 +710,44 @@ mod reinit_tests {
         t.key.set(4);
         t.wait_since.set(5);
         t.wait_site.set(Some(std::panic::Location::caller()));
-        t.wait_thread.set(6);
         t.waiting_on.set("x");
         t.stack.sp.set(0x1234);
         t.cancel.pending.set(true);
-        t.unwind_rounds.set(1);
-        t.unwind_refusals.set(1);
-        t.yield_refusal_logged.set(true);
-        // What recycle does with a block whose cold fields were used.
+        // What recycle leaves (the tail, empty, is not for reinit to
+        // reset: see `Tail`).
         t.name = None;
-        t.empty_tail();
         for (id, name) in [(2, None), (3, Some("new"))] {
             t.reinit(init(id, name));
             assert_eq!(fields(&t), fields(&Task::new(init(id, name))));
         }
         assert_eq!(t.name.as_deref(), Some("new"));
         let _: Option<Arc<str>> = t.name.take();
+    }
+
+    /// `Tail::is_empty` sees each of its fields filled.
+    #[test]
+    fn a_tail_with_any_field_filled_is_not_empty() {
+        let other = std::rc::Rc::new(Task::new(init(9, None)));
+        let fills: [&dyn Fn(&super::Tail); 7] = [
+            &|t| {
+                t.joiners.borrow_mut().push(super::Waiter {
+                    task: other.clone(),
+                    gen: 0,
+                })
+            },
+            &|t| t.wait_target.set(Some(crate::WaitTarget::new("x"))),
+            &|t| t.wait_thread.set(3),
+            &|t| t.unwind_rounds.set(1),
+            &|t| t.unwind_refusals.set(1),
+            &|t| t.yield_refusal_logged.set(true),
+            &|t| t.locals.borrow_mut().push((1, std::rc::Rc::new(5u8))),
+        ];
+        for (i, fill) in fills.iter().enumerate() {
+            let mut tail = super::Tail::default();
+            assert!(tail.is_empty());
+            fill(&tail);
+            assert!(!tail.is_empty(), "field {i} filled, yet empty");
+        }
     }
 }
 
@@ -745,25 +771,14 @@ mod layout_tests {
         assert!(offset_of!(Task, state) < 64 && offset_of!(Task, runtime) < 64 - 16);
     }
 
-    /// The fields `reinit` does not write (the tail) come after every
-    /// field it writes, so a plain thread never touches their lines.
+    /// The tail (which `reinit` does not write) is the block's last field,
+    /// so a plain thread never touches its lines.
     #[test]
     fn the_tail_comes_last() {
-        let head_end = offset_of!(Task, spawned_at) + size_of::<u64>();
-        let tail = [
-            offset_of!(Task, joiners),
-            offset_of!(Task, wait_target),
-            offset_of!(Task, wait_thread),
-            offset_of!(Task, unwind_rounds),
-            offset_of!(Task, unwind_refusals),
-            offset_of!(Task, yield_refusal_logged),
-            offset_of!(Task, locals),
-            offset_of!(Task, future_wake),
-        ];
-        assert!(
-            tail.iter().all(|&o| o >= head_end),
-            "{tail:?} vs {head_end}"
+        assert_eq!(
+            offset_of!(Task, tail) + size_of::<super::Tail>(),
+            size_of::<Task>()
         );
-        assert_eq!(tail.iter().min(), Some(&offset_of!(Task, joiners)));
+        assert!(offset_of!(Task, spawned_at) < offset_of!(Task, tail));
     }
 }

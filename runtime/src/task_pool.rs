@@ -26,7 +26,7 @@ use std::rc::Rc;
 use slab::Slab;
 
 use crate::cancel::TaskCancel;
-use crate::task::{Task, TaskInit, ThreadState};
+use crate::task::{Tail, Task, TaskInit, ThreadState};
 
 /// Most blocks kept per OS thread (as many as the default stack pool).
 const KEEP: usize = 1024;
@@ -106,7 +106,7 @@ pub(crate) fn recycle(mut task: Rc<Task>) {
     // their cache lines are not read. `Task::reinit` relies on the tail
     // being empty.
     if t.cold_used.get() {
-        if t.coroutine.get_mut().is_some() || !t.locals.get_mut().is_empty() {
+        if t.coroutine.get_mut().is_some() || !t.tail.locals.get_mut().is_empty() {
             // Locals leaked with it: the block's `Drop` deals with that.
             return;
         }
@@ -114,8 +114,9 @@ pub(crate) fn recycle(mut task: Rc<Task>) {
         if t.cancel.parent.get().is_some() || !t.cancel.scopes.get_mut().is_empty() {
             t.cancel = TaskCancel::default();
         }
-        // Stale entries of waits that gave up (each holds a task), too.
-        t.empty_tail();
+        // The joiner list (stale entries of waits that gave up, each
+        // holding a task), too: the tail is empty again (see `Tail`).
+        t.tail = Tail::default();
     }
     // While the OS thread exits the list is gone: the block is freed.
     let _ = FREE.try_with(|f| {
@@ -209,9 +210,90 @@ mod tests {
             super::FREE.with(|f| {
                 let f = f.borrow();
                 let t = f.last().expect("the joined thread's block is kept");
-                let wake = t.future_wake.take();
+                let wake = t.tail.future_wake.take();
                 assert!(wake.is_none(), "the kept block holds a future waker");
             });
+        });
+    }
+
+    /// The block of thread `id` (at `b`) is kept, with its tail empty (see
+    /// `Tail`); `marked`: as a thread that filled its tail.
+    fn kept_with_an_empty_tail(b: *const super::Task, id: u64, marked: bool) {
+        super::FREE.with(|f| {
+            let mut f = f.borrow_mut();
+            let t = f
+                .iter_mut()
+                .find(|t| Rc::as_ptr(t) == b && t.id == id)
+                .expect("the thread's block is kept");
+            let t = Rc::get_mut(t).expect("a kept block has one handle");
+            assert_eq!(t.cold_used.get(), marked);
+            assert!(t.tail.is_empty(), "a kept block's tail is emptied");
+        });
+    }
+
+    /// Yields until `h`'s thread has ended (it needs a few turns).
+    fn until_finished<T>(h: &crate::JoinHandle<T>) {
+        for _ in 0..100 {
+            if h.is_finished() {
+                return;
+            }
+            crate::yield_now();
+        }
+        panic!("the thread did not end");
+    }
+
+    #[test]
+    fn a_thread_joined_while_it_runs_is_kept_with_an_empty_tail() {
+        crate::run(|| {
+            let h = crate::spawn(crate::yield_now);
+            let (b, id) = (block(h.thread()), h.thread().id());
+            // The join waits: it is on the thread's joiner list.
+            h.join().unwrap();
+            kept_with_an_empty_tail(b, id, true);
+        });
+    }
+
+    #[test]
+    fn a_thread_that_joined_is_kept_with_an_empty_tail() {
+        crate::run(|| {
+            let h = crate::spawn(|| {
+                let inner = crate::spawn(crate::yield_now);
+                inner.join().unwrap();
+            });
+            let (b, id) = (block(h.thread()), h.thread().id());
+            until_finished(&h);
+            h.join().unwrap();
+            // The thread it waited for is written in the tail for the
+            // length of the join, and no longer.
+            kept_with_an_empty_tail(b, id, false);
+        });
+    }
+
+    #[test]
+    fn a_thread_refused_a_yield_is_kept_with_an_empty_tail() {
+        crate::run(|| {
+            let h = crate::spawn(|| crate::no_suspend(crate::yield_now));
+            let (b, id) = (block(h.thread()), h.thread().id());
+            until_finished(&h);
+            h.join().unwrap();
+            kept_with_an_empty_tail(b, id, true);
+        });
+    }
+
+    #[test]
+    fn a_thread_parked_on_a_wait_target_is_kept_with_an_empty_tail() {
+        crate::run(|| {
+            let target = crate::WaitTarget::new("Gate");
+            let t = target.clone();
+            let h = crate::spawn(move || {
+                crate::park_on(&t, "Gate::wait", std::panic::Location::caller())
+            });
+            let (b, id) = (block(h.thread()), h.thread().id());
+            crate::yield_now();
+            h.thread().unpark().unwrap();
+            until_finished(&h);
+            h.join().unwrap().unwrap();
+            kept_with_an_empty_tail(b, id, true);
         });
     }
 

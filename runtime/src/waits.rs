@@ -185,16 +185,16 @@ pub(crate) fn wait_info(s: &Scheduler, t: &Task) -> Option<WaitInfo> {
 /// The object a parked task waits on and its holder: (kind, object id,
 /// holder).
 fn edge(t: &Task) -> (&'static str, u64, Option<u64>) {
-    let j = t.wait_thread.get();
+    let j = t.tail.wait_thread.get();
     if j != 0 {
         return ("thread", j, Some(j));
     }
-    let target = t.wait_target.take();
+    let target = t.tail.wait_target.take();
     let r = match &target {
         Some(x) => (x.kind, x.id, x.holder()),
         None => ("", 0, None),
     };
-    t.wait_target.set(target);
+    t.tail.wait_target.set(target);
     r
 }
 

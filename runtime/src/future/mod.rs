@@ -107,7 +107,7 @@ use crate::error::WaitError;
 /// ```
 #[track_caller]
 pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
-    let Some(state) = context::try_with_current(|s, t| match t.future_wake.take() {
+    let Some(state) = context::try_with_current(|s, t| match t.tail.future_wake.take() {
         Some(mut cached) => {
             // Unshared (see `recycle`), so `get_mut` succeeds.
             if let Some(w) = Arc::get_mut(&mut cached) {
@@ -164,7 +164,7 @@ fn recycle(mut state: Arc<FutureWake>) {
         w.reset(None);
         context::try_with_current(|_, t| {
             t.use_cold();
-            let old = t.future_wake.replace(Some(state));
+            let old = t.tail.future_wake.replace(Some(state));
             drop(old);
         });
     }
