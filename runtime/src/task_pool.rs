@@ -253,31 +253,28 @@ mod tests {
         });
     }
 
-    #[test]
-    fn a_thread_that_joined_is_kept_with_an_empty_tail() {
+    /// Runs `f` on a thread, lets it end, joins it (without waiting) and
+    /// checks its block as [`kept_with_an_empty_tail`] does.
+    fn ends_kept_with_an_empty_tail<T: 'static>(f: impl FnOnce() -> T + 'static, marked: bool) {
         crate::run(|| {
-            let h = crate::spawn(|| {
-                let inner = crate::spawn(crate::yield_now);
-                inner.join().unwrap();
-            });
+            let h = crate::spawn(f);
             let (b, id) = (block(h.thread()), h.thread().id());
             until_finished(&h);
-            h.join().unwrap();
-            // The thread it waited for is written in the tail for the
-            // length of the join, and no longer.
-            kept_with_an_empty_tail(b, id, false);
+            let _ = h.join().unwrap();
+            kept_with_an_empty_tail(b, id, marked);
         });
     }
 
     #[test]
+    fn a_thread_that_joined_is_kept_with_an_empty_tail() {
+        // The thread it waited for is written in the tail for the length
+        // of the join, and no longer: nothing marks it.
+        ends_kept_with_an_empty_tail(|| crate::spawn(crate::yield_now).join().unwrap(), false);
+    }
+
+    #[test]
     fn a_thread_refused_a_yield_is_kept_with_an_empty_tail() {
-        crate::run(|| {
-            let h = crate::spawn(|| crate::no_suspend(crate::yield_now));
-            let (b, id) = (block(h.thread()), h.thread().id());
-            until_finished(&h);
-            h.join().unwrap();
-            kept_with_an_empty_tail(b, id, true);
-        });
+        ends_kept_with_an_empty_tail(|| crate::no_suspend(crate::yield_now), true);
     }
 
     #[test]
