@@ -124,8 +124,7 @@ impl<T: 'static> LocalKey<T> {
         context::try_with_current(|_, t| match find(t, id) {
             Some(first) => first, // made meanwhile, by the initialiser itself
             None => {
-                t.use_cold();
-                t.tail.locals.borrow_mut().push((id, v.clone()));
+                t.tail_to_fill().locals.borrow_mut().push((id, v.clone()));
                 v
             }
         })

@@ -338,11 +338,9 @@ impl<T> JoinHandle<T> {
     fn wait_named(&self, call: &'static str) -> Result<(), WaitError> {
         let site = std::panic::Location::caller();
         while !self.is_finished() {
-            // The joiner list is in the task's tail (see `Task`).
-            self.coro.0.use_cold();
             self.coro
                 .0
-                .tail
+                .tail_to_fill()
                 .joiners
                 .borrow_mut()
                 .push(Waiter::current(call));

@@ -87,9 +87,7 @@ fn yield_refused(t: &Task) {
         let _ = forced_unwind_point(t);
         return;
     }
-    // The flag is in the task's tail (see `Task`).
-    t.use_cold();
-    if t.tail.yield_refusal_logged.replace(true) {
+    if t.tail_to_fill().yield_refusal_logged.replace(true) {
         return;
     }
     log::warn!(
@@ -253,8 +251,7 @@ pub(crate) fn park_waiting(
     // leave leaked: `waits::thread_finished` looks only while there are some.
     let held = wait.target.is_some_and(|x| x.holder().is_some());
     if let Some(target) = wait.target {
-        t.use_cold();
-        t.tail.wait_target.set(Some(target.clone()));
+        t.tail_to_fill().wait_target.set(Some(target.clone()));
     }
     if held {
         s.waits.parked_on_held.set(s.waits.parked_on_held.get() + 1);
@@ -472,10 +469,8 @@ fn log_forbidden(t: &Task, call: &str, what: &str) {
 #[inline(never)]
 fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
     let panicking = std::thread::panicking();
-    // The counts are in the task's tail (see `Task`).
-    t.use_cold();
     if t.tail.unwind_rounds.get() == 0 && !panicking {
-        t.tail.unwind_rounds.set(1);
+        t.tail_to_fill().unwind_rounds.set(1);
         panic::resume_unwind(Box::new(ForcedUnwind));
     }
     if panicking || t.no_suspend.get() > 0 {
@@ -485,7 +480,8 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
     // The unwind was caught: back to the scheduler, then unwind again.
     t.state.set(ThreadState::Ready);
     suspend(t);
-    t.tail.unwind_rounds.set(t.tail.unwind_rounds.get() + 1);
+    let rounds = t.tail_to_fill().unwind_rounds.get() + 1;
+    t.tail.unwind_rounds.set(rounds);
     panic::resume_unwind(Box::new(ForcedUnwind));
 }
 
@@ -494,8 +490,7 @@ fn forced_unwind_point(t: &Task) -> Result<(), WaitError> {
 /// [`UNWIND_REFUSAL_LIMIT`] rather than spin forever.
 #[cold]
 fn count_refusal_while_stopping(t: &Task) {
-    t.use_cold();
-    let n = t.tail.unwind_refusals.get() + 1;
+    let n = t.tail_to_fill().unwind_refusals.get() + 1;
     t.tail.unwind_refusals.set(n);
     if n >= UNWIND_REFUSAL_LIMIT {
         eprintln!(

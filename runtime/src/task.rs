@@ -163,8 +163,8 @@ pub(crate) struct Task {
 /// # Invariant
 ///
 /// In every block `task_pool` keeps for reuse, the tail is empty
-/// ([`Tail::is_empty`]): whatever fills one of its fields first marks the
-/// task `cold_used` ([`Task::use_cold`]), and `task_pool::recycle` resets
+/// ([`Tail::is_empty`]): whatever fills one of its fields reaches it
+/// through [`Task::tail_to_fill`], which marks the task `cold_used`, and `task_pool::recycle` resets
 /// the tail of a marked task before keeping it. So [`Task::reinit`] leaves
 /// the tail alone.
 #[derive(Default)]
@@ -365,6 +365,16 @@ impl Task {
     #[inline]
     pub(crate) fn use_cold(&self) {
         self.cold_used.set(true);
+    }
+
+    /// The tail, for filling one of its fields: marks the task first, so
+    /// that `task_pool::recycle` empties the tail again (the invariant on
+    /// [`Tail`]). Every write that may leave a tail field filled when the
+    /// thread ends goes through here.
+    #[inline]
+    pub(crate) fn tail_to_fill(&self) -> &Tail {
+        self.use_cold();
+        &self.tail
     }
 
     pub(crate) fn display_name(&self) -> &str {

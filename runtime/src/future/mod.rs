@@ -163,8 +163,7 @@ fn recycle(mut state: Arc<FutureWake>) {
     if let Some(w) = Arc::get_mut(&mut state) {
         w.reset(None);
         context::try_with_current(|_, t| {
-            t.use_cold();
-            let old = t.tail.future_wake.replace(Some(state));
+            let old = t.tail_to_fill().future_wake.replace(Some(state));
             drop(old);
         });
     }
