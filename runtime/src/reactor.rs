@@ -37,7 +37,20 @@ pub(crate) const WAKER_TOKEN: Token = Token(usize::MAX);
 pub(crate) const TIMER_TOKEN: Token = Token(usize::MAX - 1);
 
 /// Readiness state of one registered source.
+///
+/// # Layout
+///
+/// `repr(C)`, with what every event and every wait of a busy socket
+/// touches first: the generation, the flags and both waiter queues end 96
+/// bytes into the `Rc`'s block (its two counts first), two cache lines or
+/// three, where four-word deques and the waker slots had spread them over
+/// four or five (with
+/// a thousand connections the states do not stay in a core's cache, and
+/// each line is a likely miss per message; BENCHMARKS.md, echo). The task
+/// waker slots come last: only async adapters fill them, and an event
+/// reads them only once `task_wakers` says one may be filled.
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct IoState {
     gen: u32,
     readable: Cell<bool>,
@@ -59,6 +72,14 @@ pub(crate) struct IoState {
     short_read_drains: Cell<bool>,
     write_closed: Cell<bool>,
     closed: Cell<bool>,
+    /// Set for good by the first [`Registration::poll_ready`] that stores a
+    /// task waker.
+    ///
+    /// # Invariant
+    ///
+    /// While it is false both waker slots are empty, so an event need not
+    /// read them.
+    task_wakers: Cell<bool>,
     readers: RefCell<WaiterQueue>,
     writers: RefCell<WaiterQueue>,
     /// The task `Waker` of the last [`Registration::poll_ready`] for
@@ -74,7 +95,11 @@ impl IoState {
     /// (taking the whole deque would free it and the next wait would
     /// allocate again: a malloc and a free per message on a busy socket),
     /// and no borrow is held while a waiter is woken or dropped.
+    #[inline]
     fn wake_all(q: &RefCell<WaiterQueue>) {
+        if q.borrow().is_empty() {
+            return;
+        }
         let queued = q.borrow().len();
         for _ in 0..queued {
             let next = q.borrow_mut().pop_front();
@@ -96,9 +121,14 @@ impl IoState {
             || self.write_waker.borrow().is_some()
     }
 
-    /// Wakes and forgets the task waker in `slot`. No borrow is held while
-    /// it runs (it is user code: it may poll this very source again).
-    fn wake_task(slot: &RefCell<Option<Waker>>) {
+    /// Wakes and forgets the task waker in `slot`, if any may be stored (see
+    /// `task_wakers`). No borrow is held while it runs (it is user code: it
+    /// may poll this very source again).
+    #[inline]
+    fn wake_task(&self, slot: &RefCell<Option<Waker>>) {
+        if !self.task_wakers.get() {
+            return;
+        }
         let w = slot.borrow_mut().take();
         if let Some(w) = w {
             w.wake();
@@ -189,12 +219,12 @@ impl Reactor {
             if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                 state.readable.set(true);
                 IoState::wake_all(&state.readers);
-                IoState::wake_task(&state.read_waker);
+                state.wake_task(&state.read_waker);
             }
             if ev.is_writable() || ev.is_write_closed() || ev.is_error() {
                 state.writable.set(true);
                 IoState::wake_all(&state.writers);
-                IoState::wake_task(&state.write_waker);
+                state.wake_task(&state.write_waker);
             }
         }
         Ok(out)
@@ -443,6 +473,7 @@ impl Registration {
             Direction::Read => &self.state.read_waker,
             Direction::Write => &self.state.write_waker,
         };
+        self.state.task_wakers.set(true);
         let mut slot = slot.borrow_mut();
         match &mut *slot {
             Some(w) if w.will_wake(cx.waker()) => {}
@@ -555,8 +586,8 @@ impl Registration {
         }
         IoState::wake_all(&self.state.readers);
         IoState::wake_all(&self.state.writers);
-        IoState::wake_task(&self.state.read_waker);
-        IoState::wake_task(&self.state.write_waker);
+        self.state.wake_task(&self.state.read_waker);
+        self.state.wake_task(&self.state.write_waker);
     }
 
     /// Whether [`close`](Registration::close) was called.
@@ -602,5 +633,21 @@ impl std::fmt::Debug for Registration {
             .field("writable", &self.state.writable.get())
             .field("closed", &self.state.closed.get())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::IoState;
+    use std::mem::{offset_of, size_of};
+
+    /// What an event and a wait touch (see the layout notes on `IoState`)
+    /// ends 96 bytes into the `Rc`'s block, its two counts included.
+    #[test]
+    fn hot_fields_come_first() {
+        let hot_end =
+            offset_of!(IoState, writers) + size_of::<std::cell::RefCell<super::WaiterQueue>>();
+        assert!(16 + hot_end <= 96, "the queues end at {hot_end}");
+        assert!(offset_of!(IoState, read_waker) >= hot_end);
     }
 }

@@ -5,7 +5,10 @@
 //! owns it. Keeping that one inside the source's state instead of in a
 //! `VecDeque`'s heap buffer saves a cache line on every wait and every
 //! wake, which counts when thousands of connections share a core's cache
-//! (BENCHMARKS.md, echo at 1 000 connections).
+//! (BENCHMARKS.md, echo at 1 000 connections). The others go to a deque
+//! made the first time a second thread waits, and kept (a pointer, not the
+//! deque's four words, so that both queues of a source share the line of
+//! its readiness flags: `reactor::IoState`).
 
 use std::collections::VecDeque;
 
@@ -15,11 +18,13 @@ use crate::task::Waiter;
 ///
 /// # Invariant
 ///
-/// `first` is `None` only when `rest` is empty: `first` is the head.
+/// `first` is `None` only when `rest` holds no waiter: `first` is the head.
 #[derive(Default)]
 pub(crate) struct WaiterQueue {
     first: Option<Waiter>,
-    rest: VecDeque<Waiter>,
+    // One word where the deque itself is four: the point (module docs).
+    #[allow(clippy::box_collection)]
+    rest: Option<Box<VecDeque<Waiter>>>,
 }
 
 impl WaiterQueue {
@@ -29,7 +34,7 @@ impl WaiterQueue {
         if self.first.is_none() {
             self.first = Some(w);
         } else {
-            self.rest.push_back(w);
+            self.rest.get_or_insert_with(Box::default).push_back(w);
         }
     }
 
@@ -38,20 +43,28 @@ impl WaiterQueue {
     pub(crate) fn pop_front(&mut self) -> Option<Waiter> {
         let head = self.first.take();
         if head.is_some() {
-            self.first = self.rest.pop_front();
+            self.first = self.rest.as_mut().and_then(|r| r.pop_front());
         }
         head
+    }
+
+    /// Whether no waiter is queued.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_none()
     }
 
     /// Number of queued waiters.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
+        usize::from(self.first.is_some()) + self.rest.as_ref().map_or(0, |r| r.len())
     }
 
     /// The waiters, first to last.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Waiter> {
-        self.first.iter().chain(self.rest.iter())
+        self.first
+            .iter()
+            .chain(self.rest.iter().flat_map(|r| r.iter()))
     }
 
     /// Keeps only the waiters `keep` accepts, in order.
@@ -59,9 +72,11 @@ impl WaiterQueue {
         if self.first.as_ref().is_some_and(|w| !keep(w)) {
             self.first = None;
         }
-        self.rest.retain(|w| keep(w));
-        if self.first.is_none() {
-            self.first = self.rest.pop_front();
+        if let Some(rest) = &mut self.rest {
+            rest.retain(|w| keep(w));
+            if self.first.is_none() {
+                self.first = rest.pop_front();
+            }
         }
     }
 }
@@ -105,8 +120,19 @@ mod tests {
             }
             assert_eq!(woken, 2, "the second waiter of a thread finds it woken");
             assert_eq!(q.len(), 0);
-            assert!(q.first.is_none() && q.rest.is_empty());
+            assert!(q.first.is_none() && q.rest.as_ref().is_some_and(|r| r.is_empty()));
             crate::thread_by_id(all[0]).unwrap().unpark().unwrap();
+        });
+    }
+
+    #[test]
+    fn one_waiter_allocates_nothing() {
+        crate::run(|| {
+            let (mut q, all) = queue_of(1);
+            assert!(q.rest.is_none(), "a lone waiter made the overflow deque");
+            assert!(q.pop_front().unwrap().wake());
+            assert!(q.is_empty() && q.rest.is_none());
+            drop(all);
         });
     }
 
@@ -120,7 +146,7 @@ mod tests {
             assert_eq!(q.first.as_ref().map(Waiter::thread_id), Some(all[1]));
             q.retain(|w| w.thread_id() == all[3]);
             assert_eq!(ids(&q), [all[3]]);
-            assert!(q.rest.is_empty());
+            assert!(q.rest.as_ref().is_some_and(|r| r.is_empty()));
             q.retain(|_| false);
             assert_eq!(q.len(), 0);
             // Wake the parked threads so the runtime can end.
