@@ -66,9 +66,14 @@ pub(crate) const POLL_INTERVAL: u64 = 256;
 const RECALIBRATE_POLLS: u64 = 1024;
 const RECALIBRATE_INTERVAL: Duration = Duration::from_secs(60);
 
-/// Passes with at least this many ready threads prefetch each next one
-/// (see `Scheduler::next_ready`).
+/// Passes with at least this many ready threads prefetch the ones about to
+/// run (see `Scheduler::prefetch_ahead`).
 const PREFETCH_BATCH: usize = 32;
+
+/// Threads whose stack tops are prefetched together, once every this many
+/// resumes. Four, eight and sixteen were measured (echo at 1 000
+/// connections); eight was best by a little, sixteen worse than four.
+const PREFETCH_AHEAD: usize = 8;
 
 /// Non-blocking polls between two stack-pool trims while threads keep the
 /// loop busy (see `stack`, "What the pool keeps").
@@ -215,8 +220,11 @@ impl Scheduler {
             self.fire_timers();
             let n = self.ready.borrow().len();
             let prefetch = n >= PREFETCH_BATCH;
-            for _ in 0..n {
-                let task = self.next_ready(prefetch);
+            for i in 0..n {
+                if prefetch && i % PREFETCH_AHEAD == 0 {
+                    self.prefetch_ahead();
+                }
+                let task = self.ready.borrow_mut().pop_front();
                 match task {
                     Some(t) => self.resume(t),
                     None => break,
@@ -236,34 +244,35 @@ impl Scheduler {
         }
     }
 
-    /// Takes the next ready task; with `prefetch`, starts bringing the ones
-    /// after it into the cache while it runs: the task after next's control
-    /// block, and the stack top of the next one (whose control block was
-    /// asked for one resume earlier). With thousands of threads alive each
-    /// resume would otherwise wait on a cold stack (a TLB and cache miss);
-    /// with a few, everything is in the cache already and the hints would
-    /// only cost.
+    /// Starts bringing the stack tops of the next `PREFETCH_AHEAD` ready
+    /// threads (after the one about to run) into the cache, all at once,
+    /// and the control blocks of the `PREFETCH_AHEAD` after them, whose
+    /// stack pointers the next call reads.
+    ///
+    /// With thousands of threads alive, a resume otherwise waits on its
+    /// stack top: each thread's is in a page of its own, the TLB no longer
+    /// maps it after the syscalls of the threads that ran since, and a
+    /// software prefetch that misses the TLB holds the core until the page
+    /// walk is done. Prefetched one thread ahead, as before, every resume
+    /// paid a whole walk at that prefetch (a third of the server's user
+    /// time, echo at 1 000 connections); issued together, the walks
+    /// overlap (BENCHMARKS.md, eighth session). With a few threads
+    /// everything is in the cache already and the hints would only cost:
+    /// the caller prefetches only in passes of `PREFETCH_BATCH` or more.
     #[inline]
-    fn next_ready(&self, prefetch: bool) -> Option<Rc<Task>> {
-        let mut ready = self.ready.borrow_mut();
-        let t = ready.pop_front()?;
-        if !prefetch {
-            return Some(t);
-        }
-        if let Some(next) = ready.front() {
+    fn prefetch_ahead(&self) {
+        let ready = self.ready.borrow();
+        for next in ready.iter().skip(1).take(PREFETCH_AHEAD) {
             stack::prefetch_stack(next.stack.sp.get());
-            if let Some(after) = ready.get(1) {
-                // Its head: the tail is not touched by a resume (see
-                // `Task`'s layout).
-                let p = Rc::as_ptr(after) as *const i8;
-                let head = std::mem::offset_of!(Task, tail);
-                for off in (0..head).step_by(64) {
-                    stack::prefetch(p.wrapping_add(off));
-                }
-                stack::prefetch(p.wrapping_add(head - 1));
-            }
         }
-        Some(t)
+        let head = std::mem::offset_of!(Task, tail);
+        for after in ready.iter().skip(1 + PREFETCH_AHEAD).take(PREFETCH_AHEAD) {
+            let p = Rc::as_ptr(after) as *const i8;
+            for off in (0..head).step_by(64) {
+                stack::prefetch(p.wrapping_add(off));
+            }
+            stack::prefetch(p.wrapping_add(head - 1));
+        }
     }
 
     /// Runs passes without blocking until nothing is ready or `max_passes`
