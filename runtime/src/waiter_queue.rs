@@ -48,6 +48,12 @@ impl WaiterQueue {
         head
     }
 
+    /// The first waiter.
+    #[inline]
+    pub(crate) fn front(&self) -> Option<&Waiter> {
+        self.first.as_ref()
+    }
+
     /// Whether no waiter is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
