@@ -195,7 +195,7 @@ impl Reactor {
             if prefetched == 0 {
                 prefetched = self.prefetch_sources(ahead.by_ref().take(EVENT_PREFETCH));
             }
-            prefetched -= 1;
+            prefetched = prefetched.saturating_sub(1);
             let token = ev.token();
             if token == WAKER_TOKEN {
                 out.woken = true;
