@@ -42,13 +42,11 @@ pub(crate) const TIMER_TOKEN: Token = Token(usize::MAX - 1);
 ///
 /// `repr(C)`, with what every event and every wait of a busy socket
 /// touches first: the generation, the flags and both waiter queues end 96
-/// bytes into the `Rc`'s block (its two counts first), two cache lines or
-/// three, where four-word deques and the waker slots had spread them over
-/// four or five (with
-/// a thousand connections the states do not stay in a core's cache, and
-/// each line is a likely miss per message; BENCHMARKS.md, echo). The task
-/// waker slots come last: only async adapters fill them, and an event
-/// reads them only once `task_wakers` says one may be filled.
+/// bytes into the `Rc`'s block (its two counts first), two or three cache
+/// lines. With a thousand connections the states do not stay in a core's
+/// cache, and each line is a likely miss per message (BENCHMARKS.md, echo).
+/// The task waker slots come last: only async adapters fill them, and an
+/// event reads them only once `task_wakers` says one may be filled.
 #[derive(Default)]
 #[repr(C)]
 pub(crate) struct IoState {
@@ -97,9 +95,6 @@ impl IoState {
     /// and no borrow is held while a waiter is woken or dropped.
     #[inline]
     fn wake_all(q: &RefCell<WaiterQueue>) {
-        if q.borrow().is_empty() {
-            return;
-        }
         let queued = q.borrow().len();
         for _ in 0..queued {
             let next = q.borrow_mut().pop_front();
@@ -121,14 +116,18 @@ impl IoState {
             || self.write_waker.borrow().is_some()
     }
 
-    /// Wakes and forgets the task waker in `slot`, if any may be stored (see
+    /// Wakes and forgets the task waker of `dir`, if any may be stored (see
     /// `task_wakers`). No borrow is held while it runs (it is user code: it
     /// may poll this very source again).
     #[inline]
-    fn wake_task(&self, slot: &RefCell<Option<Waker>>) {
+    fn wake_task(&self, dir: Direction) {
         if !self.task_wakers.get() {
             return;
         }
+        let slot = match dir {
+            Direction::Read => &self.read_waker,
+            Direction::Write => &self.write_waker,
+        };
         let w = slot.borrow_mut().take();
         if let Some(w) = w {
             w.wake();
@@ -189,10 +188,11 @@ impl Reactor {
             events: events.iter().count(),
             ..PollOutcome::default()
         };
+        let prefetch = out.events >= EVENTS_TO_PREFETCH;
         let mut ahead = events.iter();
         let mut prefetched = 0;
         for ev in events.iter() {
-            if prefetched == 0 {
+            if prefetch && prefetched == 0 {
                 prefetched = self.prefetch_sources(ahead.by_ref().take(EVENT_PREFETCH));
             }
             prefetched = prefetched.saturating_sub(1);
@@ -225,12 +225,12 @@ impl Reactor {
             if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                 state.readable.set(true);
                 IoState::wake_all(&state.readers);
-                state.wake_task(&state.read_waker);
+                state.wake_task(Direction::Read);
             }
             if ev.is_writable() || ev.is_write_closed() || ev.is_error() {
                 state.writable.set(true);
                 IoState::wake_all(&state.writers);
-                state.wake_task(&state.write_waker);
+                state.wake_task(Direction::Write);
             }
         }
         Ok(out)
@@ -240,25 +240,31 @@ impl Reactor {
     /// all at once, then the control blocks of the threads first in line to
     /// read them. Returns how many events it looked at.
     ///
-    /// With thousands of sources the event loop otherwise waits on each
-    /// state and each woken thread in turn: they are in pages the TLB no
-    /// longer maps after the syscalls since their last event, and a walk
+    /// With thousands of sources the event loop would otherwise wait on
+    /// each state and each woken thread in turn: they are in pages the TLB
+    /// no longer maps after the syscalls since their last event, and a walk
     /// (or a software prefetch that needs one) holds the core until it is
-    /// done. Asked for together, the walks overlap (as the scheduler's
-    /// stack prefetches, see `Scheduler::prefetch_ahead`).
+    /// done. Asked for together, the walks overlap (as the scheduler's stack
+    /// prefetches do, see `Scheduler::prefetch_ahead`).
     #[inline]
     fn prefetch_sources<'a>(&self, evs: impl Iterator<Item = &'a mio::event::Event>) -> usize {
         let sources = self.sources.borrow();
         let mut states: [Option<&Rc<IoState>>; EVENT_PREFETCH] = [None; EVENT_PREFETCH];
         let mut n = 0;
+        // The `Rc`'s two counts, then the fields an event touches (see
+        // `IoState`'s layout). The 16 bytes of counts are std's layout of an
+        // `Rc` block, not a promise: were it to change, these hints would
+        // miss, and nothing else.
+        let hot = 16 + std::mem::offset_of!(IoState, read_waker);
         for (slot, ev) in states.iter_mut().zip(evs) {
             n += 1;
             *slot = sources.get(ev.token().0 & 0xffff_ffff);
             if let Some(st) = slot {
-                // The `Rc`'s counts and the hot fields (see `IoState`'s layout).
                 let p = Rc::as_ptr(st).cast::<i8>().wrapping_sub(16);
-                crate::stack::prefetch(p);
-                crate::stack::prefetch(p.wrapping_add(95));
+                for off in (0..hot).step_by(64) {
+                    crate::stack::prefetch(p.wrapping_add(off));
+                }
+                crate::stack::prefetch(p.wrapping_add(hot - 1));
             }
         }
         for st in states.iter().flatten() {
@@ -274,6 +280,11 @@ impl Reactor {
 
 /// Events whose sources [`Reactor::prefetch_sources`] asks for together.
 const EVENT_PREFETCH: usize = 8;
+
+/// Polls that return at least this many events prefetch their sources; with
+/// fewer, the few states are in the cache already and the hints would only
+/// cost (the scheduler's `PREFETCH_BATCH` is the same figure).
+const EVENTS_TO_PREFETCH: usize = 32;
 
 #[derive(Default)]
 pub(crate) struct PollOutcome {
@@ -630,8 +641,8 @@ impl Registration {
         }
         IoState::wake_all(&self.state.readers);
         IoState::wake_all(&self.state.writers);
-        self.state.wake_task(&self.state.read_waker);
-        self.state.wake_task(&self.state.write_waker);
+        self.state.wake_task(Direction::Read);
+        self.state.wake_task(Direction::Write);
     }
 
     /// Whether [`close`](Registration::close) was called.

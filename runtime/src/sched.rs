@@ -249,16 +249,15 @@ impl Scheduler {
     /// and the control blocks of the `PREFETCH_AHEAD` after them, whose
     /// stack pointers the next call reads.
     ///
-    /// With thousands of threads alive, a resume otherwise waits on its
-    /// stack top: each thread's is in a page of its own, the TLB no longer
-    /// maps it after the syscalls of the threads that ran since, and a
-    /// software prefetch that misses the TLB holds the core until the page
-    /// walk is done. Prefetched one thread ahead, as before, every resume
-    /// paid a whole walk at that prefetch (a third of the server's user
-    /// time, echo at 1 000 connections); issued together, the walks
-    /// overlap (BENCHMARKS.md, eighth session). With a few threads
-    /// everything is in the cache already and the hints would only cost:
-    /// the caller prefetches only in passes of `PREFETCH_BATCH` or more.
+    /// With thousands of threads alive, a resume would otherwise wait on
+    /// its stack top: each thread's is in a page of its own, the TLB no
+    /// longer maps it after the syscalls of the threads that ran since, and
+    /// a software prefetch that misses the TLB holds the core until the
+    /// page walk is done. One at a time, each walk costs its whole latency;
+    /// issued together, the walks overlap (BENCHMARKS.md, eighth session).
+    /// With a few threads everything is in the cache already and the hints
+    /// would only cost: the caller prefetches only in passes of
+    /// `PREFETCH_BATCH` or more.
     #[inline]
     fn prefetch_ahead(&self) {
         let ready = self.ready.borrow();

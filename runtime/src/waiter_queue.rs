@@ -22,8 +22,10 @@ use crate::task::Waiter;
 #[derive(Default)]
 pub(crate) struct WaiterQueue {
     first: Option<Waiter>,
-    // One word where the deque itself is four: the point (module docs).
-    #[allow(clippy::box_collection)]
+    /// The waiters after `first`, in order: made when a second thread first
+    /// waits, then kept (emptied, not freed). Boxed: one word in the
+    /// source's state where the deque itself is four (module docs).
+    #[expect(clippy::box_collection)]
     rest: Option<Box<VecDeque<Waiter>>>,
 }
 
@@ -52,12 +54,6 @@ impl WaiterQueue {
     #[inline]
     pub(crate) fn front(&self) -> Option<&Waiter> {
         self.first.as_ref()
-    }
-
-    /// Whether no waiter is queued.
-    #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.first.is_none()
     }
 
     /// Number of queued waiters.
@@ -132,13 +128,21 @@ mod tests {
     }
 
     #[test]
-    fn one_waiter_allocates_nothing() {
+    fn a_lone_waiter_makes_no_overflow_deque() {
         crate::run(|| {
-            let (mut q, all) = queue_of(1);
+            let (mut q, _) = queue_of(1);
             assert!(q.rest.is_none(), "a lone waiter made the overflow deque");
+            q.retain(|_| true);
+            assert!(q.rest.is_none() && q.len() == 1);
             assert!(q.pop_front().unwrap().wake());
-            assert!(q.is_empty() && q.rest.is_none());
-            drop(all);
+            assert!(q.len() == 0 && q.rest.is_none());
+            // A second waiter makes it, and draining keeps it.
+            let (mut q, _) = queue_of(2);
+            assert_eq!(q.rest.as_ref().map(|r| r.len()), Some(1));
+            while let Some(w) = q.pop_front() {
+                assert!(w.wake());
+            }
+            assert!(q.len() == 0 && q.rest.as_ref().is_some_and(|r| r.is_empty()));
         });
     }
 

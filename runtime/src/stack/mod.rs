@@ -163,10 +163,10 @@ pub(crate) fn stack_pointer() -> usize {
 
 /// Asks the CPU to bring the lines around a suspended thread's stack
 /// pointer into the cache (and its page into the TLB) before it is resumed:
-/// the line below it and the seven above, which hold the frames a resume
-/// returns through (the socket call's own frame is about 240 bytes). Four
-/// lines left that frame's saved registers to miss; sixteen cost more
-/// than they saved (echo at 1 000 connections).
+/// the line below it, its own and the six above, which hold the frames a
+/// resume returns through (the socket call's own frame is about 240
+/// bytes). Four lines left that frame's saved registers to miss; sixteen
+/// cost more than they saved (echo at 1 000 connections).
 #[inline(always)]
 pub(crate) fn prefetch_stack(sp: usize) {
     if sp == 0 {
