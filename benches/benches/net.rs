@@ -32,9 +32,9 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use coro_benches::{raise_fd_limit, EchoClient};
 use criterion::{Criterion, Throughput};
 
+const MSG: usize = 64;
 const CONNS: [usize; 3] = [1, 100, 1000];
 const SERVERS: [&str; 4] = ["coro", "tokio", "floor", "floor-eagain"];
 /// Alternating rounds after criterion's runs, and messages per round.
@@ -269,16 +269,89 @@ fn floor_server(ready: impl FnOnce(SocketAddr), until_eagain: bool) {
     }
 }
 
+/// The shared client: `n` connections, each sending a 64-byte message and
+/// waiting for its echo before the next, in one mio loop.
+struct Client {
+    poll: mio::Poll,
+    events: mio::Events,
+    conns: Vec<mio::net::TcpStream>,
+}
+
+impl Client {
+    fn new(addr: SocketAddr, n: usize) -> Client {
+        let poll = mio::Poll::new().unwrap();
+        let mut conns = Vec::with_capacity(n);
+        for i in 0..n {
+            let s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_nodelay(true).unwrap();
+            s.set_nonblocking(true).unwrap();
+            let mut s = mio::net::TcpStream::from_std(s);
+            poll.registry()
+                .register(&mut s, mio::Token(i), mio::Interest::READABLE)
+                .unwrap();
+            conns.push(s);
+        }
+        Client {
+            poll,
+            events: mio::Events::with_capacity(1024),
+            conns,
+        }
+    }
+
+    /// Exchanges `msgs` messages in all; returns the elapsed time.
+    fn run(&mut self, msgs: u64) -> Duration {
+        let msg = [0x5au8; MSG];
+        let mut got = vec![0usize; self.conns.len()];
+        let mut sent = 0u64;
+        let mut done = 0u64;
+        let start = Instant::now();
+        for c in &self.conns {
+            if sent == msgs {
+                break;
+            }
+            (&*c).write_all(&msg).unwrap();
+            sent += 1;
+        }
+        let mut buf = [0u8; 4096];
+        while done < msgs {
+            self.poll.poll(&mut self.events, None).unwrap();
+            for ev in self.events.iter() {
+                let i = ev.token().0;
+                let c = &self.conns[i];
+                loop {
+                    match (&*c).read(&mut buf) {
+                        Ok(0) => panic!("server closed a connection"),
+                        Ok(n) => {
+                            got[i] += n;
+                            while got[i] >= MSG {
+                                got[i] -= MSG;
+                                done += 1;
+                                if sent < msgs {
+                                    (&*c).write_all(&msg).unwrap();
+                                    sent += 1;
+                                }
+                            }
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => panic!("client read: {e}"),
+                    }
+                }
+            }
+        }
+        start.elapsed()
+    }
+}
+
 /// An echo server and the client connected to it.
 struct Rig {
     server: Server,
-    client: EchoClient,
+    client: Client,
 }
 
 impl Rig {
     fn new(name: &str, conns: usize) -> Rig {
         let server = start(name, Mode::Echo);
-        let client = EchoClient::new(server.addr, conns);
+        let client = Client::new(server.addr, conns);
         Rig { server, client }
     }
 
@@ -338,6 +411,20 @@ impl Totals {
     fn user_sys_ns(&self) -> (f64, f64) {
         let per = 1e9 / ticks_per_sec() / self.msgs as f64;
         (self.user_ticks as f64 * per, self.sys_ticks as f64 * per)
+    }
+}
+
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the live local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
     }
 }
 
@@ -666,7 +753,7 @@ fn wide_report() {
     let mut per_round: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for _ in 0..WIDE_ROUNDS {
         for (name, _, server) in &children {
-            let mut client = EchoClient::new(server.addr, WIDE_CONNS);
+            let mut client = Client::new(server.addr, WIDE_CONNS);
             client.run(WIDE_CONNS as u64); // every handler has run once
             let mut rig = Rig {
                 server: *server,

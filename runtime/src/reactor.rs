@@ -188,11 +188,13 @@ impl Reactor {
             events: events.iter().count(),
             ..PollOutcome::default()
         };
-        let prefetch = out.events >= EVENTS_TO_PREFETCH;
+        // Every poll: most return fewer events than the scheduler's
+        // `PREFETCH_BATCH`, and a threshold of as many lost the gain at
+        // 1 000 connections (BENCHMARKS.md, eighth session).
         let mut ahead = events.iter();
         let mut prefetched = 0;
         for ev in events.iter() {
-            if prefetch && prefetched == 0 {
+            if prefetched == 0 {
                 prefetched = self.prefetch_sources(ahead.by_ref().take(EVENT_PREFETCH));
             }
             prefetched = prefetched.saturating_sub(1);
@@ -280,11 +282,6 @@ impl Reactor {
 
 /// Events whose sources [`Reactor::prefetch_sources`] asks for together.
 const EVENT_PREFETCH: usize = 8;
-
-/// Polls that return at least this many events prefetch their sources; with
-/// fewer, the few states are in the cache already and the hints would only
-/// cost (the scheduler's `PREFETCH_BATCH` is the same figure).
-const EVENTS_TO_PREFETCH: usize = 32;
 
 #[derive(Default)]
 pub(crate) struct PollOutcome {
