@@ -72,7 +72,7 @@ const PREFETCH_BATCH: usize = 32;
 
 /// Threads whose stack tops are prefetched together, once every this many
 /// resumes. Four, eight and sixteen were measured (echo at 1 000
-/// connections); eight was best by a little, sixteen worse than four.
+/// connections); eight was best by a little, sixteen worse than eight.
 const PREFETCH_AHEAD: usize = 8;
 
 /// Non-blocking polls between two stack-pool trims while threads keep the
