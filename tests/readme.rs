@@ -89,7 +89,13 @@ const TOOLS: [(&str, &str); 11] = [
 const ABSENT: [&str; 3] = ["nc", "netcat", "telnet"];
 
 /// The problems with one command (`cmd` as shown, pipelines split).
-fn check_command(cmd: &str, packages: &[String], examples: &[String], problems: &mut Vec<String>) {
+fn check_command(
+    cmd: &str,
+    packages: &[String],
+    examples: &[String],
+    bins: &[(String, String)],
+    problems: &mut Vec<String>,
+) {
     let words: Vec<&str> = cmd.split_whitespace().collect();
     let Some(&program) = words.first() else {
         return;
@@ -123,7 +129,12 @@ fn check_command(cmd: &str, packages: &[String], examples: &[String], problems: 
             }
         }
         if let Some(b) = after("--bin") {
-            if !root().join(format!("src/bin/{b}")).exists() {
+            // A `[[bin]]` of the package named (the root one by default),
+            // or one of the root package's `src/bin`.
+            let package = after("-p").unwrap_or("coro");
+            let declared = bins.iter().any(|(p, n)| p == package && n == b);
+            let in_src_bin = package == "coro" && root().join(format!("src/bin/{b}")).exists();
+            if !(declared || in_src_bin) {
                 problems.push(format!("`{cmd}`: no binary {b}"));
             }
         }
@@ -176,6 +187,34 @@ fn issue_21_5_commands_shown_use_what_a_fresh_machine_has() {
         .collect();
     let examples = names_after(&read("examples/Cargo.toml"), "[[example]]");
     assert!(examples.len() >= 5, "{examples:?}");
+    // (package, binary) for every `[[bin]]` of a member.
+    let bins: Vec<(String, String)> = members
+        .iter()
+        .flat_map(|m| {
+            let toml = read(format!("{m}/Cargo.toml").trim_start_matches('/'));
+            let package = names_after(&toml, "[package]").remove(0);
+            names_after(&toml, "[[bin]]")
+                .into_iter()
+                .map(move |b| (package.clone(), b))
+        })
+        .collect();
+    // The check itself: a declared binary passes, a missing one does not.
+    let mut seen = Vec::new();
+    check_command(
+        "cargo run -p coro-benches --bin echo-ab",
+        &packages,
+        &examples,
+        &bins,
+        &mut seen,
+    );
+    check_command(
+        "cargo run -p coro-benches --bin no-such",
+        &packages,
+        &examples,
+        &bins,
+        &mut seen,
+    );
+    assert_eq!(seen.len(), 1, "{seen:?}");
 
     let mut sources = vec![("README.md".to_owned(), read("README.md"), false)];
     for entry in std::fs::read_dir(root().join("examples")).unwrap() {
@@ -199,6 +238,7 @@ fn issue_21_5_commands_shown_use_what_a_fresh_machine_has() {
                         part.trim().trim_end_matches('&'),
                         &packages,
                         &examples,
+                        &bins,
                         &mut problems,
                     );
                     for p in &mut problems[before..] {
@@ -212,7 +252,7 @@ fn issue_21_5_commands_shown_use_what_a_fresh_machine_has() {
     let readme = read("README.md");
     for (i, piece) in readme.split('`').enumerate() {
         if i % 2 == 1 && piece.starts_with("cargo ") {
-            check_command(piece, &packages, &examples, &mut problems);
+            check_command(piece, &packages, &examples, &bins, &mut problems);
         }
     }
 
