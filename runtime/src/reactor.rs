@@ -262,11 +262,7 @@ impl Reactor {
             n += 1;
             *slot = sources.get(ev.token().0 & 0xffff_ffff);
             if let Some(st) = slot {
-                let p = Rc::as_ptr(st).cast::<i8>().wrapping_sub(16);
-                for off in (0..hot).step_by(64) {
-                    crate::stack::prefetch(p.wrapping_add(off));
-                }
-                crate::stack::prefetch(p.wrapping_add(hot - 1));
+                crate::stack::prefetch_range(Rc::as_ptr(st).cast::<i8>().wrapping_sub(16), hot);
             }
         }
         for st in states.iter().flatten() {

@@ -266,11 +266,7 @@ impl Scheduler {
         }
         let head = std::mem::offset_of!(Task, tail);
         for after in ready.iter().skip(1 + PREFETCH_AHEAD).take(PREFETCH_AHEAD) {
-            let p = Rc::as_ptr(after) as *const i8;
-            for off in (0..head).step_by(64) {
-                stack::prefetch(p.wrapping_add(off));
-            }
-            stack::prefetch(p.wrapping_add(head - 1));
+            stack::prefetch_range(Rc::as_ptr(after) as *const i8, head);
         }
     }
 

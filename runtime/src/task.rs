@@ -465,9 +465,7 @@ impl Waiter {
     /// would miss, and nothing else.
     #[inline]
     pub(crate) fn prefetch_task(&self) {
-        let p = Rc::as_ptr(&self.task).cast::<i8>().wrapping_sub(16);
-        crate::stack::prefetch(p);
-        crate::stack::prefetch(p.wrapping_add(63));
+        crate::stack::prefetch_range(Rc::as_ptr(&self.task).cast::<i8>().wrapping_sub(16), 64);
     }
 
     /// The task has finished (or was leaked at shutdown).

@@ -178,6 +178,17 @@ pub(crate) fn prefetch_stack(sp: usize) {
     }
 }
 
+/// Prefetch hints for every line of the `len` bytes at `p` (`len` > 0;
+/// none of it need be mapped).
+#[inline(always)]
+pub(crate) fn prefetch_range(p: *const i8, len: usize) {
+    for off in (0..len).step_by(64) {
+        prefetch(p.wrapping_add(off));
+    }
+    // The last line, when `p` is not line-aligned.
+    prefetch(p.wrapping_add(len - 1));
+}
+
 /// A prefetch hint for the line at `p` (which need not be mapped).
 #[inline(always)]
 pub(crate) fn prefetch(p: *const i8) {
