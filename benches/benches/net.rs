@@ -175,8 +175,72 @@ fn coro_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
     })
 }
 
+/// Where tokio's echo tasks keep their buffers: in the task (the default),
+/// or, with `CORO_NET_BENCH_TOKIO_STRIDE=BYTES`, each at the top of its own
+/// `BYTES`-sized slot of one sparse mapping, where a stackful server's
+/// buffer (on its thread's stack, `BYTES` = guard gap + stack size apart)
+/// would be, with a byte beside it written after every call as a thread's
+/// frames would be. The second is an experiment of BENCHMARKS.md's echo
+/// section (ninth session): what one more sparse page per connection,
+/// touched after every syscall, costs tokio.
+struct Buffers {
+    slots: Option<std::slice::ChunksExactMut<'static, u8>>,
+}
+
+impl Buffers {
+    /// Room for this many connections' slots.
+    const SLOTS: usize = 12_000;
+
+    fn from_env() -> Buffers {
+        let stride: Option<usize> = std::env::var("CORO_NET_BENCH_TOKIO_STRIDE")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        let slots = stride.map(|stride| {
+            assert!(stride >= 4096 && stride % 4096 == 0, "stride: whole pages");
+            let len = stride * Self::SLOTS;
+            // SAFETY: a fresh private anonymous mapping, never unmapped (the
+            // server runs until the process exits); only touched pages get
+            // memory.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            assert!(
+                p != libc::MAP_FAILED,
+                "mmap: {}",
+                io::Error::last_os_error()
+            );
+            // SAFETY: `len` bytes at `p` are mapped read-write, zeroed, and
+            // this is the one reference to them for the rest of the process.
+            let all: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(p.cast(), len) };
+            all.chunks_exact_mut(stride)
+        });
+        Buffers { slots }
+    }
+
+    /// The next connection's buffer and a byte beside it, at the top of
+    /// its slot.
+    fn next(&mut self) -> Option<(&'static mut [u8], &'static mut u8)> {
+        let slot = self
+            .slots
+            .as_mut()?
+            .next()
+            .expect("more connections than slots");
+        let top = slot.len() - 1025;
+        let (buf, last) = slot[top..].split_at_mut(1024);
+        Some((buf, &mut last[0]))
+    }
+}
+
 fn tokio_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffers = Buffers::from_env();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -196,14 +260,27 @@ fn tokio_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
                 Mode::Close => drop(s),
                 Mode::Echo | Mode::Idle => {
                     let _ = s.set_nodelay(true);
-                    tokio::spawn(async move {
-                        let mut buf = [0u8; 1024];
-                        while let Ok(n @ 1..) = s.read(&mut buf).await {
-                            if s.write_all(&buf[..n]).await.is_err() {
-                                break;
+                    match buffers.next() {
+                        None => tokio::spawn(async move {
+                            let mut buf = [0u8; 1024];
+                            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                                if s.write_all(&buf[..n]).await.is_err() {
+                                    break;
+                                }
                             }
-                        }
-                    });
+                        }),
+                        Some((buf, touched)) => tokio::spawn(async move {
+                            while let Ok(n @ 1..) = s.read(buf).await {
+                                // As a stackful thread's frames would be,
+                                // the slot's page is written after each call.
+                                *touched = touched.wrapping_add(1);
+                                if s.write_all(&buf[..n]).await.is_err() {
+                                    break;
+                                }
+                                *touched = touched.wrapping_add(1);
+                            }
+                        }),
+                    };
                 }
             }
         }
