@@ -175,72 +175,160 @@ fn coro_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
     })
 }
 
-/// Where tokio's echo tasks keep their buffers: in the task (the default),
-/// or, with `CORO_NET_BENCH_TOKIO_STRIDE=BYTES`, each at the top of its own
-/// `BYTES`-sized slot of one sparse mapping, where a stackful server's
-/// buffer (on its thread's stack, `BYTES` = guard gap + stack size apart)
-/// would be, with a byte beside it written after every call as a thread's
-/// frames would be. The second is an experiment of BENCHMARKS.md's echo
-/// section (ninth session): what one more sparse page per connection,
-/// touched after every syscall, costs tokio.
-struct Buffers {
-    slots: Option<std::slice::ChunksExactMut<'static, u8>>,
+/// `CORO_NET_BENCH_TOKIO_STRIDE=BYTES`: tokio's echo tasks keep their
+/// buffers where a stackful server's threads would, as an experiment of
+/// BENCHMARKS.md's echo section (ninth session): what the pages a green
+/// thread's stack adds per connection cost tokio.
+///
+/// Each connection gets a slot of one sparse mapping, `BYTES` apart (a
+/// stack slot's spacing: guard gap plus stack size). At the slot's top are
+/// the task's buffer and, above it, lines standing for a thread's frames:
+/// one written after every socket call (the socket call's frame), and
+/// seven written each time the task is polled (the frames a switch into
+/// the thread reads back). A slot is reused once its connection ends,
+/// most recently freed first, as coro's stacks are.
+#[derive(Clone)]
+struct StackSlots {
+    free: std::sync::Arc<std::sync::Mutex<Vec<StackSlot>>>,
 }
 
-impl Buffers {
-    /// Room for this many connections' slots.
+/// One connection's slot (see [`StackSlots`]).
+struct StackSlot {
+    buf: &'static mut [u8],
+    after_call: &'static mut [u8],
+    on_poll: &'static mut [u8],
+}
+
+/// Lines of a [`StackSlot`] written on every poll.
+const ON_POLL_LINES: usize = 7;
+
+/// Writes one byte in each cache line of `lines`.
+fn touch_lines(lines: &mut [u8]) {
+    for i in (0..lines.len()).step_by(64) {
+        lines[i] = lines[i].wrapping_add(1);
+    }
+}
+
+impl StackSlots {
+    /// Slots for this many connections open at once.
     const SLOTS: usize = 12_000;
 
-    fn from_env() -> Buffers {
-        let stride: Option<usize> = std::env::var("CORO_NET_BENCH_TOKIO_STRIDE")
-            .ok()
-            .and_then(|v| v.parse().ok());
-        let slots = stride.map(|stride| {
-            assert!(stride >= 4096 && stride % 4096 == 0, "stride: whole pages");
-            let len = stride * Self::SLOTS;
-            // SAFETY: a fresh private anonymous mapping, never unmapped (the
-            // server runs until the process exits); only touched pages get
-            // memory.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            assert!(
-                p != libc::MAP_FAILED,
-                "mmap: {}",
-                io::Error::last_os_error()
-            );
-            // SAFETY: `len` bytes at `p` are mapped read-write, zeroed, and
-            // this is the one reference to them for the rest of the process.
-            let all: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(p.cast(), len) };
-            all.chunks_exact_mut(stride)
-        });
-        Buffers { slots }
+    /// The slots `CORO_NET_BENCH_TOKIO_STRIDE` asks for, if it is set.
+    fn from_env() -> Option<StackSlots> {
+        let stride: usize = match std::env::var("CORO_NET_BENCH_TOKIO_STRIDE") {
+            Ok(v) => v
+                .parse()
+                .unwrap_or_else(|_| panic!("CORO_NET_BENCH_TOKIO_STRIDE: not a byte count: {v}")),
+            Err(_) => return None,
+        };
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let top = 1024 + 64 + ON_POLL_LINES * 64;
+        assert!(
+            stride >= top && stride.is_multiple_of(page),
+            "CORO_NET_BENCH_TOKIO_STRIDE: whole pages, at least {top} bytes"
+        );
+        let len = stride
+            .checked_mul(Self::SLOTS)
+            .expect("slots overflow usize");
+        // SAFETY: no address hint and no MAP_FIXED, so the new mapping
+        // overlaps nothing; the result is checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        assert!(
+            p != libc::MAP_FAILED,
+            "mmap: {}",
+            io::Error::last_os_error()
+        );
+        // As coro's stack slots: no huge page may back a slot's top.
+        // SAFETY: advice on the mapping just made; it changes no contents.
+        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+        // SAFETY: `len` bytes at `p` are mapped read-write and zeroed, and
+        // nothing ever unmaps them, so the slice lives as long as the
+        // process; this is the one reference made to them.
+        let all: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(p.cast(), len) };
+        let mut free: Vec<StackSlot> = all
+            .chunks_exact_mut(stride)
+            .map(|slot| {
+                let at = slot.len() - top;
+                let (buf, frames) = slot[at..].split_at_mut(1024);
+                let (after_call, on_poll) = frames.split_at_mut(64);
+                StackSlot {
+                    buf,
+                    after_call,
+                    on_poll,
+                }
+            })
+            .collect();
+        free.reverse();
+        Some(StackSlots {
+            free: std::sync::Arc::new(std::sync::Mutex::new(free)),
+        })
     }
 
-    /// The next connection's buffer and a byte beside it, at the top of
-    /// its slot.
-    fn next(&mut self) -> Option<(&'static mut [u8], &'static mut u8)> {
-        let slot = self
-            .slots
-            .as_mut()?
-            .next()
-            .expect("more connections than slots");
-        let top = slot.len() - 1025;
-        let (buf, last) = slot[top..].split_at_mut(1024);
-        Some((buf, &mut last[0]))
+    /// An echo task for `s` in the most recently freed slot.
+    fn echo(&self, mut s: tokio::net::TcpStream) -> impl std::future::Future<Output = ()> + Send {
+        use std::future::Future;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let StackSlot {
+            buf,
+            after_call,
+            on_poll,
+        } = self
+            .free
+            .lock()
+            .unwrap()
+            .pop()
+            .expect("more connections open at once than slots");
+        let echo = Box::pin(async move {
+            while let Ok(n @ 1..) = s.read(buf).await {
+                touch_lines(after_call);
+                if s.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+                touch_lines(after_call);
+            }
+            (buf, after_call)
+        });
+        let slots = self.clone();
+        let mut on_poll = Some(on_poll);
+        let mut echo = Some(echo);
+        std::future::poll_fn(move |cx| {
+            let lines = on_poll.as_deref_mut().expect("polled after the end");
+            touch_lines(lines);
+            let done = echo
+                .as_mut()
+                .expect("polled after the end")
+                .as_mut()
+                .poll(cx);
+            let std::task::Poll::Ready((buf, after_call)) = done else {
+                return std::task::Poll::Pending;
+            };
+            echo = None;
+            slots.free.lock().unwrap().push(StackSlot {
+                buf,
+                after_call,
+                on_poll: on_poll.take().expect("polled after the end"),
+            });
+            std::task::Poll::Ready(())
+        })
     }
 }
 
 fn tokio_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut buffers = Buffers::from_env();
+    let slots = match mode {
+        Mode::Echo => StackSlots::from_env(),
+        Mode::Close | Mode::Idle => None,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -260,7 +348,7 @@ fn tokio_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
                 Mode::Close => drop(s),
                 Mode::Echo | Mode::Idle => {
                     let _ = s.set_nodelay(true);
-                    match buffers.next() {
+                    match &slots {
                         None => tokio::spawn(async move {
                             let mut buf = [0u8; 1024];
                             while let Ok(n @ 1..) = s.read(&mut buf).await {
@@ -269,17 +357,7 @@ fn tokio_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
                                 }
                             }
                         }),
-                        Some((buf, touched)) => tokio::spawn(async move {
-                            while let Ok(n @ 1..) = s.read(buf).await {
-                                // As a stackful thread's frames would be,
-                                // the slot's page is written after each call.
-                                *touched = touched.wrapping_add(1);
-                                if s.write_all(&buf[..n]).await.is_err() {
-                                    break;
-                                }
-                                *touched = touched.wrapping_add(1);
-                            }
-                        }),
+                        Some(slots) => tokio::spawn(slots.echo(s)),
                     };
                 }
             }
