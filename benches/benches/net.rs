@@ -182,11 +182,15 @@ fn coro_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
 ///
 /// Each connection gets a slot of one sparse mapping, `BYTES` apart (a
 /// stack slot's spacing: guard gap plus stack size). At the slot's top are
-/// the task's buffer and, above it, lines standing for a thread's frames:
-/// one written after every socket call (the socket call's frame), and
-/// seven written each time the task is polled (the frames a switch into
-/// the thread reads back). A slot is reused once its connection ends,
-/// most recently freed first, as coro's stacks are.
+/// the task's buffer and lines standing for a thread's frames: one written
+/// after every socket call (the socket call's frame), and seven written
+/// each time the task is polled (what a switch into the thread and the
+/// frames it returns through touch: coro prefetches eight lines around a
+/// stack top). On a real stack some frames sit below the buffer; all are
+/// in the top page either way, which is what is measured. A slot is
+/// reused once its connection ends, most recently freed first, as coro's
+/// stacks are (coro also gives a freed stack's pages back past its pool's
+/// size or after two idle seconds; these slots keep theirs).
 #[derive(Clone)]
 struct StackSlots {
     free: std::sync::Arc<std::sync::Mutex<Vec<StackSlot>>>,
@@ -248,10 +252,12 @@ impl StackSlots {
             "mmap: {}",
             io::Error::last_os_error()
         );
-        // As coro's stack slots: no huge page may back a slot's top.
+        // As coro's stack slots: no huge page may back a slot's top. A
+        // failure changes nothing but the page size, so it is ignored.
         // SAFETY: advice on the mapping just made; it changes no contents.
         unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
-        // SAFETY: `len` bytes at `p` are mapped read-write and zeroed, and
+        // SAFETY: `len` bytes at `p` are mapped read-write and zeroed (and
+        // `len` ≤ isize::MAX, or the mapping would have failed), and
         // nothing ever unmaps them, so the slice lives as long as the
         // process; this is the one reference made to them.
         let all: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(p.cast(), len) };
@@ -288,38 +294,29 @@ impl StackSlots {
             .unwrap()
             .pop()
             .expect("more connections open at once than slots");
-        let echo = Box::pin(async move {
-            while let Ok(n @ 1..) = s.read(buf).await {
-                touch_lines(after_call);
-                if s.write_all(&buf[..n]).await.is_err() {
-                    break;
-                }
-                touch_lines(after_call);
-            }
-            (buf, after_call)
-        });
         let slots = self.clone();
-        let mut on_poll = Some(on_poll);
-        let mut echo = Some(echo);
-        std::future::poll_fn(move |cx| {
-            let lines = on_poll.as_deref_mut().expect("polled after the end");
-            touch_lines(lines);
-            let done = echo
-                .as_mut()
-                .expect("polled after the end")
-                .as_mut()
-                .poll(cx);
-            let std::task::Poll::Ready((buf, after_call)) = done else {
-                return std::task::Poll::Pending;
-            };
-            echo = None;
+        async move {
+            let mut echo = std::pin::pin!(async move {
+                while let Ok(n @ 1..) = s.read(buf).await {
+                    touch_lines(after_call);
+                    if s.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    touch_lines(after_call);
+                }
+                (buf, after_call)
+            });
+            let (buf, after_call) = std::future::poll_fn(|cx| {
+                touch_lines(on_poll);
+                echo.as_mut().poll(cx)
+            })
+            .await;
             slots.free.lock().unwrap().push(StackSlot {
                 buf,
                 after_call,
-                on_poll: on_poll.take().expect("polled after the end"),
+                on_poll,
             });
-            std::task::Poll::Ready(())
-        })
+        }
     }
 }
 
