@@ -173,6 +173,140 @@ fn a_latency_warning_saves_a_snapshot_with_the_hogs_resume() {
     });
 }
 
+/// The complete events (`"ph":"X"`) of thread `id` in a trace's Chrome
+/// JSON, read back with a JSON parser.
+#[track_caller]
+fn complete_events(trace: &flight::Trace, id: u64) -> Vec<Value> {
+    let json: Value = serde_json::from_str(&trace.to_chrome_json()).expect("the trace is JSON");
+    json["traceEvents"]
+        .as_array()
+        .expect("a traceEvents array")
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"] == id)
+        .cloned()
+        .collect()
+}
+
+/// A resume is stamped as it ends: a thread that spins 60 ms shows a
+/// complete event of about that length, with the latency watchdog off
+/// and on.
+#[test]
+fn a_thread_that_spins_60_ms_shows_a_complete_event_of_at_least_40_ms() {
+    for warning in [None, Some(Duration::from_millis(20))] {
+        let mut rt = coro::Runtime::builder()
+            .latency_warning(warning)
+            .build()
+            .unwrap();
+        let (id, trace) = rt.block_on(|| {
+            let hog = coro::Builder::new()
+                .name("hog".into())
+                .spawn(|| spin(Duration::from_millis(60)))
+                .unwrap();
+            let id = hog.thread().id();
+            hog.join().unwrap();
+            (id, flight::snapshot())
+        });
+        let runs = complete_events(&trace, id);
+        let name = format!("#{id} hog");
+        assert!(
+            runs.iter().any(|r| r["name"] == name.as_str()
+                && r["args"]["then"] == "finish"
+                && r["dur"].as_f64().unwrap() >= 40_000.0),
+            "watchdog {warning:?}: {runs:?}"
+        );
+    }
+}
+
+/// Every resume has its own clock reading: the resumes that run before
+/// the loop first polls the OS have real starts and lengths, not 0.
+#[test]
+fn events_before_the_first_poll_have_real_times() {
+    let mut rt = coro::Runtime::builder()
+        .latency_warning(None)
+        .build()
+        .unwrap();
+    let (ids, trace) = rt.block_on(|| {
+        let a = coro::spawn(|| spin(Duration::from_millis(30)));
+        let b = coro::spawn(|| spin(Duration::from_millis(30)));
+        let ids = [a.thread().id(), b.thread().id()];
+        a.join().unwrap();
+        b.join().unwrap();
+        (ids, flight::snapshot())
+    });
+    assert!(
+        !trace
+            .events
+            .iter()
+            .any(|e| matches!(e.event, Event::Poll { .. })),
+        "the loop polled: {:?}",
+        trace.events
+    );
+    let run = |id: u64| -> (Duration, Duration) {
+        trace
+            .events
+            .iter()
+            .find_map(|e| match e.event {
+                Event::Resume { thread, ran, .. } if thread == id => Some((e.at, ran)),
+                _ => None,
+            })
+            .expect("the thread's resume")
+    };
+    let (a_at, a_ran) = run(ids[0]);
+    let (b_at, b_ran) = run(ids[1]);
+    let ms = Duration::from_millis;
+    assert!(
+        a_at > Duration::ZERO && a_ran >= ms(25),
+        "{a_at:?} {a_ran:?}"
+    );
+    assert!(
+        b_at >= a_at + ms(25) && b_ran >= ms(25),
+        "{b_at:?} {b_ran:?}"
+    );
+    let b_run = &complete_events(&trace, ids[1])[0];
+    assert!(b_run["ts"].as_f64().unwrap() >= 25_000.0, "{b_run}");
+    assert!(b_run["dur"].as_f64().unwrap() >= 25_000.0, "{b_run}");
+}
+
+/// Tags in the resume ring are handed out again only once no trace can
+/// hold the old holder's resumes: thousands of threads spawned and
+/// finished one after another each show their own resumes, one finish
+/// each.
+#[test]
+fn threads_spawned_one_after_another_keep_their_own_resumes() {
+    let (ids, trace) = util::run(|| {
+        let ids: Vec<u64> = (0..3 * flight::EVENTS)
+            .map(|_| {
+                let t = coro::spawn(coro::yield_now);
+                let id = t.thread().id();
+                t.join().unwrap();
+                id
+            })
+            .collect();
+        (ids, flight::snapshot())
+    });
+    let mut per_thread = std::collections::HashMap::<u64, Vec<After>>::new();
+    for e in &trace.events {
+        if let Event::Resume { thread, then, .. } = e.event {
+            per_thread.entry(thread).or_default().push(then);
+        }
+    }
+    let shown: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|id| per_thread.contains_key(id))
+        .collect();
+    assert!(shown.len() > flight::EVENTS / 8, "{}", shown.len());
+    // All but the oldest one shown (its first resume may have left the
+    // ring) ran twice: a yield, then its finish.
+    for id in &shown[1..] {
+        assert_eq!(
+            per_thread[id],
+            [After::Yield, After::Finish],
+            "thread #{id}"
+        );
+    }
+}
+
 #[test]
 fn latency_snapshots_can_be_turned_off() {
     let mut rt = coro::Runtime::builder()

@@ -553,7 +553,10 @@ impl Runtime {
         // The coarse clock (see `Scheduler::coarse_now`) dates spawns, parks
         // and freed stacks until the loop's first poll: not from the last
         // `block_on` or the build, however long ago those were.
-        s.coarse_now.set(clock::now().ticks());
+        let now = clock::now().ticks();
+        s.coarse_now.set(now);
+        // Where the first resume of this run begins (see `flight`).
+        s.flight.tick(crate::flight::key(s), now);
         // SAFETY: `erase`'s contract holds: `stop` (declared after `out`,
         // before the main thread exists) finishes or abandons the main
         // thread on every path out of this frame, and `out` is read only

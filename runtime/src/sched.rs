@@ -399,6 +399,7 @@ impl Scheduler {
         let mut tasks = self.tasks.borrow_mut();
         if tasks.get(key).is_some_and(|t| Rc::ptr_eq(t, task)) {
             tasks.remove(key);
+            crate::flight::Recorder::untag(self, task.flight_tag);
         }
         drop(tasks);
         if self.waits.parked_on_held.get() > 0 {

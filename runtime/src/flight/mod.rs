@@ -7,38 +7,59 @@
 //! | event | when | with |
 //! |---|---|---|
 //! | spawn | a green thread is spawned | the spawning thread |
-//! | resume | a resume ends | how it ended (yield, park and its reason, finish) and how long it ran |
+//! | resume | a resume ends | how it ended (yield, park and its reason, finish), when it began and how long it ran |
 //! | wake | a parked thread is made ready | the green thread that woke it (0: the scheduler: a timer, I/O, another OS thread) |
 //! | timer | a timer fires | its kind (`sleep`, `timeout`) |
 //! | poll | the loop polls the OS | the number of events, and how long it blocked |
 //!
 //! The recorder keeps the last [`EVENTS`] resumes and the last [`EVENTS`]
-//! other events (in rings of 144 KiB); older ones are overwritten. The
+//! other events (in rings of 160 KiB); older ones are overwritten. The
 //! rings are allocated by the first runtime an OS thread builds and kept
 //! for the next ones (see `Rings`): a runtime built per request or per
-//! test does not zero 144 KiB each time.
+//! test does not zero 160 KiB each time.
 //!
-//! # Cost, and how times are known
+//! # Times
 //!
-//! A clock read costs about as much as a whole switch here (12 ns against a
-//! 10–17 ns yield), so the switch path reads no clock, and the commonest
-//! event (a resume that yielded) is one 4-byte store, into a ring indexed
-//! by the switch number the scheduler counts anyway (a park adds its
-//! reason). The ring is written on every switch, so its size in the cache
-//! is most of its cost: it keeps 28 bits of the thread's id (the rest is
-//! found again when the ring is read, see `Ids`). A wake or a spawn is two
-//! stores into the other ring; who woke or spawned is not stored, the
-//! event's order key says which resume was running. The clock is read where the loop reads it
-//! anyway or where a read is cheap beside the work: around each poll (the
-//! loop polls at least every 256 resumes while threads are ready, and each
-//! time it waits) and when timers fire. An event's time is interpolated
-//! between the two clock readings around it, so a resume's length is exact
-//! to those readings when it is alone between two polls and an estimate
-//! (its share of the interval) when several resumes share one. A slice the
-//! latency watchdog reported carries its measured start (to the watchdog's
-//! sampling period), and the clock is read when it ends: a hog's resume is
-//! shown with its real length. The measured cost on the yield benchmark is
-//! in BENCHMARKS.md.
+//! Every resume is stamped. The scheduler reads the clock (the TSC where
+//! the CPU has an invariant one, see [`clock`](crate::clock)) as each
+//! resume ends, and the resume ring keeps the ticks since the previous
+//! resume's end (32 bits; a longer interval, over a second, adds an event
+//! with the whole count). A trace rebuilds every resume's end from the
+//! recorder's last reading backwards. A resume's start is the latest clock
+//! reading before it: the end of the resume before it, or the loop's own
+//! reading around a poll, a timer check or the start of
+//! [`Runtime::block_on`](crate::Runtime::block_on), whichever came last.
+//! So a resume's length is what the clock measured, plus the scheduler's
+//! own work between that reading and the switch (taking the thread off
+//! the ready queue, and copying a copied-out stack back in); a hog that
+//! ran 60 ms shows 60 ms, reported by the latency watchdog or not.
+//!
+//! Polls are timed by the readings around them. Spawns, wakes and fired
+//! timers are not stamped themselves: each is placed in order between the
+//! readings around it, and a spawn or wake by a green thread inside the
+//! resume that made it.
+//!
+//! # Cost
+//!
+//! The switch path reads the clock once and stores one 8-byte word into a
+//! ring indexed by the switch number the scheduler counts anyway (a park
+//! adds its reason). The ring is written on every switch, so its size in
+//! the cache is part of its cost: it keeps a 28-bit tag of the thread, not
+//! its id (see below). A wake or a spawn is two stores into the other
+//! ring; who woke or spawned is not stored, the event's order key says
+//! which resume was running. The measured cost is in BENCHMARKS.md.
+//!
+//! # Thread ids
+//!
+//! Tags are handed out at spawn and given back at finish so that, in any
+//! trace, a tag names one thread (see `tags`): the ids a trace shows are
+//! exact, for threads alive or finished, however many were spawned.
+//!
+//! # Compiled out
+//!
+//! Built with `--cfg coro_flight_off` (in `RUSTFLAGS`), the runtime records
+//! nothing and traces are empty: the baseline the recorder's cost is
+//! measured against, not a configuration to run.
 //!
 //! # Snapshots
 //!
@@ -62,11 +83,13 @@
 //! ```
 
 mod chrome;
+mod read;
+mod tags;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
+use std::io;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -81,6 +104,9 @@ pub const EVENTS: usize = 4096;
 /// Snapshots taken on latency warnings that a runtime keeps.
 pub const KEPT_SNAPSHOTS: usize = 4;
 
+/// Whether recording is compiled out (see "Compiled out" above).
+const OFF: bool = cfg!(coro_flight_off);
+
 /// Kinds, in the low four bits of an event's word (the payload, a thread
 /// id, a count or a tick count, is above its low byte).
 const SPAWN: u64 = 1;
@@ -92,28 +118,19 @@ const TICK: u64 = 4;
 /// A poll ended, with its count of events; bit 4: it could wait. A
 /// [`TICK`] with its end follows it.
 const POLL: u64 = 5;
-/// The watchdog reported the resume whose switch number is the payload;
-/// an [`ARG`] with the slice's start follows it.
+/// The watchdog reported the resume whose switch number is the payload.
 const HOG: u64 = 6;
-/// The tick count (low 56 bits) that goes with the event before it.
-const ARG: u64 = 7;
-/// A resume ended; plus the thread's state after it (the resume ring).
-const RESUME: u64 = 0x10;
+/// The resume whose order key this event shares ran longer than its slot
+/// holds ([`SATURATED`]): the payload is the ticks since the resume
+/// before it ended.
+const LONG: u64 = 7;
 /// What the sub-kind of a [`TIMER`] names.
 const TIMER_KINDS: [&str; 3] = ["sleep", "timeout", "future sleep"];
 /// The payload's bits: 56.
 const PAYLOAD: u64 = (1 << 56) - 1;
-
-/// One event as read from the ring, ready to decode.
-#[derive(Clone, Copy)]
-struct Slot {
-    /// The kind in the low byte, a thread id (or a count) above.
-    a: u64,
-    /// A thread id, a tick count or a count, by kind.
-    b: u64,
-    /// A park's reason, a timer's kind, a poll's `"wait"`.
-    s: &'static str,
-}
+/// A resume slot's tick count when the ticks do not fit (a [`LONG`] event
+/// holds them).
+const SATURATED: u64 = u32::MAX as u64;
 
 /// One slot of the event ring: the kind and payload, and the order key.
 struct RingSlot {
@@ -129,15 +146,15 @@ struct RingSlot {
 /// reason). The other events go into a second ring with its own index,
 /// each with an order key placing it among the resumes (see [`key`]).
 pub(crate) struct Recorder {
-    /// Resume `n`'s kind, state and thread at `n % EVENTS`.
+    /// Resume `n`'s time, thread and state at `n % EVENTS`.
     ///
     /// # Invariant
     /// Index `n % EVENTS` holds resume `n` for the last `EVENTS` resumes
-    /// that ended (every resume records itself).
-    /// 32 bits a resume: the low 28 bits of the thread's id above its
-    /// state (see [`resume_tag`]; the ring is written on every switch, and
-    /// at half the size it evicts half as much of the cache).
-    res: Rc<[Cell<u32>; EVENTS]>,
+    /// that ended (every resume records itself), as one word: bits 0-3 the
+    /// thread's state after it, bits 4-31 the thread's tag ([`tags`]), bits
+    /// 32-63 the ticks from the end of resume `n - 1` to its own end, or
+    /// [`SATURATED`] and a [`LONG`] event with the count.
+    res: Rc<[Cell<u64>; EVENTS]>,
     /// A parked resume's reason, at the same index.
     res_s: Rc<[Cell<&'static str>; EVENTS]>,
     /// The other events: one word of kind and payload, and the order key
@@ -150,6 +167,11 @@ pub(crate) struct Recorder {
     ev: Rc<[RingSlot; EVENTS]>,
     /// Other events recorded since the runtime started.
     head: Cell<u64>,
+    /// Ticks at the end of the last resume (when the runtime was built,
+    /// before the first): every resume's end is found from it backwards.
+    last_end: Cell<u64>,
+    /// The tags of the threads (see [`tags`]).
+    tags: RefCell<tags::Tags>,
     /// The last watchdog-reported slice handled (see `hog`).
     pub(crate) hog_seen: Cell<u64>,
     /// Ticks of the last automatic snapshot (0: none yet).
@@ -166,7 +188,7 @@ const NAMES: usize = 1024;
 
 /// A recorder's three rings, kept per OS thread between runtimes.
 ///
-/// Building a runtime used to allocate and zero them (144 KiB: about as
+/// Building a runtime used to allocate and zero them (160 KiB: about as
 /// much work as spawning a hundred threads). Now the first runtime an OS
 /// thread builds allocates them and the thread keeps a handle; a later
 /// runtime takes them over once no other recorder holds them (at most one
@@ -181,7 +203,7 @@ const NAMES: usize = 1024;
 /// could only ever be a wrong word, never an invalid one.
 #[derive(Clone)]
 struct Rings {
-    res: Rc<[Cell<u32>; EVENTS]>,
+    res: Rc<[Cell<u64>; EVENTS]>,
     res_s: Rc<[Cell<&'static str>; EVENTS]>,
     ev: Rc<[RingSlot; EVENTS]>,
 }
@@ -241,6 +263,8 @@ impl Default for Recorder {
             res_s,
             ev,
             head: Cell::new(0),
+            last_end: Cell::new(clock::now().ticks()),
+            tags: RefCell::default(),
             hog_seen: Cell::new(0),
             last_auto: Cell::new(0),
             latency: RefCell::new(VecDeque::new()),
@@ -254,6 +278,9 @@ impl Recorder {
     /// `key` is [`key`]'s.
     #[inline(always)]
     fn push(&self, key: u64, a: u64) {
+        if OFF {
+            return;
+        }
         let i = self.head.get();
         self.head.set(i.wrapping_add(1));
         let slot = &self.ev[i as usize & (EVENTS - 1)];
@@ -261,15 +288,33 @@ impl Recorder {
         slot.k.set(key);
     }
 
-    /// Resume `n` of `t` ended: one store, two for a park (its reason).
+    /// Resume `n` of `t` ended, now: a clock read and one store, two for a
+    /// park (its reason).
     #[inline(always)]
     pub(crate) fn resume_ended(&self, t: &Task, n: u64) {
+        if OFF {
+            return;
+        }
+        let now = clock::now().ticks();
+        let ticks = now.saturating_sub(self.last_end.replace(now));
+        if ticks >= SATURATED {
+            self.long(n, ticks);
+        }
         let state = t.state.get();
         let i = n as usize & (EVENTS - 1);
-        self.res[i].set(t.flight_tag | state as u32);
+        self.res[i].set(ticks.min(SATURATED) << 32 | u64::from(t.flight_tag | state as u32));
         if state == ThreadState::Parked {
             self.res_s[i].set(t.waiting_on.get());
         }
+    }
+
+    /// Resume `n` ran `ticks` (since the resume before it ended), more
+    /// than its slot holds.
+    #[cold]
+    #[inline(never)]
+    fn long(&self, n: u64, ticks: u64) {
+        // Its key is the resume's own: merged, it comes just before it.
+        self.push(4 * n + 1, LONG | ticks.min(PAYLOAD) << 8);
     }
 
     /// `t` was made ready (by the running green thread, if any: the key
@@ -282,6 +327,9 @@ impl Recorder {
     /// `t` was spawned (by the running green thread, if any).
     #[inline(always)]
     pub(crate) fn spawned(&self, key: u64, t: &Task) {
+        if OFF {
+            return;
+        }
         self.push(key, SPAWN | t.id << 8);
         if let Some(name) = &t.name {
             self.named(t.id, name);
@@ -319,261 +367,40 @@ impl Recorder {
         self.tick(key, ticks);
     }
 
-    /// Copies the ring out, oldest first, with the names of the threads it
-    /// mentions that are still alive (and `extra`).
-    /// `last` is the last resume that ended (by default, when `None`: the
-    /// one before the running one, if a thread runs).
-    fn trace(
-        &self,
-        s: &Scheduler,
-        reason: String,
-        extra: Option<&Task>,
-        last: Option<u64>,
-    ) -> Trace {
-        let now = clock::now().ticks();
-        // The resumes that ended (not the one in progress, if any).
-        let switches = s.counters.switches.get();
-        let running = !s.current.get().is_null();
-        let last = last.unwrap_or(switches - u64::from(running));
-        let first = (last + 1).saturating_sub(EVENTS as u64).max(1);
-        let ids = Ids::of(s);
-        // The thread that ran resume `n` (the spawner or waker of an event
-        // recorded during it), 0 when it is no longer in the ring.
-        let thread_of = |n: u64| -> u64 {
-            if running && n == switches {
-                context::current_id_of(s)
-            } else if (first..=last).contains(&n) {
-                ids.full(self.res[n as usize & (EVENTS - 1)].get() >> 4)
-            } else {
-                0
-            }
-        };
-        // The other events, oldest first, with their keys.
-        let head = self.head.get();
-        let n = head.min(EVENTS as u64);
-        let raw: Vec<(u64, u64)> = (head - n..head)
-            .map(|i| {
-                let e = &self.ev[i as usize & (EVENTS - 1)];
-                (e.k.get(), e.a.get())
-            })
-            .collect();
-        let mut others: Vec<(u64, Slot)> = Vec::with_capacity(raw.len());
-        for (j, &(k, a)) in raw.iter().enumerate() {
-            let payload = a >> 8;
-            // A waker or spawner: the thread of the resume running then.
-            let by = if k % 4 == 0 { thread_of(k / 4) } else { 0 };
-            // The tick count of the slot after this one (a poll's end, a
-            // hog's start).
-            let next = || {
-                raw.get(j + 1)
-                    .map_or(now, |&(_, b)| full_ticks(b >> 8, now))
-            };
-            let slot = match a & 0xf {
-                SPAWN | WAKE => Slot {
-                    a: a & 0xf | payload << 8,
-                    b: by,
-                    s: "",
-                },
-                TIMER => Slot {
-                    a: TIMER | payload << 8,
-                    b: 0,
-                    s: TIMER_KINDS
-                        .get((a >> 4 & 0xf) as usize)
-                        .copied()
-                        .unwrap_or(""),
-                },
-                TICK => Slot {
-                    a: TICK,
-                    b: full_ticks(payload, now),
-                    s: "",
-                },
-                POLL => Slot {
-                    a: POLL | payload << 8,
-                    b: next(),
-                    s: if a & 0x10 != 0 { "wait" } else { "poll" },
-                },
-                HOG => Slot {
-                    a: HOG | payload << 8,
-                    b: next(),
-                    s: "",
-                },
-                _ => continue,
-            };
-            others.push((k, slot));
+    /// The tag (as [`Task::flight_tag`] holds it) of thread `id`, spawned
+    /// now on `s`.
+    ///
+    /// # Errors
+    ///
+    /// `OutOfMemory` when the tags run out (see `tags`).
+    pub(crate) fn tag(s: &Scheduler, id: u64) -> io::Result<u32> {
+        if OFF {
+            return Ok(0);
         }
-        let resumes = (first..=last).map(|n| {
-            let i = n as usize & (EVENTS - 1);
-            let r = self.res[i].get();
-            let state = RESUME | u64::from(r & 0xf) | ids.full(r >> 4) << 8;
-            let reason = if state & 0xf == ThreadState::Parked as u64 {
-                self.res_s[i].get()
-            } else {
-                ""
-            };
-            (
-                4 * n + 1,
-                Slot {
-                    a: state,
-                    b: n,
-                    s: reason,
-                },
-            )
-        });
-        // Merge by key, from where both rings still hold everything.
-        let lo = if head > EVENTS as u64 {
-            others.first().map_or(0, |o| o.0)
-        } else {
-            0
+        let tag = s
+            .flight
+            .tags
+            .borrow_mut()
+            .take(id, s.counters.switches.get())?;
+        Ok(tag << 4)
+    }
+
+    /// Thread `t` of `s` will not run again: its tag can be handed out
+    /// again once it can no longer be in a trace (see `tags`).
+    pub(crate) fn untag(s: &Scheduler, flight_tag: u32) {
+        if OFF {
+            return;
         }
-        .max(if first > 1 { 4 * first } else { 0 });
-        let mut all: Vec<(u64, Slot)> = others
-            .into_iter()
-            .chain(resumes)
-            .filter(|(k, _)| *k >= lo)
-            .collect();
-        all.sort_by_key(|(k, _)| *k); // stable: others keep their order
-        let first_event = all.first().map_or(0, |(k, _)| *k / 2);
-        let slots: Vec<Slot> = all.into_iter().map(|(_, sl)| sl).collect();
-        let mut names: HashMap<u64, String> = self
-            .names
-            .borrow()
-            .iter()
-            .map(|(id, n)| (*id, n.to_string()))
-            .collect();
-        for (_, t) in s.tasks.borrow().iter() {
-            if let Some(name) = &t.name {
-                names.insert(t.id, name.to_string());
-            }
-        }
-        if let Some(t) = extra {
-            if let Some(name) = &t.name {
-                names.insert(t.id, name.to_string());
-            }
-        }
-        decode(&slots, now, names, reason, first_event)
+        s.flight
+            .tags
+            .borrow_mut()
+            .give_back(flight_tag >> 4, s.counters.switches.get());
     }
 }
 
-/// Turns the ring's slots into timed events (see the module docs for how
-/// times are interpolated).
-fn decode(
-    slots: &[Slot],
-    now: u64,
-    names: HashMap<u64, String>,
-    reason: String,
-    first: u64,
-) -> Trace {
-    // Anchors: (position, ticks). Position i is just before slot i.
-    let mut anchors: Vec<(usize, u64)> = Vec::new();
-    let mut reported = std::collections::HashSet::new();
-    for (i, sl) in slots.iter().enumerate() {
-        match sl.a & 0xff {
-            TICK | POLL => anchors.push((i + 1, sl.b)),
-            HOG => {
-                // The reported resume began at `b`; when the report came in
-                // time (the slot just before is that resume), it ended at
-                // the clock reading that follows.
-                let slice = sl.a >> 8;
-                let Some(r) = slots[..i]
-                    .iter()
-                    .rposition(|x| x.a & 0xff & RESUME != 0 && x.b == slice)
-                else {
-                    continue;
-                };
-                reported.insert(r);
-                anchors.push((r, sl.b));
-                if r + 1 == i {
-                    if let Some(end) = slots.get(i + 1).filter(|n| n.a & 0xff == TICK) {
-                        anchors.push((i, end.b));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    anchors.push((slots.len() + 1, now));
-    anchors.sort_by_key(|a| a.0);
-    // Ticks never go back; a hog's start cannot be before an earlier reading.
-    let mut last = 0;
-    for a in &mut anchors {
-        a.1 = a.1.max(last);
-        last = a.1;
-    }
-    let base = anchors.first().map_or(now, |a| a.1);
-    let at = |pos: usize| -> u64 {
-        let k = anchors.partition_point(|a| a.0 <= pos);
-        match (k.checked_sub(1).map(|j| anchors[j]), anchors.get(k)) {
-            (Some(lo), Some(hi)) if hi.0 > lo.0 => {
-                lo.1 + (hi.1 - lo.1) * (pos - lo.0) as u64 / (hi.0 - lo.0) as u64
-            }
-            (Some(lo), _) => lo.1,
-            (None, Some(hi)) => hi.1,
-            (None, None) => now,
-        }
-    };
-    let rel = |t: u64| clock::ticks_to_duration(t.saturating_sub(base));
-    let mut events = Vec::with_capacity(slots.len());
-    for (i, sl) in slots.iter().enumerate() {
-        let id = sl.a >> 8;
-        let end = at(i + 1);
-        let event = match sl.a & 0xff {
-            SPAWN => Event::Spawn {
-                thread: id,
-                parent: sl.b,
-            },
-            WAKE => Event::Wake {
-                thread: id,
-                by: sl.b,
-            },
-            TIMER => Event::Timer {
-                thread: id,
-                kind: sl.s,
-            },
-            POLL => {
-                let start = at(i);
-                events.push(TimedEvent {
-                    at: rel(start),
-                    event: Event::Poll {
-                        events: id as usize,
-                        took: clock::ticks_to_duration(end - start),
-                        blocking: sl.s == "wait",
-                    },
-                });
-                continue;
-            }
-            k if k & RESUME != 0 => {
-                let start = at(i);
-                let then = match k & 0xf {
-                    s if s == ThreadState::Ready as u64 => After::Yield,
-                    s if s == ThreadState::Parked as u64 => After::Park(sl.s),
-                    _ => After::Finish,
-                };
-                events.push(TimedEvent {
-                    at: rel(start),
-                    event: Event::Resume {
-                        thread: id,
-                        ran: clock::ticks_to_duration(end - start),
-                        then,
-                        latency_warning: reported.contains(&i),
-                    },
-                });
-                continue;
-            }
-            _ => continue,
-        };
-        events.push(TimedEvent {
-            at: rel(end),
-            event,
-        });
-    }
-    Trace {
-        reason,
-        taken: SystemTime::now(),
-        start_wall: crate::clock::Instant::from_ticks(base).to_system_time(),
-        first_event: first,
-        names,
-        events,
-    }
+/// Turns a resume ring's word into its ticks, tag and state.
+fn unpack(word: u64) -> (u64, u32, u64) {
+    (word >> 32, (word as u32) >> 4, word & 0xf)
 }
 
 /// How a resume ended.
@@ -602,7 +429,7 @@ pub enum Event {
     Resume {
         /// The thread.
         thread: u64,
-        /// How long it ran (see the module docs for the precision).
+        /// How long it ran (see "Times" in the module docs).
         ran: Duration,
         /// How the resume ended.
         then: After,
@@ -748,46 +575,6 @@ pub(crate) fn key(s: &Scheduler) -> u64 {
     4 * s.counters.switches.get() + if s.current.get().is_null() { 2 } else { 0 }
 }
 
-/// How the resume ring stores thread `id` ([`Task::flight_tag`]): its
-/// low 28 bits, above four bits for the state after the resume.
-pub(crate) fn resume_tag(id: u64) -> u32 {
-    ((id & ID_BITS) as u32) << 4
-}
-
-/// The bits of a thread id the resume ring keeps.
-const ID_BITS: u64 = (1 << 28) - 1;
-
-/// Full thread ids from the resume ring's low 28 bits: a thread alive now
-/// by its own id; another one is the newest id with those bits (a thread
-/// that ran within the ring's last [`EVENTS`] resumes and has finished
-/// since is at most 2^28 spawns old unless it lived through them all, and
-/// then it is alive).
-struct Ids {
-    live: HashMap<u64, u64>,
-    newest: u64,
-}
-
-impl Ids {
-    fn of(s: &Scheduler) -> Ids {
-        let live = s
-            .tasks
-            .borrow()
-            .iter()
-            .map(|(_, t)| (t.id & ID_BITS, t.id))
-            .collect();
-        let newest = s.next_id.get().saturating_sub(1);
-        Ids { live, newest }
-    }
-
-    fn full(&self, low: u32) -> u64 {
-        let low = u64::from(low);
-        match self.live.get(&low) {
-            Some(&id) => id,
-            None => self.newest - (self.newest.wrapping_sub(low) & ID_BITS),
-        }
-    }
-}
-
 /// The tick count whose low 56 bits are `low`, nearest before `now` (a
 /// 56-bit tick count wraps after years at GHz rates).
 fn full_ticks(low: u64, now: u64) -> u64 {
@@ -847,50 +634,45 @@ pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::profile::
 }
 
 /// The watchdog reported slice `hog` (it may be the one of `t` that just
-/// ended, switch number `slice`): records when it began and ended, and
-/// takes a snapshot if the rate limit allows.
+/// ended, switch number `slice`): marks it in the ring, and takes a
+/// snapshot if the rate limit allows.
 #[cold]
 #[inline(never)]
 pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
-    let Some(w) = &s.watchdog else { return };
-    s.flight.hog_seen.set(hog);
-    let now = clock::now().ticks();
-    // Late (the slice ended before the report was seen): the slice's
-    // resume is found by its number when the ring is read.
-    let since = w.shared.hog_since.load(Ordering::Relaxed);
-    // After resume `slice`'s end (this runs before `current` is reset).
-    let key = 4 * slice + 2;
-    s.flight.push(key, HOG | (hog & PAYLOAD) << 8);
-    s.flight.push(key, ARG | (since & PAYLOAD) << 8);
-    s.flight.tick(key, now);
+    let f = &s.flight;
+    f.hog_seen.set(hog);
+    // After resume `slice`'s end (this runs before `current` is reset). A
+    // late report (the slice ended before it was seen) names an earlier
+    // resume, found by its number when the ring is read.
+    f.push(4 * slice + 2, HOG | (hog & PAYLOAD) << 8);
     let Some(every) = s.config.latency_snapshots else {
         return;
     };
-    let last = s.flight.last_auto.get();
-    if last != 0 && now.saturating_sub(last) < clock::duration_to_ticks(every) {
+    // The slice's end, read as it ended.
+    let now = f.last_end.get();
+    let last = f.last_auto.get();
+    if OFF || last != 0 && now.saturating_sub(last) < clock::duration_to_ticks(every) {
         return;
     }
-    s.flight.last_auto.set(now);
-    let ran =
-        clock::ticks_to_duration(now.saturating_sub(w.shared.hog_since.load(Ordering::Relaxed)));
+    f.last_auto.set(now);
     let reason = if hog == slice {
         format!(
             "latency warning: green thread #{} '{}' ran {:.3} s without yielding",
             t.id,
             t.display_name(),
-            ran.as_secs_f64()
+            clock::ticks_to_duration(f.ticks_of(slice)).as_secs_f64()
         )
     } else {
         "latency warning".to_owned()
     };
-    let trace = s.flight.trace(s, reason.clone(), Some(t), Some(slice));
+    let trace = f.trace(s, reason.clone(), Some(t), Some(slice));
     log::info!(
         target: "coro::flight",
         "flight recorder: {} events before the end of the slice saved ({reason}); \
          read them with coro::flight::latency_snapshots() or the back door's `trace latency PATH`",
         trace.events.len()
     );
-    let mut kept = s.flight.latency.borrow_mut();
+    let mut kept = f.latency.borrow_mut();
     if kept.len() == KEPT_SNAPSHOTS {
         kept.pop_front();
     }
@@ -914,25 +696,119 @@ impl Instant {
 mod tests {
     use super::*;
 
+    /// Each thread's resumes in `t`: how many, and how the last ended.
+    fn resumes_of(t: &Trace, id: u64) -> (usize, Option<After>) {
+        let runs: Vec<After> = t
+            .events
+            .iter()
+            .filter_map(|e| match e.event {
+                Event::Resume { thread, then, .. } if thread == id => Some(then),
+                _ => None,
+            })
+            .collect();
+        (runs.len(), runs.last().copied())
+    }
+
+    /// Thread ids whose low 28 bits collide (the spawn counter is set
+    /// forward to make them): a finished thread keeps its resumes beside a
+    /// live one with the same low bits, and two live ones stay apart.
     #[test]
-    fn ids_are_rebuilt_from_their_low_bits() {
-        let wrap = ID_BITS + 1;
-        // A live thread keeps its own id, however old; a finished one is
-        // the newest id with those bits.
-        let ids = Ids {
-            live: [(7, 7)].into_iter().collect(),
-            newest: 3 * wrap + 100,
+    fn ids_in_a_trace_are_exact_when_their_low_28_bits_collide() {
+        let wrap = 1u64 << 28;
+        let set_next_id = |id: u64| context::with_sched("test", |s| s.next_id.set(id));
+        let yielder = |n: usize| {
+            move || {
+                for _ in 0..n {
+                    crate::yield_now();
+                }
+            }
         };
-        assert_eq!(ids.full(7), 7);
-        assert_eq!(ids.full(99), 3 * wrap + 99);
-        assert_eq!(ids.full(100), 3 * wrap + 100);
-        assert_eq!(ids.full(101), 2 * wrap + 101);
-        let young = Ids {
-            live: HashMap::new(),
-            newest: 5,
-        };
-        assert_eq!(young.full(3), 3);
-        assert_eq!(resume_tag(wrap + 9) >> 4, 9);
+        let (ids, trace) = crate::run(move || {
+            set_next_id(wrap + 10);
+            let done = crate::spawn(yielder(1));
+            let done_id = done.thread().id();
+            done.join().unwrap();
+            set_next_id(2 * wrap + 10);
+            let a = crate::spawn(move || {
+                set_next_id(4 * wrap + 10);
+                crate::spawn(yielder(0)).join().unwrap();
+                yielder(2)();
+            });
+            set_next_id(3 * wrap + 10);
+            let b = crate::spawn(yielder(5));
+            let ids = [done_id, a.thread().id(), b.thread().id()];
+            a.join().unwrap();
+            b.join().unwrap();
+            (ids, snapshot())
+        });
+        assert_eq!(ids, [wrap + 10, 2 * wrap + 10, 3 * wrap + 10]);
+        let [done, a, b] = ids;
+        let child = 4 * wrap + 10;
+        assert_eq!(resumes_of(&trace, done), (2, Some(After::Finish)));
+        // `a`: spawns and joins its child (a park), two yields, the finish.
+        assert_eq!(resumes_of(&trace, a), (4, Some(After::Finish)));
+        assert_eq!(resumes_of(&trace, b), (6, Some(After::Finish)));
+        assert_eq!(resumes_of(&trace, child), (1, Some(After::Finish)));
+        let main = trace
+            .events
+            .iter()
+            .find_map(|e| match e.event {
+                Event::Spawn { thread, parent } if thread == done => Some(parent),
+                _ => None,
+            })
+            .expect("the first thread's spawn");
+        let spawned: Vec<(u64, u64)> = trace
+            .events
+            .iter()
+            .filter_map(|e| match e.event {
+                Event::Spawn { thread, parent } => Some((thread, parent)),
+                _ => None,
+            })
+            .collect();
+        assert!(spawned.contains(&(child, a)), "{spawned:?}");
+        assert!(spawned.contains(&(b, main)), "{spawned:?}");
+        // The finished thread woke its joiner as it finished.
+        assert!(trace.events.iter().any(|e| e.event
+            == Event::Wake {
+                thread: main,
+                by: done
+            }));
+        assert!(trace.events.iter().any(|e| e.event
+            == Event::Wake {
+                thread: a,
+                by: child
+            }));
+    }
+
+    /// A resume longer than a slot's 32 bits of ticks (over a second at
+    /// GHz rates) keeps its whole length: the clock reading it starts from
+    /// is set five seconds back while it runs.
+    #[test]
+    fn a_resume_longer_than_its_slot_holds_keeps_its_length() {
+        let five = Duration::from_secs(5);
+        let (id, trace) = crate::run(move || {
+            let t = crate::spawn(move || {
+                context::with_sched("test", |s| {
+                    let back = clock::duration_to_ticks(five);
+                    s.flight.last_end.set(s.flight.last_end.get() - back);
+                });
+                crate::yield_now();
+            });
+            let id = t.thread().id();
+            t.join().unwrap();
+            (id, snapshot())
+        });
+        assert!(clock::duration_to_ticks(five) > SATURATED);
+        let ran: Vec<Duration> = trace
+            .events
+            .iter()
+            .filter_map(|e| match e.event {
+                Event::Resume { thread, ran, .. } if thread == id => Some(ran),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ran.len(), 2, "{ran:?}");
+        assert!(ran[0] >= five, "{ran:?}");
     }
 
     #[test]

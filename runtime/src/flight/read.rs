@@ -1,0 +1,312 @@
+//! Reading the rings back into a [`Trace`]: the two rings merged by order
+//! key, every resume's end rebuilt from the recorder's last reading, and
+//! every event timed (see "Times" in the module docs).
+
+use std::collections::{HashMap, HashSet};
+
+use super::{
+    full_ticks, unpack, After, Event, Recorder, TimedEvent, Trace, EVENTS, HOG, LONG, OFF, POLL,
+    SATURATED, SPAWN, TICK, TIMER, TIMER_KINDS, WAKE,
+};
+use crate::clock::{self, Instant};
+use crate::context;
+use crate::sched::Scheduler;
+use crate::task::{Task, ThreadState};
+
+/// An event as read from the rings, before it is timed.
+#[derive(Clone, Copy)]
+enum Item {
+    /// A spawn, wake or timer: no clock reading of its own.
+    Instant(Event),
+    /// A clock reading; `between`: taken between two resumes, not inside
+    /// one.
+    Tick { ticks: u64, between: bool },
+    /// A poll that ended at `end` (the tick that follows it); it began at
+    /// the tick before it.
+    Poll {
+        events: usize,
+        blocking: bool,
+        end: u64,
+    },
+    /// The watchdog reported resume `n`.
+    Hog(u64),
+    /// Resume `n` of `thread`, which ended `ticks` after resume `n - 1`.
+    Resume {
+        n: u64,
+        thread: u64,
+        then: After,
+        ticks: u64,
+    },
+}
+
+impl Recorder {
+    /// Copies the rings out, oldest first, with the names of the threads
+    /// they mention that are still alive (and `extra`).
+    /// `last` is the last resume that ended (by default, when `None`: the
+    /// one before the running one, if a thread runs).
+    pub(super) fn trace(
+        &self,
+        s: &Scheduler,
+        reason: String,
+        extra: Option<&Task>,
+        last: Option<u64>,
+    ) -> Trace {
+        let now = clock::now().ticks();
+        // The resumes that ended (not the one in progress, if any).
+        let switches = s.counters.switches.get();
+        let running = !s.current.get().is_null();
+        let last = last.unwrap_or(switches - u64::from(running));
+        let first = if OFF {
+            last + 1
+        } else {
+            (last + 1).saturating_sub(EVENTS as u64).max(1)
+        };
+        let tags = self.tags.borrow();
+        let resume = |n: u64| unpack(self.res[n as usize & (EVENTS - 1)].get());
+        // The thread that ran resume `n` (the spawner or waker of an event
+        // recorded during it), 0 when it is no longer in the ring.
+        let thread_of = |n: u64| -> u64 {
+            if running && n == switches {
+                context::current_id_of(s)
+            } else if (first..=last).contains(&n) {
+                tags.id(resume(n).1)
+            } else {
+                0
+            }
+        };
+        // A waker or spawner: the thread of the resume running then.
+        let by = |k: u64| {
+            if k.is_multiple_of(4) {
+                thread_of(k / 4)
+            } else {
+                0
+            }
+        };
+        // The other events, oldest first, with their keys.
+        let head = if OFF { 0 } else { self.head.get() };
+        let kept = head.min(EVENTS as u64);
+        let raw: Vec<(u64, u64)> = (head - kept..head)
+            .map(|i| {
+                let e = &self.ev[i as usize & (EVENTS - 1)];
+                (e.k.get(), e.a.get())
+            })
+            .collect();
+        // The ticks of resumes longer than their slot holds, by number.
+        let mut long = HashMap::new();
+        let mut items: Vec<(u64, Item)> = Vec::with_capacity(raw.len() + EVENTS);
+        for (j, &(k, a)) in raw.iter().enumerate() {
+            let payload = a >> 8;
+            let item = match a & 0xf {
+                SPAWN => Item::Instant(Event::Spawn {
+                    thread: payload,
+                    parent: by(k),
+                }),
+                WAKE => Item::Instant(Event::Wake {
+                    thread: payload,
+                    by: by(k),
+                }),
+                TIMER => Item::Instant(Event::Timer {
+                    thread: payload,
+                    kind: TIMER_KINDS
+                        .get((a >> 4 & 0xf) as usize)
+                        .copied()
+                        .unwrap_or(""),
+                }),
+                TICK => Item::Tick {
+                    ticks: full_ticks(payload, now),
+                    between: !k.is_multiple_of(4),
+                },
+                POLL => Item::Poll {
+                    events: payload as usize,
+                    blocking: a & 0x10 != 0,
+                    end: raw
+                        .get(j + 1)
+                        .map_or(now, |&(_, b)| full_ticks(b >> 8, now)),
+                },
+                HOG => Item::Hog(payload),
+                LONG => {
+                    long.insert(k / 4, payload);
+                    continue;
+                }
+                _ => continue,
+            };
+            items.push((k, item));
+        }
+        for n in first..=last {
+            let (ticks, tag, state) = resume(n);
+            let ticks = match ticks {
+                SATURATED => long.get(&n).copied().unwrap_or(ticks),
+                t => t,
+            };
+            let then = match state {
+                s if s == ThreadState::Ready as u64 => After::Yield,
+                s if s == ThreadState::Parked as u64 => {
+                    After::Park(self.res_s[n as usize & (EVENTS - 1)].get())
+                }
+                _ => After::Finish,
+            };
+            items.push((
+                4 * n + 1,
+                Item::Resume {
+                    n,
+                    thread: tags.id(tag),
+                    then,
+                    ticks,
+                },
+            ));
+        }
+        // From where both rings still hold everything.
+        let lo = if head > EVENTS as u64 {
+            raw.first().map_or(0, |r| r.0)
+        } else {
+            0
+        }
+        .max(if first > 1 { 4 * first } else { 0 });
+        items.retain(|(k, _)| *k >= lo);
+        items.sort_by_key(|(k, _)| *k); // stable: the other events keep their order
+        let first_event = items.first().map_or(0, |(k, _)| *k / 2);
+        let mut names: HashMap<u64, String> = self
+            .names
+            .borrow()
+            .iter()
+            .map(|(id, n)| (*id, n.to_string()))
+            .collect();
+        for (_, t) in s.tasks.borrow().iter() {
+            if let Some(name) = &t.name {
+                names.insert(t.id, name.to_string());
+            }
+        }
+        if let Some(t) = extra {
+            if let Some(name) = &t.name {
+                names.insert(t.id, name.to_string());
+            }
+        }
+        let events = decode(&items, self.last_end.get(), now);
+        Trace {
+            reason,
+            taken: std::time::SystemTime::now(),
+            start_wall: Instant::from_ticks(events.0).to_system_time(),
+            first_event,
+            names,
+            events: events.1,
+        }
+    }
+
+    /// The ticks resume `n` (still in the ring) ended after resume `n - 1`.
+    pub(super) fn ticks_of(&self, n: u64) -> u64 {
+        let (ticks, _, _) = unpack(self.res[n as usize & (EVENTS - 1)].get());
+        if ticks < SATURATED {
+            return ticks;
+        }
+        let head = self.head.get();
+        (head.saturating_sub(EVENTS as u64)..head)
+            .rev()
+            .map(|i| &self.ev[i as usize & (EVENTS - 1)])
+            .find(|e| e.k.get() == 4 * n + 1 && e.a.get() & 0xf == LONG)
+            .map_or(ticks, |e| e.a.get() >> 8)
+    }
+}
+
+/// Times the merged items: the tick count the trace starts at, and its
+/// events. `last_end` is the end of the last resume in `items`.
+fn decode(items: &[(u64, Item)], last_end: u64, now: u64) -> (u64, Vec<TimedEvent>) {
+    // Each resume's end, from the last one's backwards.
+    let mut ends = vec![0; items.len()];
+    let mut t = last_end;
+    for (i, (_, item)) in items.iter().enumerate().rev() {
+        if let Item::Resume { ticks, .. } = item {
+            ends[i] = t;
+            t = t.saturating_sub(*ticks);
+        }
+    }
+    // Anchors: (position, ticks); position p is just before item p. A
+    // resume runs from its start to its end; the events it recorded come
+    // just before it (their key is its own, less one), so its start is
+    // placed before them, and they fall inside it.
+    let mut anchors: Vec<(usize, u64)> = Vec::new();
+    let mut starts = vec![0; items.len()];
+    let mut reported = HashSet::new();
+    // The latest reading between two resumes.
+    let mut between = 0;
+    for (i, &(k, item)) in items.iter().enumerate() {
+        match item {
+            Item::Resume { ticks, .. } => {
+                let end = ends[i];
+                let start = end.saturating_sub(ticks).max(between).min(end);
+                starts[i] = start;
+                let mut p = i;
+                while p > 0 && items[p - 1].0 == k - 1 {
+                    p -= 1;
+                }
+                anchors.push((p, start));
+                anchors.push((i + 1, end));
+                between = end;
+            }
+            Item::Tick { ticks, between: b } => {
+                anchors.push((i + 1, ticks));
+                if b {
+                    between = between.max(ticks);
+                }
+            }
+            Item::Hog(n) => {
+                reported.insert(n);
+            }
+            Item::Instant(_) | Item::Poll { .. } => {}
+        }
+    }
+    anchors.sort_by_key(|a| a.0);
+    // Ticks never go back.
+    let mut latest = 0;
+    for a in &mut anchors {
+        a.1 = a.1.max(latest);
+        latest = a.1;
+    }
+    let base = anchors.first().map_or(now, |a| a.1);
+    let at = |pos: usize| -> u64 {
+        let k = anchors.partition_point(|a| a.0 <= pos);
+        match (k.checked_sub(1).map(|j| anchors[j]), anchors.get(k)) {
+            (Some(lo), Some(hi)) if hi.0 > lo.0 => {
+                lo.1 + (hi.1 - lo.1) * (pos - lo.0) as u64 / (hi.0 - lo.0) as u64
+            }
+            (Some(lo), _) => lo.1,
+            (None, Some(hi)) => hi.1,
+            (None, None) => now,
+        }
+    };
+    let rel = |t: u64| clock::ticks_to_duration(t.saturating_sub(base));
+    let mut events = Vec::with_capacity(items.len());
+    for (i, &(_, item)) in items.iter().enumerate() {
+        let (at, event) = match item {
+            Item::Instant(event) => (at(i + 1), event),
+            Item::Poll {
+                events,
+                blocking,
+                end,
+            } => {
+                let start = at(i);
+                (
+                    start,
+                    Event::Poll {
+                        events,
+                        took: clock::ticks_to_duration(end.saturating_sub(start)),
+                        blocking,
+                    },
+                )
+            }
+            Item::Resume {
+                n, thread, then, ..
+            } => (
+                starts[i],
+                Event::Resume {
+                    thread,
+                    ran: clock::ticks_to_duration(ends[i] - starts[i]),
+                    then,
+                    latency_warning: reported.contains(&n),
+                },
+            ),
+            Item::Tick { .. } | Item::Hog(_) => continue,
+        };
+        events.push(TimedEvent { at: rel(at), event });
+    }
+    (base, events)
+}
