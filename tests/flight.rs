@@ -267,46 +267,6 @@ fn events_before_the_first_poll_have_real_times() {
     assert!(b_run["dur"].as_f64().unwrap() >= 25_000.0, "{b_run}");
 }
 
-/// Tags in the resume ring are handed out again only once no trace can
-/// hold the old holder's resumes: thousands of threads spawned and
-/// finished one after another each show their own resumes, one finish
-/// each.
-#[test]
-fn threads_spawned_one_after_another_keep_their_own_resumes() {
-    let (ids, trace) = util::run(|| {
-        let ids: Vec<u64> = (0..3 * flight::EVENTS)
-            .map(|_| {
-                let t = coro::spawn(coro::yield_now);
-                let id = t.thread().id();
-                t.join().unwrap();
-                id
-            })
-            .collect();
-        (ids, flight::snapshot())
-    });
-    let mut per_thread = std::collections::HashMap::<u64, Vec<After>>::new();
-    for e in &trace.events {
-        if let Event::Resume { thread, then, .. } = e.event {
-            per_thread.entry(thread).or_default().push(then);
-        }
-    }
-    let shown: Vec<u64> = ids
-        .iter()
-        .copied()
-        .filter(|id| per_thread.contains_key(id))
-        .collect();
-    assert!(shown.len() > flight::EVENTS / 8, "{}", shown.len());
-    // All but the oldest one shown (its first resume may have left the
-    // ring) ran twice: a yield, then its finish.
-    for id in &shown[1..] {
-        assert_eq!(
-            per_thread[id],
-            [After::Yield, After::Finish],
-            "thread #{id}"
-        );
-    }
-}
-
 #[test]
 fn latency_snapshots_can_be_turned_off() {
     let mut rt = coro::Runtime::builder()

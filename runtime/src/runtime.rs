@@ -608,6 +608,8 @@ impl Runtime {
 /// guard aborts the process on it rather than let `block_on` unwind with
 /// threads alive that may borrow from its caller's frame.
 fn shutdown(s: &Scheduler) {
+    // The loop stops: the ticker need not run for this runtime meanwhile.
+    s.flight.rest();
     crate::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
         s.ready.borrow_mut().clear();

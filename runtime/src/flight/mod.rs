@@ -12,48 +12,65 @@
 //! | timer | a timer fires | its kind (`sleep`, `timeout`) |
 //! | poll | the loop polls the OS | the number of events, and how long it blocked |
 //!
-//! The recorder keeps the last [`EVENTS`] resumes and the last [`EVENTS`]
-//! other events (in rings of 160 KiB); older ones are overwritten. The
-//! rings are allocated by the first runtime an OS thread builds and kept
-//! for the next ones (see `Rings`): a runtime built per request or per
-//! test does not zero 160 KiB each time.
+//! The recorder keeps the last [`EVENTS`] resumes and the last
+//! `2 * EVENTS` other events, clock readings among them (in rings of 208
+//! KiB); older ones are overwritten. The rings are allocated by the first
+//! runtime an OS thread builds and kept for the next ones (see `Rings`): a
+//! runtime built per request or per test does not zero 208 KiB each time.
 //!
 //! # Times
 //!
-//! Every resume is stamped. The scheduler reads the clock (the TSC where
-//! the CPU has an invariant one, see [`clock`](crate::clock)) as each
-//! resume ends, and the resume ring keeps the ticks since the previous
-//! resume's end (32 bits; a longer interval, over a second, adds an event
-//! with the whole count). A trace rebuilds every resume's end from the
-//! recorder's last reading backwards. A resume's start is the latest clock
-//! reading before it: the end of the resume before it, or the loop's own
-//! reading around a poll, a timer check or the start of
-//! [`Runtime::block_on`](crate::Runtime::block_on), whichever came last.
-//! So a resume's length is what the clock measured, plus the scheduler's
-//! own work between that reading and the switch (taking the thread off
-//! the ready queue, and copying a copied-out stack back in); a hog that
-//! ran 60 ms shows 60 ms, reported by the latency watchdog or not.
+//! A clock read (the TSC where the CPU has an invariant one, see
+//! [`clock`](crate::clock)) costs about as much as a whole switch in a
+//! tight loop of yields, so the recorder reads the clock as a resume ends
+//! only where that is cheap beside the resume, or where the time matters:
 //!
-//! Polls are timed by the readings around them. Spawns, wakes and fired
-//! timers are not stamped themselves: each is placed in order between the
-//! readings around it, and a spawn or wake by a green thread inside the
-//! resume that made it.
+//! * **Stamping**, how a runtime starts and what it returns to whenever
+//!   its loop waits for I/O, a stretch of slower resumes is seen, or
+//!   [`Runtime::block_on`](crate::Runtime::block_on) returns: every resume
+//!   is stamped as it ends. Its start is the latest reading before it (the
+//!   end of the resume before it, or the loop's own reading around a poll,
+//!   a timer check or the start of `block_on`), so its length is what the
+//!   clock measured, plus the scheduler's own work before the switch
+//!   (taking the thread off the ready queue, copying a copied-out stack
+//!   back in).
+//! * **Sampling**, after [`SAMPLE_AFTER`] stamped resumes in a row that
+//!   ran under [`FAST`] each (a tight loop of yields or hand-offs, where
+//!   stamping would double the cost of a switch): the clock is read where
+//!   the loop polls the OS (at least every 256 resumes) or fires timers,
+//!   and as a resume ends during which the recorder's ticker ticked (one
+//!   thread per process, every millisecond while a runtime samples, see
+//!   `ticker`). So a resume of a millisecond or more still has its real
+//!   end; its start is placed after the resumes since the reading before,
+//!   each given the sampled run's average length. The resumes between two
+//!   readings share the interval evenly, and the first reading that shows
+//!   a slower stretch returns the runtime to stamping: only the resumes of
+//!   that first stretch (under a millisecond, or it would have been seen)
+//!   are shown spread over it.
+//!
+//! A hog therefore shows its whole length, whether the latency watchdog
+//! reported it or not. Polls are timed by the readings around them.
+//! Spawns, wakes and fired timers are not stamped themselves: each is
+//! placed in order between the readings around it, and a spawn or wake by
+//! a green thread inside the resume that made it.
 //!
 //! # Cost
 //!
-//! The switch path reads the clock once and stores one 8-byte word into a
-//! ring indexed by the switch number the scheduler counts anyway (a park
-//! adds its reason). The ring is written on every switch, so its size in
-//! the cache is part of its cost: it keeps a 28-bit tag of the thread, not
-//! its id (see below). A wake or a spawn is two stores into the other
-//! ring; who woke or spawned is not stored, the event's order key says
-//! which resume was running. The measured cost is in BENCHMARKS.md.
+//! A resume that yielded is one 4-byte store into a ring indexed by the
+//! switch number the scheduler counts anyway, and one compare of the
+//! ticker's word with the value last seen (a park adds its reason). The
+//! ring keeps a 28-bit tag of the thread, not its id (see below), so that
+//! it takes little of the cache. A stamp is a clock read and two stores
+//! into the other ring, as is a wake or a spawn; who woke or spawned is
+//! not stored, the event's order key says which resume was running. The
+//! measured cost is in BENCHMARKS.md.
 //!
 //! # Thread ids
 //!
-//! Tags are handed out at spawn and given back at finish so that, in any
-//! trace, a tag names one thread (see `tags`): the ids a trace shows are
-//! exact, for threads alive or finished, however many were spawned.
+//! A thread's tag is its id for the first 134 million threads a runtime
+//! spawns; later ones take tags that are given back at finish and handed
+//! out again only once no trace can show the old holder (see `tags`): the
+//! ids a trace shows are exact, however many threads were spawned.
 //!
 //! # Compiled out
 //!
@@ -85,6 +102,7 @@
 mod chrome;
 mod read;
 mod tags;
+mod ticker;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -98,11 +116,22 @@ use crate::context;
 use crate::sched::Scheduler;
 use crate::task::{Task, ThreadState};
 
-/// Resumes, and other events, the recorder keeps (a power of two).
+/// Resumes the recorder keeps (a power of two); it keeps twice as many
+/// other events.
 pub const EVENTS: usize = 4096;
+
+/// Other events the recorder keeps: a stamped resume adds a clock reading.
+const OTHERS: usize = 2 * EVENTS;
 
 /// Snapshots taken on latency warnings that a runtime keeps.
 pub const KEPT_SNAPSHOTS: usize = 4;
+
+/// Stamped resumes in a row under [`FAST`] after which the recorder
+/// samples (see "Times" in the module docs).
+const SAMPLE_AFTER: u32 = 64;
+
+/// A resume shorter than this is too short to stamp, beside a clock read.
+const FAST: Duration = Duration::from_nanos(500);
 
 /// Whether recording is compiled out (see "Compiled out" above).
 const OFF: bool = cfg!(coro_flight_off);
@@ -120,17 +149,13 @@ const TICK: u64 = 4;
 const POLL: u64 = 5;
 /// The watchdog reported the resume whose switch number is the payload.
 const HOG: u64 = 6;
-/// The resume whose order key this event shares ran longer than its slot
-/// holds ([`SATURATED`]): the payload is the ticks since the resume
-/// before it ended.
-const LONG: u64 = 7;
+/// The resume just before the [`TICK`] before this event began at the
+/// payload (a tick count): a sampled resume the ticker saw run.
+const BEGAN: u64 = 7;
 /// What the sub-kind of a [`TIMER`] names.
 const TIMER_KINDS: [&str; 3] = ["sleep", "timeout", "future sleep"];
 /// The payload's bits: 56.
 const PAYLOAD: u64 = (1 << 56) - 1;
-/// A resume slot's tick count when the ticks do not fit (a [`LONG`] event
-/// holds them).
-const SATURATED: u64 = u32::MAX as u64;
 
 /// One slot of the event ring: the kind and payload, and the order key.
 struct RingSlot {
@@ -143,18 +168,19 @@ struct RingSlot {
 /// Resumes, the commonest event, go into a ring indexed by the switch
 /// number the scheduler counts anyway: a resume that yielded is one store,
 /// with no index of the recorder's own to load and bump (a park adds its
-/// reason). The other events go into a second ring with its own index,
-/// each with an order key placing it among the resumes (see [`key`]).
+/// reason). The other events, clock readings among them, go into a second
+/// ring with its own index, each with an order key placing it among the
+/// resumes (see [`key`]).
 pub(crate) struct Recorder {
-    /// Resume `n`'s time, thread and state at `n % EVENTS`.
+    /// Resume `n`'s thread and state at `n % EVENTS`.
     ///
     /// # Invariant
     /// Index `n % EVENTS` holds resume `n` for the last `EVENTS` resumes
-    /// that ended (every resume records itself), as one word: bits 0-3 the
-    /// thread's state after it, bits 4-31 the thread's tag ([`tags`]), bits
-    /// 32-63 the ticks from the end of resume `n - 1` to its own end, or
-    /// [`SATURATED`] and a [`LONG`] event with the count.
-    res: Rc<[Cell<u64>; EVENTS]>,
+    /// that ended (every resume records itself): the thread's tag ([`tags`])
+    /// above four bits of its state after the resume. 32 bits a resume:
+    /// the ring is written on every switch, and the less cache it takes,
+    /// the less it evicts.
+    res: Rc<[Cell<u32>; EVENTS]>,
     /// A parked resume's reason, at the same index.
     res_s: Rc<[Cell<&'static str>; EVENTS]>,
     /// The other events: one word of kind and payload, and the order key
@@ -162,15 +188,29 @@ pub(crate) struct Recorder {
     /// resume was running, and the resume ring which thread that was.
     ///
     /// # Invariant
-    /// Index `i % EVENTS` holds event `i` for the last `EVENTS` values of
+    /// Index `i % OTHERS` holds event `i` for the last `OTHERS` values of
     /// `i` below `head`.
-    ev: Rc<[RingSlot; EVENTS]>,
+    ev: Rc<[RingSlot; OTHERS]>,
     /// Other events recorded since the runtime started.
     head: Cell<u64>,
-    /// Ticks at the end of the last resume (when the runtime was built,
-    /// before the first): every resume's end is found from it backwards.
-    last_end: Cell<u64>,
-    /// The tags of the threads (see [`tags`]).
+    /// While sampling, the ticker's word as last seen; while stamping,
+    /// [`ticker::NEVER`], so that every resume is stamped.
+    ///
+    /// # Invariant
+    /// It is not `NEVER` exactly while the recorder is subscribed to the
+    /// ticker (`Drop` unsubscribes).
+    seen: Cell<u64>,
+    /// Tick count and switch count of the last clock reading recorded.
+    last: Cell<u64>,
+    last_n: Cell<u64>,
+    /// Stamped resumes in a row under [`FAST`], and when the first began.
+    run: Cell<u32>,
+    run_since: Cell<u64>,
+    /// While sampling: the average ticks a resume of the run took.
+    avg: Cell<u64>,
+    /// [`FAST`] in ticks.
+    fast: u64,
+    /// The tags of threads spawned after the first 2^27 (see [`tags`]).
     tags: RefCell<tags::Tags>,
     /// The last watchdog-reported slice handled (see `hog`).
     pub(crate) hog_seen: Cell<u64>,
@@ -188,7 +228,7 @@ const NAMES: usize = 1024;
 
 /// A recorder's three rings, kept per OS thread between runtimes.
 ///
-/// Building a runtime used to allocate and zero them (160 KiB: about as
+/// Building a runtime used to allocate and zero them (208 KiB: about as
 /// much work as spawning a hundred threads). Now the first runtime an OS
 /// thread builds allocates them and the thread keeps a handle; a later
 /// runtime takes them over once no other recorder holds them (at most one
@@ -197,15 +237,15 @@ const NAMES: usize = 1024;
 ///
 /// A taken-over ring still holds the old runtime's entries, and that is
 /// never seen: a trace reads only the resumes `1..=switches` and the
-/// events `head - EVENTS..head` of its own runtime (see `trace`), every
+/// events `head - OTHERS..head` of its own runtime (see `trace`), every
 /// one of which this runtime wrote (`resume_ended` records each resume).
 /// The values are plain integers and `&'static str`s, so a stale entry
 /// could only ever be a wrong word, never an invalid one.
 #[derive(Clone)]
 struct Rings {
-    res: Rc<[Cell<u64>; EVENTS]>,
+    res: Rc<[Cell<u32>; EVENTS]>,
     res_s: Rc<[Cell<&'static str>; EVENTS]>,
-    ev: Rc<[RingSlot; EVENTS]>,
+    ev: Rc<[RingSlot; OTHERS]>,
 }
 
 thread_local! {
@@ -258,18 +298,31 @@ impl Rings {
 impl Default for Recorder {
     fn default() -> Recorder {
         let Rings { res, res_s, ev } = Rings::take();
+        let now = clock::now().ticks();
         Recorder {
             res,
             res_s,
             ev,
             head: Cell::new(0),
-            last_end: Cell::new(clock::now().ticks()),
+            seen: Cell::new(ticker::NEVER),
+            last: Cell::new(now),
+            last_n: Cell::new(0),
+            run: Cell::new(0),
+            run_since: Cell::new(now),
+            avg: Cell::new(0),
+            fast: clock::duration_to_ticks(FAST),
             tags: RefCell::default(),
             hog_seen: Cell::new(0),
             last_auto: Cell::new(0),
             latency: RefCell::new(VecDeque::new()),
             names: RefCell::new(VecDeque::new()),
         }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.stamping();
     }
 }
 
@@ -283,38 +336,93 @@ impl Recorder {
         }
         let i = self.head.get();
         self.head.set(i.wrapping_add(1));
-        let slot = &self.ev[i as usize & (EVENTS - 1)];
+        let slot = &self.ev[i as usize & (OTHERS - 1)];
         slot.a.set(a);
         slot.k.set(key);
     }
 
-    /// Resume `n` of `t` ended, now: a clock read and one store, two for a
-    /// park (its reason).
+    /// Resume `n` of `t` ended: one store (two for a park: its reason),
+    /// and a stamp if one is due (see "Times" in the module docs).
     #[inline(always)]
     pub(crate) fn resume_ended(&self, t: &Task, n: u64) {
         if OFF {
             return;
         }
-        let now = clock::now().ticks();
-        let ticks = now.saturating_sub(self.last_end.replace(now));
-        if ticks >= SATURATED {
-            self.long(n, ticks);
-        }
         let state = t.state.get();
         let i = n as usize & (EVENTS - 1);
-        self.res[i].set(ticks.min(SATURATED) << 32 | u64::from(t.flight_tag | state as u32));
+        self.res[i].set(t.flight_tag | state as u32);
         if state == ThreadState::Parked {
             self.res_s[i].set(t.waiting_on.get());
         }
+        if ticker::now() != self.seen.get() {
+            self.stamp(n);
+        }
     }
 
-    /// Resume `n` ran `ticks` (since the resume before it ended), more
-    /// than its slot holds.
+    /// Stamps resume `n`, which just ended: every resume while stamping,
+    /// one the ticker ticked during while sampling.
     #[cold]
     #[inline(never)]
-    fn long(&self, n: u64, ticks: u64) {
-        // Its key is the resume's own: merged, it comes just before it.
-        self.push(4 * n + 1, LONG | ticks.min(PAYLOAD) << 8);
+    fn stamp(&self, n: u64) {
+        let now = clock::now().ticks();
+        let key = 4 * n + 2;
+        self.push(key, TICK | (now & PAYLOAD) << 8);
+        let last = self.last.get();
+        let count = n.saturating_sub(self.last_n.get()).max(1);
+        let span = now.saturating_sub(last);
+        if self.seen.get() == ticker::NEVER {
+            if count == 1 && span < self.fast {
+                let run = self.run.get() + 1;
+                if run == 1 {
+                    self.run_since.set(last);
+                }
+                self.run.set(run);
+                if run >= SAMPLE_AFTER {
+                    self.sample(now.saturating_sub(self.run_since.get()) / u64::from(run));
+                }
+            } else {
+                self.run.set(0);
+            }
+        } else if span >= self.fast.saturating_mul(count) {
+            // A slow stretch: the resume that just ended ran long, and the
+            // ones before it since the last reading are given the run's
+            // average.
+            let began = last
+                .saturating_add(self.avg.get().saturating_mul(count - 1))
+                .min(now);
+            self.push(key, BEGAN | (began & PAYLOAD) << 8);
+            self.stamping();
+        } else {
+            self.avg.set(span / count);
+            self.seen.set(ticker::now());
+        }
+        self.last.set(now);
+        self.last_n.set(n);
+    }
+
+    /// Starts sampling, with resumes of `avg` ticks so far.
+    fn sample(&self, avg: u64) {
+        self.run.set(0);
+        if ticker::subscribe() {
+            self.avg.set(avg);
+            self.seen.set(ticker::now());
+        }
+    }
+
+    /// Goes back to stamping every resume.
+    fn stamping(&self) {
+        if self.seen.replace(ticker::NEVER) != ticker::NEVER {
+            ticker::unsubscribe();
+        }
+        self.run.set(0);
+    }
+
+    /// The loop stops running threads for a while (`block_on` returns):
+    /// the next resumes are stamped.
+    pub(crate) fn rest(&self) {
+        if !OFF {
+            self.stamping();
+        }
     }
 
     /// `t` was made ready (by the running green thread, if any: the key
@@ -352,19 +460,40 @@ impl Recorder {
         self.push(key, TIMER | kind << 4 | t << 8);
     }
 
-    /// The clock read `ticks`.
+    /// The loop read the clock: `ticks`.
     #[inline]
     pub(crate) fn tick(&self, key: u64, ticks: u64) {
+        if OFF {
+            return;
+        }
         self.push(key, TICK | (ticks & PAYLOAD) << 8);
+        // While sampling, a slower stretch since the last reading ends
+        // the sampled run (which resume made it slow is not known).
+        let n = key / 4;
+        let count = n.saturating_sub(self.last_n.get());
+        if count > 0 && self.seen.get() != ticker::NEVER {
+            let span = ticks.saturating_sub(self.last.get());
+            if span >= self.fast.saturating_mul(count) {
+                self.stamping();
+            } else {
+                self.avg.set(span / count);
+            }
+        }
+        self.last.set(ticks);
+        self.last_n.set(n);
     }
 
     /// A poll that began at the previous tick ended at `ticks` with
-    /// `events` events; `blocking`: it could wait.
+    /// `events` events; `blocking`: it could wait, and the next resumes
+    /// are stamped.
     #[inline]
     pub(crate) fn poll(&self, key: u64, ticks: u64, events: usize, blocking: bool) {
         let events = (events as u64).min(PAYLOAD);
         self.push(key, POLL | u64::from(blocking) << 4 | events << 8);
         self.tick(key, ticks);
+        if blocking {
+            self.rest();
+        }
     }
 
     /// The tag (as [`Task::flight_tag`] holds it) of thread `id`, spawned
@@ -373,9 +502,13 @@ impl Recorder {
     /// # Errors
     ///
     /// `OutOfMemory` when the tags run out (see `tags`).
+    #[inline]
     pub(crate) fn tag(s: &Scheduler, id: u64) -> io::Result<u32> {
         if OFF {
             return Ok(0);
+        }
+        if id < u64::from(tags::DIRECT) {
+            return Ok((id as u32) << 4);
         }
         let tag = s
             .flight
@@ -385,10 +518,12 @@ impl Recorder {
         Ok(tag << 4)
     }
 
-    /// Thread `t` of `s` will not run again: its tag can be handed out
-    /// again once it can no longer be in a trace (see `tags`).
+    /// The thread of `s` whose tag is `flight_tag` finished (or failed to
+    /// start): a taken tag is handed out again once no trace can show that
+    /// thread's resumes (see `tags`).
+    #[inline]
     pub(crate) fn untag(s: &Scheduler, flight_tag: u32) {
-        if OFF {
+        if OFF || flight_tag >> 4 < tags::DIRECT {
             return;
         }
         s.flight
@@ -396,11 +531,6 @@ impl Recorder {
             .borrow_mut()
             .give_back(flight_tag >> 4, s.counters.switches.get());
     }
-}
-
-/// Turns a resume ring's word into its ticks, tag and state.
-fn unpack(word: u64) -> (u64, u32, u64) {
-    (word >> 32, (word as u32) >> 4, word & 0xf)
 }
 
 /// How a resume ended.
@@ -648,29 +778,31 @@ pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
     let Some(every) = s.config.latency_snapshots else {
         return;
     };
-    // The slice's end, read as it ended.
-    let now = f.last_end.get();
+    let now = clock::now().ticks();
     let last = f.last_auto.get();
     if OFF || last != 0 && now.saturating_sub(last) < clock::duration_to_ticks(every) {
         return;
     }
     f.last_auto.set(now);
-    let reason = if hog == slice {
-        format!(
+    let mut trace = f.trace(s, String::new(), Some(t), Some(slice));
+    trace.reason = match trace.events.iter().rev().find_map(|e| match e.event {
+        Event::Resume { thread, ran, .. } if hog == slice && thread == t.id => Some(ran),
+        _ => None,
+    }) {
+        Some(ran) => format!(
             "latency warning: green thread #{} '{}' ran {:.3} s without yielding",
             t.id,
             t.display_name(),
-            clock::ticks_to_duration(f.ticks_of(slice)).as_secs_f64()
-        )
-    } else {
-        "latency warning".to_owned()
+            ran.as_secs_f64()
+        ),
+        None => "latency warning".to_owned(),
     };
-    let trace = f.trace(s, reason.clone(), Some(t), Some(slice));
     log::info!(
         target: "coro::flight",
-        "flight recorder: {} events before the end of the slice saved ({reason}); \
+        "flight recorder: {} events before the end of the slice saved ({}); \
          read them with coro::flight::latency_snapshots() or the back door's `trace latency PATH`",
-        trace.events.len()
+        trace.events.len(),
+        trace.reason,
     );
     let mut kept = f.latency.borrow_mut();
     if kept.len() == KEPT_SNAPSHOTS {
@@ -780,35 +912,128 @@ mod tests {
             }));
     }
 
-    /// A resume longer than a slot's 32 bits of ticks (over a second at
-    /// GHz rates) keeps its whole length: the clock reading it starts from
-    /// is set five seconds back while it runs.
+    /// Whether `s`'s recorder samples (rather than stamps every resume).
+    fn sampling() -> bool {
+        context::with_sched("test", |s| s.flight.seen.get() != ticker::NEVER)
+    }
+
+    /// A runtime stamps every resume until a run of short ones, samples
+    /// then, and stamps again once its loop waits for I/O.
     #[test]
-    fn a_resume_longer_than_its_slot_holds_keeps_its_length() {
-        let five = Duration::from_secs(5);
-        let (id, trace) = crate::run(move || {
-            let t = crate::spawn(move || {
-                context::with_sched("test", |s| {
-                    let back = clock::duration_to_ticks(five);
-                    s.flight.last_end.set(s.flight.last_end.get() - back);
-                });
-                crate::yield_now();
+    fn a_runtime_samples_only_runs_of_short_resumes() {
+        crate::run(|| {
+            assert!(!sampling());
+            let other = crate::spawn(|| {
+                while sampling() {
+                    crate::yield_now();
+                }
             });
-            let id = t.thread().id();
-            t.join().unwrap();
+            let mut yields = 0;
+            while !sampling() {
+                crate::yield_now();
+                yields += 1;
+                assert!(yields < 100_000, "still stamping after {yields} yields");
+            }
+            assert!(yields >= SAMPLE_AFTER as usize / 2, "{yields}");
+            // A wait for a timer is a blocking poll.
+            crate::sleep(Duration::from_millis(1)).unwrap();
+            assert!(!sampling());
+            other.join().unwrap();
+        });
+    }
+
+    /// A resume that runs long among short ones while the recorder samples
+    /// keeps its length: the ticker ticks while it runs, so it is stamped
+    /// as it ends, and its start follows the short ones before it.
+    #[test]
+    fn a_hog_among_short_resumes_keeps_its_length() {
+        let least = Duration::from_millis(30);
+        let (hog_id, trace) = crate::run(move || {
+            let done = Rc::new(Cell::new(false));
+            let yielders: Vec<_> = (0..2)
+                .map(|_| {
+                    let done = done.clone();
+                    crate::spawn(move || {
+                        while !done.get() {
+                            crate::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            while !sampling() {
+                crate::yield_now();
+            }
+            let hog = crate::spawn(move || {
+                assert!(sampling(), "the hog runs while the recorder samples");
+                // At least `least`, and two ticks of the ticker.
+                let (start, mut seen, mut ticks) = (std::time::Instant::now(), ticker::now(), 0);
+                while ticks < 2 || start.elapsed() < least {
+                    if ticker::now() != seen {
+                        seen = ticker::now();
+                        ticks += 1;
+                    }
+                    std::hint::spin_loop();
+                }
+            });
+            let id = hog.thread().id();
+            hog.join().unwrap();
+            done.set(true);
+            for y in yielders {
+                y.join().unwrap();
+            }
             (id, snapshot())
         });
-        assert!(clock::duration_to_ticks(five) > SATURATED);
         let ran: Vec<Duration> = trace
             .events
             .iter()
             .filter_map(|e| match e.event {
-                Event::Resume { thread, ran, .. } if thread == id => Some(ran),
+                Event::Resume { thread, ran, .. } if thread == hog_id => Some(ran),
                 _ => None,
             })
             .collect();
-        assert_eq!(ran.len(), 2, "{ran:?}");
-        assert!(ran[0] >= five, "{ran:?}");
+        assert_eq!(ran.len(), 1, "{ran:?}");
+        assert!(ran[0] >= least - Duration::from_millis(5), "{ran:?}");
+    }
+
+    /// Tags past the first 2^27 threads are handed out again, but only
+    /// once no trace can hold the old holder's resumes: threads spawned
+    /// and finished one after another (three rings' worth, so tags are
+    /// reused) each show their own resumes, one finish each.
+    #[test]
+    fn reused_tags_name_each_thread_once() {
+        let (ids, trace) = crate::run(|| {
+            context::with_sched("test", |s| s.next_id.set(tags::DIRECT.into()));
+            let ids: Vec<u64> = (0..3 * EVENTS)
+                .map(|_| {
+                    let t = crate::spawn(crate::yield_now);
+                    let id = t.thread().id();
+                    t.join().unwrap();
+                    id
+                })
+                .collect();
+            (ids, snapshot())
+        });
+        let mut per_thread = HashMap::<u64, Vec<After>>::new();
+        for e in &trace.events {
+            if let Event::Resume { thread, then, .. } = e.event {
+                per_thread.entry(thread).or_default().push(then);
+            }
+        }
+        let shown: Vec<u64> = ids
+            .iter()
+            .copied()
+            .filter(|id| per_thread.contains_key(id))
+            .collect();
+        assert!(shown.len() > EVENTS / 8, "{}", shown.len());
+        // All but the oldest one shown (its first resume may have left the
+        // ring) ran twice: a yield, then its finish.
+        for id in &shown[1..] {
+            assert_eq!(
+                per_thread[id],
+                [After::Yield, After::Finish],
+                "thread #{id}"
+            );
+        }
     }
 
     #[test]

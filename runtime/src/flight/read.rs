@@ -1,12 +1,12 @@
 //! Reading the rings back into a [`Trace`]: the two rings merged by order
-//! key, every resume's end rebuilt from the recorder's last reading, and
-//! every event timed (see "Times" in the module docs).
+//! key, and every event timed from the clock readings among them (see
+//! "Times" in the module docs).
 
 use std::collections::{HashMap, HashSet};
 
 use super::{
-    full_ticks, unpack, After, Event, Recorder, TimedEvent, Trace, EVENTS, HOG, LONG, OFF, POLL,
-    SATURATED, SPAWN, TICK, TIMER, TIMER_KINDS, WAKE,
+    full_ticks, ticker, After, Event, Recorder, TimedEvent, Trace, BEGAN, EVENTS, HOG, OFF, OTHERS,
+    POLL, SPAWN, TICK, TIMER, TIMER_KINDS, WAKE,
 };
 use crate::clock::{self, Instant};
 use crate::context;
@@ -18,11 +18,12 @@ use crate::task::{Task, ThreadState};
 enum Item {
     /// A spawn, wake or timer: no clock reading of its own.
     Instant(Event),
-    /// A clock reading; `between`: taken between two resumes, not inside
-    /// one.
-    Tick { ticks: u64, between: bool },
-    /// A poll that ended at `end` (the tick that follows it); it began at
-    /// the tick before it.
+    /// A clock reading.
+    Tick(u64),
+    /// The resume before the reading before this began then.
+    Began(u64),
+    /// A poll that ended at `end` (the reading that follows it); it began
+    /// at the reading before it.
     Poll {
         events: usize,
         blocking: bool,
@@ -30,13 +31,8 @@ enum Item {
     },
     /// The watchdog reported resume `n`.
     Hog(u64),
-    /// Resume `n` of `thread`, which ended `ticks` after resume `n - 1`.
-    Resume {
-        n: u64,
-        thread: u64,
-        then: After,
-        ticks: u64,
-    },
+    /// Resume `n` of `thread`.
+    Resume { n: u64, thread: u64, then: After },
 }
 
 impl Recorder {
@@ -62,14 +58,14 @@ impl Recorder {
             (last + 1).saturating_sub(EVENTS as u64).max(1)
         };
         let tags = self.tags.borrow();
-        let resume = |n: u64| unpack(self.res[n as usize & (EVENTS - 1)].get());
+        let resume = |n: u64| self.res[n as usize & (EVENTS - 1)].get();
         // The thread that ran resume `n` (the spawner or waker of an event
         // recorded during it), 0 when it is no longer in the ring.
         let thread_of = |n: u64| -> u64 {
             if running && n == switches {
                 context::current_id_of(s)
             } else if (first..=last).contains(&n) {
-                tags.id(resume(n).1)
+                tags.id(resume(n) >> 4)
             } else {
                 0
             }
@@ -84,15 +80,13 @@ impl Recorder {
         };
         // The other events, oldest first, with their keys.
         let head = if OFF { 0 } else { self.head.get() };
-        let kept = head.min(EVENTS as u64);
+        let kept = head.min(OTHERS as u64);
         let raw: Vec<(u64, u64)> = (head - kept..head)
             .map(|i| {
-                let e = &self.ev[i as usize & (EVENTS - 1)];
+                let e = &self.ev[i as usize & (OTHERS - 1)];
                 (e.k.get(), e.a.get())
             })
             .collect();
-        // The ticks of resumes longer than their slot holds, by number.
-        let mut long = HashMap::new();
         let mut items: Vec<(u64, Item)> = Vec::with_capacity(raw.len() + EVENTS);
         for (j, &(k, a)) in raw.iter().enumerate() {
             let payload = a >> 8;
@@ -112,10 +106,8 @@ impl Recorder {
                         .copied()
                         .unwrap_or(""),
                 }),
-                TICK => Item::Tick {
-                    ticks: full_ticks(payload, now),
-                    between: !k.is_multiple_of(4),
-                },
+                TICK => Item::Tick(full_ticks(payload, now)),
+                BEGAN => Item::Began(full_ticks(payload, now)),
                 POLL => Item::Poll {
                     events: payload as usize,
                     blocking: a & 0x10 != 0,
@@ -124,21 +116,13 @@ impl Recorder {
                         .map_or(now, |&(_, b)| full_ticks(b >> 8, now)),
                 },
                 HOG => Item::Hog(payload),
-                LONG => {
-                    long.insert(k / 4, payload);
-                    continue;
-                }
                 _ => continue,
             };
             items.push((k, item));
         }
         for n in first..=last {
-            let (ticks, tag, state) = resume(n);
-            let ticks = match ticks {
-                SATURATED => long.get(&n).copied().unwrap_or(ticks),
-                t => t,
-            };
-            let then = match state {
+            let r = resume(n);
+            let then = match u64::from(r & 0xf) {
                 s if s == ThreadState::Ready as u64 => After::Yield,
                 s if s == ThreadState::Parked as u64 => {
                     After::Park(self.res_s[n as usize & (EVENTS - 1)].get())
@@ -149,14 +133,13 @@ impl Recorder {
                 4 * n + 1,
                 Item::Resume {
                     n,
-                    thread: tags.id(tag),
+                    thread: tags.id(r >> 4),
                     then,
-                    ticks,
                 },
             ));
         }
         // From where both rings still hold everything.
-        let lo = if head > EVENTS as u64 {
+        let lo = if head > OTHERS as u64 {
             raw.first().map_or(0, |r| r.0)
         } else {
             0
@@ -181,7 +164,13 @@ impl Recorder {
                 names.insert(t.id, name.to_string());
             }
         }
-        let events = decode(&items, self.last_end.get(), now);
+        // Resumes after the last reading ran at the sampled run's pace.
+        let pace = if self.seen.get() == ticker::NEVER {
+            0
+        } else {
+            self.avg.get()
+        };
+        let events = decode(&items, pace, now);
         Trace {
             reason,
             taken: std::time::SystemTime::now(),
@@ -191,67 +180,36 @@ impl Recorder {
             events: events.1,
         }
     }
-
-    /// The ticks resume `n` (still in the ring) ended after resume `n - 1`.
-    pub(super) fn ticks_of(&self, n: u64) -> u64 {
-        let (ticks, _, _) = unpack(self.res[n as usize & (EVENTS - 1)].get());
-        if ticks < SATURATED {
-            return ticks;
-        }
-        let head = self.head.get();
-        (head.saturating_sub(EVENTS as u64)..head)
-            .rev()
-            .map(|i| &self.ev[i as usize & (EVENTS - 1)])
-            .find(|e| e.k.get() == 4 * n + 1 && e.a.get() & 0xf == LONG)
-            .map_or(ticks, |e| e.a.get() >> 8)
-    }
 }
 
 /// Times the merged items: the tick count the trace starts at, and its
-/// events. `last_end` is the end of the last resume in `items`.
-fn decode(items: &[(u64, Item)], last_end: u64, now: u64) -> (u64, Vec<TimedEvent>) {
-    // Each resume's end, from the last one's backwards.
-    let mut ends = vec![0; items.len()];
-    let mut t = last_end;
-    for (i, (_, item)) in items.iter().enumerate().rev() {
-        if let Item::Resume { ticks, .. } = item {
-            ends[i] = t;
-            t = t.saturating_sub(*ticks);
-        }
-    }
+/// events. `pace`: the ticks of a resume after the last reading.
+fn decode(items: &[(u64, Item)], pace: u64, now: u64) -> (u64, Vec<TimedEvent>) {
+    let (starts, ends) = resume_times(items, pace, now);
     // Anchors: (position, ticks); position p is just before item p. A
     // resume runs from its start to its end; the events it recorded come
     // just before it (their key is its own, less one), so its start is
     // placed before them, and they fall inside it.
     let mut anchors: Vec<(usize, u64)> = Vec::new();
-    let mut starts = vec![0; items.len()];
     let mut reported = HashSet::new();
-    // The latest reading between two resumes.
-    let mut between = 0;
     for (i, &(k, item)) in items.iter().enumerate() {
         match item {
-            Item::Resume { ticks, .. } => {
-                let end = ends[i];
-                let start = end.saturating_sub(ticks).max(between).min(end);
-                starts[i] = start;
+            Item::Resume { .. } => {
                 let mut p = i;
                 while p > 0 && items[p - 1].0 == k - 1 {
                     p -= 1;
                 }
-                anchors.push((p, start));
-                anchors.push((i + 1, end));
-                between = end;
+                anchors.push((p, starts[i]));
+                anchors.push((i + 1, ends[i]));
             }
-            Item::Tick { ticks, between: b } => {
-                anchors.push((i + 1, ticks));
-                if b {
-                    between = between.max(ticks);
-                }
+            Item::Tick(t) => {
+                anchors.push((i, t));
+                anchors.push((i + 1, t));
             }
             Item::Hog(n) => {
                 reported.insert(n);
             }
-            Item::Instant(_) | Item::Poll { .. } => {}
+            Item::Instant(_) | Item::Poll { .. } | Item::Began(_) => {}
         }
     }
     anchors.sort_by_key(|a| a.0);
@@ -293,20 +251,90 @@ fn decode(items: &[(u64, Item)], last_end: u64, now: u64) -> (u64, Vec<TimedEven
                     },
                 )
             }
-            Item::Resume {
-                n, thread, then, ..
-            } => (
+            Item::Resume { n, thread, then } => (
                 starts[i],
                 Event::Resume {
                     thread,
-                    ran: clock::ticks_to_duration(ends[i] - starts[i]),
+                    ran: clock::ticks_to_duration(ends[i].saturating_sub(starts[i])),
                     then,
                     latency_warning: reported.contains(&n),
                 },
             ),
-            Item::Tick { .. } | Item::Hog(_) => continue,
+            Item::Tick(_) | Item::Hog(_) | Item::Began(_) => continue,
         };
         events.push(TimedEvent { at: rel(at), event });
     }
     (base, events)
+}
+
+/// Each resume's start and end (by item index; 0 elsewhere).
+///
+/// The resumes between two readings share the interval between them
+/// evenly; a [`Item::Began`] after the second reading gives the last of
+/// them its own start. Those before the first reading, whose earlier
+/// reading has left the ring, take the trace's average; those after the
+/// last one take `pace` each, up to `now`.
+fn resume_times(items: &[(u64, Item)], pace: u64, now: u64) -> (Vec<u64>, Vec<u64>) {
+    let mut starts = vec![0; items.len()];
+    let mut ends = vec![0; items.len()];
+    // Spreads `window`'s resumes over `from..to`.
+    let mut spread = |window: &[usize], from: u64, to: u64| {
+        let m = window.len() as u64;
+        let span = to.saturating_sub(from);
+        for (j, &i) in window.iter().enumerate() {
+            let j = j as u64;
+            starts[i] = from + span * j / m;
+            ends[i] = from + span * (j + 1) / m;
+        }
+    };
+    let mut window: Vec<usize> = Vec::new();
+    // The first window, before any reading (timed once the average is
+    // known), and the last reading.
+    let mut first: Option<(Vec<usize>, u64)> = None;
+    let mut reading: Option<u64> = None;
+    let (mut total, mut timed) = (0u64, 0u64);
+    for (i, &(_, item)) in items.iter().enumerate() {
+        match item {
+            Item::Resume { .. } => window.push(i),
+            Item::Tick(t) => {
+                match reading {
+                    Some(from) if !window.is_empty() => {
+                        let began = match items.get(i + 1) {
+                            Some(&(_, Item::Began(b))) => Some(b.clamp(from, t)),
+                            _ => None,
+                        };
+                        let last = window.len() - 1;
+                        match began {
+                            Some(b) => {
+                                spread(&window[..last], from, b);
+                                spread(&window[last..], b, t);
+                            }
+                            None => spread(&window, from, t),
+                        }
+                        total += t.saturating_sub(from);
+                        timed += window.len() as u64;
+                    }
+                    None if !window.is_empty() => first = Some((window.clone(), t)),
+                    _ => {}
+                }
+                window.clear();
+                reading = Some(reading.map_or(t, |r| r.max(t)));
+            }
+            _ => {}
+        }
+    }
+    if let Some((w, to)) = first {
+        let each = total.checked_div(timed).unwrap_or(0);
+        let from = to.saturating_sub(each * w.len() as u64);
+        spread(&w, from, to);
+    }
+    if !window.is_empty() {
+        let from = reading.unwrap_or(now);
+        let to = from
+            .saturating_add(pace.saturating_mul(window.len() as u64))
+            .min(now)
+            .max(from);
+        spread(&window, from, to);
+    }
+    (starts, ends)
 }
