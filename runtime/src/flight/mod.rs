@@ -56,9 +56,9 @@
 //!
 //! # Cost
 //!
-//! A resume that yielded is one 4-byte store into a ring indexed by the
-//! switch number the scheduler counts anyway, and one compare of the
-//! ticker's word with the value last seen (a park adds its reason). The
+//! A resume is one 4-byte store into a ring indexed by the switch number
+//! the scheduler counts anyway, and one compare of the ticker's word with
+//! the value last seen (a park stores its reason as it parks). The
 //! ring keeps a 28-bit tag of the thread, not its id (see below), so that
 //! it takes little of the cache. A stamp is a clock read and two stores
 //! into the other ring, as is a wake or a spawn; who woke or spawned is
@@ -114,7 +114,7 @@ use std::time::{Duration, SystemTime};
 use crate::clock::{self, Instant};
 use crate::context;
 use crate::sched::Scheduler;
-use crate::task::{Task, ThreadState};
+use crate::task::Task;
 
 /// Resumes the recorder keeps (a power of two); it keeps twice as many
 /// other events.
@@ -181,7 +181,9 @@ pub(crate) struct Recorder {
     /// the ring is written on every switch, and the less cache it takes,
     /// the less it evicts.
     res: Rc<[Cell<u32>; EVENTS]>,
-    /// A parked resume's reason, at the same index.
+    /// A parked resume's reason, at the same index (written as the thread
+    /// parks, so it may hold a stale reason for a resume that did not end
+    /// parked; it is read only for one that did).
     res_s: Rc<[Cell<&'static str>; EVENTS]>,
     /// The other events: one word of kind and payload, and the order key
     /// ([`key`]). Who spawned or woke is not stored: the key says which
@@ -341,22 +343,28 @@ impl Recorder {
         slot.k.set(key);
     }
 
-    /// Resume `n` of `t` ended: one store (two for a park: its reason),
-    /// and a stamp if one is due (see "Times" in the module docs).
+    /// Resume `n` of `t` ended: one store, and a stamp if one is due (see
+    /// "Times" in the module docs).
     #[inline(always)]
     pub(crate) fn resume_ended(&self, t: &Task, n: u64) {
         if OFF {
             return;
         }
-        let state = t.state.get();
-        let i = n as usize & (EVENTS - 1);
-        self.res[i].set(t.flight_tag | state as u32);
-        if state == ThreadState::Parked {
-            self.res_s[i].set(t.waiting_on.get());
-        }
+        self.res[n as usize & (EVENTS - 1)].set(t.flight_tag | t.state.get() as u32);
         if ticker::now() != self.seen.get() {
             self.stamp(n);
         }
+    }
+
+    /// The thread running resume `n` parks on `what` (read back only if the
+    /// resume ends parked): recorded here, on the park path, so that the
+    /// switch path does not look at how a resume ended.
+    #[inline(always)]
+    pub(crate) fn parking(&self, n: u64, what: &'static str) {
+        if OFF {
+            return;
+        }
+        self.res_s[n as usize & (EVENTS - 1)].set(what);
     }
 
     /// Stamps resume `n`, which just ended: every resume while stamping,
