@@ -34,9 +34,10 @@
 //!   clock measured, plus the scheduler's own work before the switch
 //!   (taking the thread off the ready queue, copying a copied-out stack
 //!   back in).
-//! * **Sampling**, after [`SAMPLE_AFTER`] stamped resumes in a row that
-//!   ran under [`FAST`] each (a tight loop of yields or hand-offs, where
-//!   stamping would double the cost of a switch): the clock is read where
+//! * **Sampling**, after 64 stamped resumes in a row that ran under 500 ns
+//!   each (a tight loop of yields or hand-offs, where a clock read at
+//!   every switch would cost about as much as the switches): the clock is
+//!   read where
 //!   the loop polls the OS (at least every 256 resumes) or fires timers,
 //!   and as a resume ends during which the recorder's ticker ticked (one
 //!   thread per process, every millisecond while a runtime samples, see

@@ -33,6 +33,7 @@ static NOW: Published = Published(AtomicU64::new(0));
 static STATE: Mutex<State> = Mutex::new(State {
     sampling: 0,
     started: false,
+    failed: false,
 });
 /// Wakes the thread when the first recorder starts sampling.
 static WAKE: Condvar = Condvar::new();
@@ -40,6 +41,9 @@ static WAKE: Condvar = Condvar::new();
 struct State {
     sampling: usize,
     started: bool,
+    /// The thread could not be started: no recorder samples (none asks
+    /// the OS again).
+    failed: bool,
 }
 
 /// The tick count the ticker last published.
@@ -53,11 +57,15 @@ pub(super) fn now() -> u64 {
 /// stamping every resume).
 pub(super) fn subscribe() -> bool {
     let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    if st.failed {
+        return false;
+    }
     if !st.started {
         let spawned = std::thread::Builder::new()
             .name("coro-flight-ticker".into())
             .spawn(run);
         if spawned.is_err() {
+            st.failed = true;
             return false;
         }
         st.started = true;
