@@ -20,13 +20,14 @@ const MX2: [u8; 4] = [127, 0, 0, 3];
 const PLAIN: [u8; 4] = [127, 0, 0, 4];
 
 /// The relay's settings for MX delivery: DNS at `dns`, exchangers on
-/// `port`, short timeouts and retries; bounces for the local domain
-/// `relay.test` go into the Maildir. Then `extra` TOML.
+/// `port` (on loopback, so allowed), short timeouts and retries; bounces
+/// for the local domain `relay.test` go into the Maildir. Then `extra`
+/// TOML.
 fn mx_config(dns: u16, port: u16, extra: &str) -> String {
     format!(
         "local_domains = [\"relay.test\"]\n\
          [mx]\nenabled = true\ndns_servers = [\"127.0.0.1:{dns}\"]\ndns_timeout = \"300ms\"\n\
-         dns_attempts = 1\nport = {port}\n{extra}\n\
+         dns_attempts = 1\nport = {port}\nallow_private_addresses = true\n{extra}\n\
          [queue]\nminimal_backoff_time = \"1h\"\nmaximal_backoff_time = \"1h\"\n\
          [smtp]\nconnect_timeout = \"2s\"\nhelo_timeout = \"5s\"\nconnection_idle_time_limit = \"300ms\"\n"
     )
