@@ -2,7 +2,9 @@
 //! relay signs (rsa-sha256 with a PKCS#8 and a PKCS#1 key, ed25519-sha256)
 //! is verified by Python's dkimpy, given the public key records directly
 //! (its `dnsfunc`). Keys are made with openssl. A key that is missing or
-//! unreadable stops the relay at start.
+//! unreadable stops the relay at start; only mail from trusted sources is
+//! signed; a key rotated in place signs from the next message after
+//! SIGHUP.
 
 mod util;
 

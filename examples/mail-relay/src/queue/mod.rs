@@ -27,12 +27,16 @@
 //!
 //! # Memory
 //!
-//! The queue keeps envelopes only: a message's content stays in its
-//! spool file, and delivery reads it from there a chunk at a time as it
-//! sends it ([`crate::spool::Content`]). At most `active_limit` messages
-//! (Postfix's `qmgr_message_active_limit`) are in attempts at once. So a
-//! long outage of the upstream, or a slow one, fills the disk, not the
-//! memory.
+//! The queue keeps envelopes: a message's content stays in its spool
+//! file, and delivery reads it from there a chunk at a time as it sends it
+//! ([`crate::spool::Content`]). Only a message received whole (under
+//! 64 KiB) may keep its content in memory for its first attempt, while
+//! all such contents together stay within [`HOLD_LIMIT`]: a message
+//! delivered at once then costs no read of the disk, and a deferral, or
+//! the limit, sends it to the disk like the others. At most `active_limit`
+//! messages (Postfix's `qmgr_message_active_limit`) are in attempts at
+//! once. So a long outage of the upstream, or a slow one, fills the disk,
+//! not the memory.
 //!
 //! # Stopping
 //!
@@ -48,6 +52,7 @@ mod runner;
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -56,9 +61,13 @@ use coro::sync::{PeriodicExecutor, WaitGroup};
 use crate::config;
 use crate::delivery::route::{Dest, Router};
 use crate::delivery::{Job, Status, Transport};
-use crate::spool::{Queued, Spool, Stored};
+use crate::spool::{Held, Queued, Spool, Stored};
 
 pub use mailq::{format as format_mailq, Item as MailqItem};
+
+/// The most octets of content held in memory for messages in their first
+/// attempt, all of them together (see "Memory" above).
+pub const HOLD_LIMIT: usize = 8 << 20;
 
 /// The delivery queue (cheap to clone: a handle).
 #[derive(Clone)]
@@ -122,6 +131,8 @@ struct Inner {
     deferred: RefCell<BTreeSet<(SystemTime, String)>>,
     /// Messages in an attempt.
     active: Cell<usize>,
+    /// Octets of content held in memory ([`HOLD_LIMIT`]).
+    held: Arc<AtomicUsize>,
     /// The runner, once started (taken at a stop).
     runner: RefCell<Option<PeriodicExecutor>>,
     /// Every agent is a member.
@@ -189,6 +200,7 @@ impl Queue {
                 ready: RefCell::new(VecDeque::new()),
                 deferred: RefCell::new(BTreeSet::new()),
                 active: Cell::new(0),
+                held: Arc::new(AtomicUsize::new(0)),
                 runner: RefCell::new(None),
                 agents: WaitGroup::new(),
                 agent_threads: RefCell::new(HashMap::new()),
@@ -242,9 +254,28 @@ impl Queue {
         let inner = &self.inner;
         let Queued {
             msg,
+            memory,
             state,
             received_in,
         } = q;
+        // Received whole and due now: its first attempt reads it from
+        // memory, if the budget has room.
+        let held = memory
+            .filter(|_| state.next_attempt.is_none())
+            .and_then(|m| Held::new(m, &inner.held, HOLD_LIMIT));
+        let msg = match held {
+            Some(h) => match Arc::try_unwrap(msg) {
+                Ok(mut m) => {
+                    m.content = m.content.with_held(h);
+                    Arc::new(m)
+                }
+                Err(msg) => Arc::new(Stored {
+                    env: msg.env.clone(),
+                    content: msg.content.with_held(h),
+                }),
+            },
+            None => msg,
+        };
         let id = msg.env.id.clone();
         let mut done = vec![false; msg.env.rcpts.len()];
         for &i in &state.done_rcpts {

@@ -189,6 +189,13 @@ pub(super) fn defer(inner: &Inner, id: &str, why: &Detail) {
     let next = SystemTime::now() + inner.settings.backoff(e.attempts);
     e.next_attempt = Some(next);
     e.reason = Some(why.text.clone());
+    if e.msg.content.is_held() {
+        // Until the next attempt, its content is on disk only.
+        e.msg = Arc::new(Stored {
+            env: e.msg.env.clone(),
+            content: e.msg.content.unheld(),
+        });
+    }
     inner.spool().record(Update::Defer {
         id: id.to_owned(),
         attempts: e.attempts,

@@ -6,7 +6,11 @@
 //!
 //! A [`Content`] is a handle (cheap to clone): the batch file, where the
 //! message's content starts in it and its length, and optionally a few
-//! octets to send first (a `DKIM-Signature:` field). A green thread reads
+//! octets to send first (a `DKIM-Signature:` field). A message received
+//! whole (under 64 KiB) may also keep its content in memory for its first
+//! attempt, a [`Held`] counted against a fixed budget the queue sets: a
+//! message that is delivered at once costs no read, and the budget bounds
+//! what that takes however many messages are in their first attempt. A green thread reads
 //! it through a [`Reader`], one [`CHUNK`] per `coro::blocking` job (the
 //! open file moves into each job and back, as the spill does when it
 //! writes); code already on the blocking pool (the Maildir's batch, DKIM's
@@ -18,9 +22,10 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::Envelope;
+use super::{Envelope, Message};
 
 /// A message in the queue: its envelope in memory, its content where the
 /// spool keeps it.
@@ -43,6 +48,42 @@ pub struct Content {
     head: Arc<[u8]>,
     /// The stored content.
     src: Source,
+    /// The same content in memory, when it is held (then it is read from
+    /// there).
+    held: Option<Arc<Held>>,
+}
+
+/// A message's content kept in memory, counted in a budget until dropped.
+#[derive(Debug)]
+pub struct Held {
+    /// The message as committed (its `data` is the content).
+    msg: Arc<Message>,
+    /// The octets held in all, this content's among them.
+    budget: Arc<AtomicUsize>,
+}
+
+impl Held {
+    /// Holds `msg`'s content if `budget` (the octets held now) stays at
+    /// most `limit` with it.
+    pub fn new(msg: Arc<Message>, budget: &Arc<AtomicUsize>, limit: usize) -> Option<Held> {
+        let len = msg.data.len();
+        let before = budget.fetch_add(len, Ordering::Relaxed);
+        if before + len > limit {
+            budget.fetch_sub(len, Ordering::Relaxed);
+            return None;
+        }
+        Some(Held {
+            msg,
+            budget: budget.clone(),
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget
+            .fetch_sub(self.msg.data.len(), Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +105,38 @@ impl Content {
         Content {
             head: Arc::from(&[][..]),
             src: Source::File { path, offset, len },
+            held: None,
+        }
+    }
+
+    /// The same content, read from `held` (the same octets in memory).
+    pub fn with_held(&self, held: Held) -> Content {
+        Content {
+            held: Some(Arc::new(held)),
+            ..self.clone()
+        }
+    }
+
+    /// The same content, no longer held in memory (read from the file).
+    pub fn unheld(&self) -> Content {
+        Content {
+            held: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the content is held in memory.
+    pub fn is_held(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// The stored content, when it is in memory.
+    fn in_memory_now(&self) -> Option<&[u8]> {
+        match (&self.held, &self.src) {
+            (Some(h), _) => Some(&h.msg.data),
+            #[cfg(test)]
+            (None, Source::Memory(d)) => Some(d),
+            (None, _) => None,
         }
     }
 
@@ -73,6 +146,7 @@ impl Content {
         Content {
             head: Arc::from(&[][..]),
             src: Source::Memory(data.into()),
+            held: None,
         }
     }
 
@@ -83,7 +157,7 @@ impl Content {
         h.extend_from_slice(head);
         Content {
             head: h.into(),
-            src: self.src.clone(),
+            ..self.clone()
         }
     }
 
@@ -123,16 +197,17 @@ impl Content {
         if !self.head.is_empty() && !f(&self.head)? {
             return Ok(());
         }
+        if let Some(d) = self.in_memory_now() {
+            for c in d.chunks(CHUNK) {
+                if !f(c)? {
+                    break;
+                }
+            }
+            return Ok(());
+        }
         match &self.src {
             #[cfg(test)]
-            Source::Memory(d) => {
-                for c in d.chunks(CHUNK) {
-                    if !f(c)? {
-                        break;
-                    }
-                }
-                Ok(())
-            }
+            Source::Memory(_) => unreachable!("in memory"),
             Source::File { path, offset, len } => {
                 let file = File::open(path)?;
                 let mut buf = vec![0; CHUNK.min(*len as usize)];
@@ -216,12 +291,13 @@ impl Reader {
             return Ok(None);
         }
         let n = CHUNK.min((total - at) as usize);
+        if let Some(d) = self.content.in_memory_now() {
+            self.pos += n as u64;
+            return Ok(Some(&d[at as usize..at as usize + n]));
+        }
         match &self.content.src {
             #[cfg(test)]
-            Source::Memory(d) => {
-                self.pos += n as u64;
-                Ok(Some(&d[at as usize..at as usize + n]))
-            }
+            Source::Memory(_) => unreachable!("in memory"),
             Source::File { path, offset, .. } => {
                 let (path, from) = (path.clone(), offset + at);
                 let file = self.file.take();
@@ -297,6 +373,35 @@ mod tests {
         let short = Content::in_file(path.as_path().into(), 10, body.len() as u64 + 1);
         assert!(short.read_sync(|_| Ok(true)).is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn held_contents_are_counted_in_their_budget() {
+        let msg = |n: usize| {
+            Arc::new(Message {
+                env: crate::spool::format::tests::sample().env,
+                data: vec![b'x'; n],
+            })
+        };
+        let budget = Arc::new(AtomicUsize::new(0));
+        let a = Held::new(msg(600), &budget, 1000).unwrap();
+        assert!(
+            Held::new(msg(500), &budget, 1000).is_none(),
+            "over the limit"
+        );
+        assert_eq!(budget.load(Ordering::Relaxed), 600);
+        let c = Content::in_file(Path::new("/nonexistent").into(), 0, 600).with_held(a);
+        let mut got = 0;
+        c.read_sync(|b| {
+            got += b.len();
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(got, 600, "read from memory, not the (missing) file");
+        let plain = c.unheld();
+        assert!(plain.read_sync(|_| Ok(true)).is_err());
+        drop(c);
+        assert_eq!(budget.load(Ordering::Relaxed), 0, "given back when dropped");
     }
 
     #[test]

@@ -390,7 +390,7 @@ pub fn replay(journal: &str) -> HashMap<String, Option<MsgState>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn sample() -> Message {

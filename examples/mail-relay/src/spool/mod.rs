@@ -74,7 +74,7 @@ use std::time::Duration;
 use coro::clock::Instant;
 use coro::sync::{Event, Fifo};
 
-pub use content::{Content, Stored, CHUNK};
+pub use content::{Content, Held, Stored, CHUNK};
 pub use format::{encode, Envelope, Message, Update};
 use scan::recover;
 pub use scan::{read_queue, Queued, Recovered};
@@ -305,13 +305,17 @@ impl Spool {
                         let received_in = started.map_or(Duration::ZERO, Instant::elapsed);
                         let r = match (&result, contents.remove(&msg.env.id)) {
                             (Ok(_), Some(content)) => {
-                                // Only the envelope stays in memory.
+                                // The queue keeps the envelope; the content
+                                // too for a while if it came whole (the
+                                // queue decides).
                                 let stored = Stored {
                                     env: msg.env.clone(),
                                     content,
                                 };
+                                let whole = !spilled_info.iter().any(|(id, ..)| *id == msg.env.id);
                                 (inner.on_commit)(Queued {
                                     msg: Arc::new(stored),
+                                    memory: whole.then_some(msg),
                                     state: Default::default(),
                                     received_in,
                                 });

@@ -9,15 +9,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::content::{Content, Stored};
-use super::format::{read_records, replay, MsgState};
+use super::format::{read_records, replay, Message, MsgState};
 use super::{sync_dir, Placed};
 
 /// A message still queued, as committed or read back from the spool:
 /// its envelope, where its content is, and its delivery state.
 #[derive(Debug)]
 pub struct Queued {
-    /// The message (its content stays in the spool).
+    /// The message (its content is in the spool).
     pub msg: Arc<Stored>,
+    /// The message as committed, when it was received whole (its content
+    /// still in memory): the queue may hold it for the first attempt.
+    pub memory: Option<Arc<Message>>,
     /// What its batch's journal says about it.
     pub state: MsgState,
     /// How long its receiving session took, from MAIL to the commit (the
@@ -115,6 +118,7 @@ fn read_batch(queue: &Path, name: &str) -> Result<Option<ScannedBatch>, String> 
             };
             Some(Queued {
                 msg: Arc::new(msg),
+                memory: None,
                 state,
                 received_in: Duration::ZERO,
             })

@@ -205,6 +205,10 @@ impl Client {
         }
         c.send(b"STARTTLS\r\n", Stage::StartTls, cfg.starttls_timeout)?;
         let r = c.read_reply(Stage::StartTls, cfg.starttls_timeout)?;
+        if r.code != 220 && !matches!(r.class(), 4 | 5) {
+            // Neither go-ahead nor refusal: the replies are out of step.
+            return Err(c.unexpected(Stage::StartTls, &r));
+        }
         if r.code != 220 {
             if required {
                 return Err(c.refused(Stage::StartTls, r));
@@ -858,6 +862,34 @@ mod tests {
                     "cut at {cut}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn only_replies_that_fit_their_command() {
+        let r = |code: u16| Reply {
+            code,
+            lines: vec![String::new()],
+        };
+        for stage in [Stage::Mail, Stage::Rcpt, Stage::Rset, Stage::Dot] {
+            for (code, fits) in [
+                (250, true),
+                (451, true),
+                (550, true),
+                (354, false),
+                (199, false),
+            ] {
+                assert_eq!(Client::fits(stage, &r(code)), fits, "{stage:?} {code}");
+            }
+        }
+        for (code, fits) in [
+            (354, true),
+            (451, true),
+            (554, true),
+            (250, false),
+            (334, false),
+        ] {
+            assert_eq!(Client::fits(Stage::Data, &r(code)), fits, "DATA {code}");
         }
     }
 
