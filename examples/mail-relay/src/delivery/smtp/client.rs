@@ -311,9 +311,8 @@ impl Client {
             return Err(self.protocol(
                 stage,
                 format!(
-                    "{early} octets arrived before our {} command, unasked (the server \
-                     speaks out of turn)",
-                    stage.command()
+                    "{early} octets arrived before this was sent, unasked (the server \
+                     speaks out of turn)"
                 ),
             ));
         }

@@ -52,8 +52,12 @@ impl Connector {
         let now = clock::now();
         let mut d = self.deadlines.borrow_mut();
         d.retain(|_, t| *t > now);
-        let t = d.entry(up.clone()).or_insert(deadline);
-        *t = (*t).max(deadline);
+        match d.get_mut(up) {
+            Some(t) => *t = (*t).max(deadline),
+            None => {
+                d.insert(up.clone(), deadline);
+            }
+        }
     }
 
     /// Opens a connection to `up` (with TLS as the policy says).
