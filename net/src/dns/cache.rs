@@ -64,14 +64,15 @@ impl Cache {
         self.map.get(key).map(|e| e.2.clone())
     }
 
-    /// Keeps `answer` until `expiry`; one that has expired already is not
-    /// cached (and replaces nothing).
+    /// Keeps `answer` until `expiry`, in place of any older answer for
+    /// `key`. One that has expired already is not kept, and the older
+    /// answer goes all the same: the newest answer is the one that holds.
     pub fn insert(&mut self, key: Key, answer: Answer, expiry: Instant) {
-        if self.capacity == 0 || expiry <= clock::now() {
-            return;
-        }
         if let Some((expiry, seq, _)) = self.map.remove(&key) {
             self.by_expiry.remove(&(expiry, seq));
+        }
+        if self.capacity == 0 || expiry <= clock::now() {
+            return;
         }
         while self.map.len() >= self.capacity {
             let Some((_, k)) = self.by_expiry.pop_first() else {
@@ -122,6 +123,10 @@ mod tests {
         assert!(c.get(&key("b.")).is_none());
         assert!(c.get(&key("a.")).is_some() && c.get(&key("d.")).is_some());
         assert_eq!(c.map.len(), c.by_expiry.len());
+        // A newer answer that cannot be kept still replaces the older one.
+        c.insert(key("a."), Answer::NxDomain, clock::now());
+        assert!(c.get(&key("a.")).is_none());
+        assert_eq!((c.len(), c.by_expiry.len()), (1, 1));
         c.clear();
         assert_eq!(c.len(), 0);
     }
