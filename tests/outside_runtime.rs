@@ -50,9 +50,8 @@ fn refusal<R>(what: &str, f: impl FnOnce() -> R) -> String {
 const NEEDS_RUNTIME: &str = "needs a coro runtime, but none runs on this OS thread";
 const NEEDS_GREEN_THREAD: &str = "would block, and that needs a green thread";
 
-/// The message names the call the user made (issue #14, item 10: `sleep`
-/// used to name `coro::sleep_until`, a socket constructor "registering a
-/// socket").
+/// The message names the call the user made (`sleep`, not
+/// `coro::sleep_until`; a socket constructor, not "registering a socket").
 #[track_caller]
 fn assert_names(msg: &str, call: &str, needs: &str) {
     assert!(msg.contains(needs), "{msg}");

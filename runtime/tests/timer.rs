@@ -222,7 +222,8 @@ fn stale_timers_do_not_delay_the_deadlock_report() {
     });
 }
 
-/// A due sleep is a blocking call (it reports an expired scope) and runs behind earlier due sleepers.
+/// A due sleep is a blocking call (it reports an expired scope) and runs
+/// behind earlier due sleepers.
 #[test]
 fn a_zero_sleep_reports_an_expired_scope_and_keeps_deadline_order() {
     bounded(60, || {
