@@ -158,15 +158,21 @@ pub fn read_records<R: BufRead + Seek>(r: &mut R, len: u64) -> Result<Vec<Record
     while at < len {
         head.clear();
         loop {
-            let n = r.read_until(b'\n', &mut head).map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Err("no end of envelope".into());
-            }
+            // A line is read only as far as the envelope may still go.
+            let room = (MAX_ENVELOPE + 1).saturating_sub(head.len()) as u64;
+            let n = r
+                .by_ref()
+                .take(room)
+                .read_until(b'\n', &mut head)
+                .map_err(|e| e.to_string())?;
             if head.ends_with(b"\n\n") {
                 break;
             }
             if head.len() > MAX_ENVELOPE {
                 return Err(format!("an envelope over {MAX_ENVELOPE} octets"));
+            }
+            if n == 0 {
+                return Err("no end of envelope".into());
             }
         }
         let text =
@@ -464,6 +470,10 @@ pub(crate) mod tests {
             .contains("size"));
         assert!(records(b"hello\n\n").is_err());
         assert!(records(b"").is_err());
+        // A file of junk without an end of envelope is read no further
+        // than an envelope may go.
+        let junk = vec![b'x'; MAX_ENVELOPE + 4096];
+        assert!(records(&junk).unwrap_err().contains("an envelope over"));
         let later = String::from_utf8(bytes.clone())
             .unwrap()
             .replace("size", "retry 3\nsize");
