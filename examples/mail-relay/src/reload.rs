@@ -149,6 +149,9 @@ pub fn reload(
         // Whether or not [dkim] changed: a key file may have been rotated.
         match dkim.reload(&r.config.dkim) {
             Ok(_) => {
+                if !r.changed.contains(&"dkim") {
+                    r.changed.push("dkim (keys read again)");
+                }
                 let signers: Vec<String> = r
                     .config
                     .dkim
