@@ -261,7 +261,7 @@ pub(crate) fn park_waiting(
     if wait.thread != 0 {
         t.tail.wait_thread.set(wait.thread);
     }
-    park_suspended(s, t, what);
+    park_suspended(t, what);
     if wait.target.is_some() {
         drop(t.tail.wait_target.take());
     }
@@ -348,8 +348,7 @@ fn park_refused(
 /// Suspends the running task `t` as parked on `what` until it is woken,
 /// and ends the park (its generation, its selfishness budget).
 #[cfg_attr(not(debug_assertions), inline(always))]
-fn park_suspended(s: &Scheduler, t: &Task, what: &'static str) {
-    s.flight.parking(s.counters.switches.get(), what);
+fn park_suspended(t: &Task, what: &'static str) {
     t.waiting_on.set(what);
     t.state.set(ThreadState::Parked);
     suspend(t);
@@ -373,7 +372,7 @@ fn park_suspended(s: &Scheduler, t: &Task, what: &'static str) {
 /// thread may switch (not in `no_suspend`, not while the OS thread panics),
 /// so the switch here is always allowed.
 pub(crate) fn park_unchecked(what: &'static str) {
-    context::with_current("coro::scope", |s, t| park_suspended(s, t, what))
+    context::with_current("coro::scope", |_, t| park_suspended(t, what))
 }
 
 /// Whether the running task may block now; consumes a pending interrupt.

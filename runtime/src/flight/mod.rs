@@ -57,9 +57,10 @@
 //!
 //! # Cost
 //!
-//! A resume is one 4-byte store into a ring indexed by the switch number
-//! the scheduler counts anyway, and one compare of the ticker's word with
-//! the value last seen (a park stores its reason as it parks). The
+//! A resume that yielded is one 4-byte store into a ring indexed by the
+//! switch number the scheduler counts anyway, and one compare of the
+//! ticker's word with the value last seen (a park or a finish marks the
+//! slot again, with a park's reason). The
 //! ring keeps a 28-bit tag of the thread, not its id (see below), so that
 //! it takes little of the cache. A stamp is a clock read and two stores
 //! into the other ring, as is a wake or a spawn; who woke or spawned is
@@ -115,7 +116,7 @@ use std::time::{Duration, SystemTime};
 use crate::clock::{self, Instant};
 use crate::context;
 use crate::sched::Scheduler;
-use crate::task::Task;
+use crate::task::{Task, ThreadState};
 
 /// Resumes the recorder keeps (a power of two); it keeps twice as many
 /// other events.
@@ -173,18 +174,16 @@ struct RingSlot {
 /// ring with its own index, each with an order key placing it among the
 /// resumes (see [`key`]).
 pub(crate) struct Recorder {
-    /// Resume `n`'s thread and state at `n % EVENTS`.
+    /// Resume `n`'s thread and how it ended at `n % EVENTS`.
     ///
     /// # Invariant
     /// Index `n % EVENTS` holds resume `n` for the last `EVENTS` resumes
     /// that ended (every resume records itself): the thread's tag ([`tags`])
-    /// above four bits of its state after the resume. 32 bits a resume:
-    /// the ring is written on every switch, and the less cache it takes,
-    /// the less it evicts.
+    /// above four bits of its state after the resume, or 0 for a yield. 32
+    /// bits a resume: the ring is written on every switch, and the less
+    /// cache it takes, the less it evicts.
     res: Rc<[Cell<u32>; EVENTS]>,
-    /// A parked resume's reason, at the same index (written as the thread
-    /// parks, so it may hold a stale reason for a resume that did not end
-    /// parked; it is read only for one that did).
+    /// A parked resume's reason, at the same index.
     res_s: Rc<[Cell<&'static str>; EVENTS]>,
     /// The other events: one word of kind and payload, and the order key
     /// ([`key`]). Who spawned or woke is not stored: the key says which
@@ -345,27 +344,41 @@ impl Recorder {
     }
 
     /// Resume `n` of `t` ended: one store, and a stamp if one is due (see
-    /// "Times" in the module docs).
+    /// "Times" in the module docs). The store says only that `t` ran; a
+    /// resume that did not end in a yield is marked by [`ended`], from the
+    /// scheduler's branch for it, so that the switch path does not look at
+    /// how a resume ended.
+    ///
+    /// [`ended`]: Self::ended
     #[inline(always)]
     pub(crate) fn resume_ended(&self, t: &Task, n: u64) {
         if OFF {
             return;
         }
-        self.res[n as usize & (EVENTS - 1)].set(t.flight_tag | t.state.get() as u32);
+        self.res[n as usize & (EVENTS - 1)].set(t.flight_tag);
         if ticker::now() != self.seen.get() {
             self.stamp(n);
         }
     }
 
-    /// The thread running resume `n` parks on `what` (read back only if the
-    /// resume ends parked): recorded here, on the park path, so that the
-    /// switch path does not look at how a resume ended.
-    #[inline(always)]
-    pub(crate) fn parking(&self, n: u64, what: &'static str) {
+    /// Resume `n` of `t` ended in `t`'s state now (parked or finished; a
+    /// resume not marked so reads as a yield).
+    #[inline]
+    pub(crate) fn ended(&self, t: &Task, n: u64) {
+        self.ended_in(t, n, t.state.get());
+    }
+
+    /// [`ended`](Self::ended), in `state`.
+    #[inline]
+    fn ended_in(&self, t: &Task, n: u64, state: ThreadState) {
         if OFF {
             return;
         }
-        self.res_s[n as usize & (EVENTS - 1)].set(what);
+        let i = n as usize & (EVENTS - 1);
+        self.res[i].set(t.flight_tag | state as u32);
+        if state == ThreadState::Parked {
+            self.res_s[i].set(t.waiting_on.get());
+        }
     }
 
     /// Stamps resume `n`, which just ended: every resume while stamping,
@@ -773,13 +786,20 @@ pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::profile::
 }
 
 /// The watchdog reported slice `hog` (it may be the one of `t` that just
-/// ended, switch number `slice`): marks it in the ring, and takes a
-/// snapshot if the rate limit allows.
+/// ended, switch number `slice`; `returned`: `t` finished in it): marks it
+/// in the ring, and takes a snapshot if the rate limit allows.
 #[cold]
 #[inline(never)]
-pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
+pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64, returned: bool) {
     let f = &s.flight;
     f.hog_seen.set(hog);
+    // How it ended, before the scheduler's branch for it marks it.
+    let state = if returned {
+        ThreadState::Dead
+    } else {
+        t.state.get()
+    };
+    f.ended_in(t, slice, state);
     // After resume `slice`'s end (this runs before `current` is reset). A
     // late report (the slice ended before it was seen) names an earlier
     // resume, found by its number when the ring is read.

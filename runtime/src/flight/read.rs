@@ -122,12 +122,13 @@ impl Recorder {
         }
         for n in first..=last {
             let r = resume(n);
+            // The state is marked only on a resume that did not yield.
             let then = match u64::from(r & 0xf) {
-                s if s == ThreadState::Ready as u64 => After::Yield,
                 s if s == ThreadState::Parked as u64 => {
                     After::Park(self.res_s[n as usize & (EVENTS - 1)].get())
                 }
-                _ => After::Finish,
+                s if s == ThreadState::Dead as u64 => After::Finish,
+                _ => After::Yield,
             };
             items.push((
                 4 * n + 1,
