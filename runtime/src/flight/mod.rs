@@ -20,10 +20,10 @@
 //!
 //! # Times
 //!
-//! A clock read (the TSC where the CPU has an invariant one, see
-//! [`clock`](crate::clock)) costs about as much as a whole switch in a
-//! tight loop of yields, so the recorder reads the clock as a resume ends
-//! only where that is cheap beside the resume, or where the time matters:
+//! A clock read (the TSC where the CPU has an invariant one, see [`clock`])
+//! costs about as much as a whole switch in a tight loop of yields, so the
+//! recorder reads the clock as a resume ends only where that is cheap
+//! beside the resume, or where the time matters:
 //!
 //! * **Stamping**, how a runtime starts and what it returns to whenever
 //!   its loop waits for I/O, a stretch of slower resumes is seen, or
