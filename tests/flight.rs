@@ -267,6 +267,50 @@ fn events_before_the_first_poll_have_real_times() {
     assert!(b_run["dur"].as_f64().unwrap() >= 25_000.0, "{b_run}");
 }
 
+/// The time a runtime sits between two `block_on`s is nobody's resume:
+/// the second run's first resume starts after the pause.
+#[test]
+fn the_pause_between_two_runs_is_no_resume() {
+    let pause = Duration::from_millis(500);
+    let mut rt = coro::Runtime::builder()
+        .latency_warning(None)
+        .build()
+        .unwrap();
+    let first = rt.block_on(|| {
+        coro::spawn(coro::yield_now).join().unwrap();
+        coro::current_id().unwrap()
+    });
+    std::thread::sleep(pause);
+    let (second, trace) = rt.block_on(|| {
+        coro::spawn(coro::yield_now).join().unwrap();
+        (coro::current_id().unwrap(), flight::snapshot())
+    });
+    assert!(second > first + 1);
+    let resumes = |run: std::ops::Range<u64>| -> Vec<(Duration, Duration)> {
+        trace
+            .events
+            .iter()
+            .filter_map(|e| match e.event {
+                Event::Resume { thread, ran, .. } if run.contains(&thread) => Some((e.at, ran)),
+                _ => None,
+            })
+            .collect()
+    };
+    let ended = resumes(first..second)
+        .iter()
+        .map(|&(at, ran)| at + ran)
+        .max()
+        .expect("the first run's resumes");
+    let began = resumes(second..second + 1)
+        .first()
+        .expect("the second run's first resume")
+        .0;
+    assert!(
+        began >= ended + pause - Duration::from_millis(50),
+        "the first run ended at {ended:?}, the second began at {began:?}"
+    );
+}
+
 #[test]
 fn latency_snapshots_can_be_turned_off() {
     let mut rt = coro::Runtime::builder()

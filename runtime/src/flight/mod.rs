@@ -210,8 +210,8 @@ pub(crate) struct Recorder {
     run_since: Cell<u64>,
     /// While sampling: the average ticks a resume of the run took.
     avg: Cell<u64>,
-    /// [`FAST`] in ticks.
-    fast: u64,
+    /// [`FAST`] in ticks (tests may raise it, see `tests::sample_below`).
+    fast: Cell<u64>,
     /// The tags of threads spawned after the first 2^27 (see [`tags`]).
     tags: RefCell<tags::Tags>,
     /// The last watchdog-reported slice handled (see `hog`).
@@ -312,7 +312,7 @@ impl Default for Recorder {
             run: Cell::new(0),
             run_since: Cell::new(now),
             avg: Cell::new(0),
-            fast: clock::duration_to_ticks(FAST),
+            fast: Cell::new(clock::duration_to_ticks(FAST)),
             tags: RefCell::default(),
             hog_seen: Cell::new(0),
             last_auto: Cell::new(0),
@@ -393,7 +393,7 @@ impl Recorder {
         let count = n.saturating_sub(self.last_n.get()).max(1);
         let span = now.saturating_sub(last);
         if self.seen.get() == ticker::NEVER {
-            if count == 1 && span < self.fast {
+            if count == 1 && span < self.fast.get() {
                 let run = self.run.get() + 1;
                 if run == 1 {
                     self.run_since.set(last);
@@ -405,7 +405,7 @@ impl Recorder {
             } else {
                 self.run.set(0);
             }
-        } else if span >= self.fast.saturating_mul(count) {
+        } else if span >= self.fast.get().saturating_mul(count) {
             // A slow stretch: the resume that just ended ran long, and the
             // ones before it since the last reading are given the run's
             // average.
@@ -495,7 +495,7 @@ impl Recorder {
         let count = n.saturating_sub(self.last_n.get());
         if count > 0 && self.seen.get() != ticker::NEVER {
             let span = ticks.saturating_sub(self.last.get());
-            if span >= self.fast.saturating_mul(count) {
+            if span >= self.fast.get().saturating_mul(count) {
                 self.stamping();
             } else {
                 self.avg.set(span / count);
@@ -946,23 +946,38 @@ mod tests {
         context::with_sched("test", |s| s.flight.seen.get() != ticker::NEVER)
     }
 
+    /// Makes the current runtime's recorder count resumes under `d` as
+    /// short: a test build's yields on a loaded machine may take longer
+    /// than [`FAST`], and the tests here are about what follows.
+    fn sample_below(d: Duration) {
+        context::with_sched("test", |s| s.flight.fast.set(clock::duration_to_ticks(d)));
+    }
+
+    /// Yields until the recorder samples (at most a million times).
+    #[track_caller]
+    fn yield_until_sampling() -> usize {
+        let mut yields = 0;
+        while !sampling() {
+            crate::yield_now();
+            yields += 1;
+            assert!(yields < 1_000_000, "still stamping after {yields} yields");
+        }
+        yields
+    }
+
     /// A runtime stamps every resume until a run of short ones, samples
     /// then, and stamps again once its loop waits for I/O.
     #[test]
     fn a_runtime_samples_only_runs_of_short_resumes() {
         crate::run(|| {
             assert!(!sampling());
+            sample_below(Duration::from_micros(100));
             let other = crate::spawn(|| {
                 while sampling() {
                     crate::yield_now();
                 }
             });
-            let mut yields = 0;
-            while !sampling() {
-                crate::yield_now();
-                yields += 1;
-                assert!(yields < 100_000, "still stamping after {yields} yields");
-            }
+            let yields = yield_until_sampling();
             assert!(yields >= SAMPLE_AFTER as usize / 2, "{yields}");
             // A wait for a timer is a blocking poll.
             crate::sleep(Duration::from_millis(1)).unwrap();
@@ -976,7 +991,7 @@ mod tests {
     /// as it ends, and its start follows the short ones before it.
     #[test]
     fn a_hog_among_short_resumes_keeps_its_length() {
-        let least = Duration::from_millis(30);
+        let least = Duration::from_millis(60);
         let (hog_id, trace) = crate::run(move || {
             let done = Rc::new(Cell::new(false));
             let yielders: Vec<_> = (0..2)
@@ -989,9 +1004,8 @@ mod tests {
                     })
                 })
                 .collect();
-            while !sampling() {
-                crate::yield_now();
-            }
+            sample_below(Duration::from_micros(100));
+            yield_until_sampling();
             let hog = crate::spawn(move || {
                 assert!(sampling(), "the hog runs while the recorder samples");
                 // At least `least`, and two ticks of the ticker.
