@@ -387,7 +387,8 @@ macro_rules! incoming {
             /// * **The calling green thread's wait is cut short**: the
             ///   deadline of an enclosing `with_timeout` or cancel scope
             ///   passed, the scope was cancelled, the thread was
-            ///   interrupted, or the runtime is shutting down. It yields
+            ///   interrupted, the runtime is shutting down (or the thread
+            ///   may not block here, inside `no_suspend`). It yields
             ///   that error once (an `io::Error` wrapping a
             ///   [`WaitError`](coro_runtime::WaitError)), so the loop can
             ///   say why it stopped, and then returns `None`. After a
