@@ -373,10 +373,25 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
         door.close();
     }
     crate::control::remove_pid(spool.dir());
+    // The disk says what the next start will find.
+    let tracked = (queue.len(), spool.batches());
+    let (messages, batches) = spool.on_disk().unwrap_or_else(|e| {
+        log::warn!("reading the spool's queue/ at stop: {e}");
+        tracked
+    });
+    if (messages, batches) != tracked {
+        log::warn!(
+            "the spool holds {} in {}, this run tracked {} in {}",
+            crate::logger::count(messages, "message"),
+            crate::logger::count(batches, "batch file"),
+            tracked.0,
+            tracked.1
+        );
+    }
     log::info!(
         "stopped; {} ({}) left in the spool for the next start",
-        crate::logger::count(queue.len(), "message"),
-        crate::logger::count(spool.batches(), "batch file")
+        crate::logger::count(messages, "message"),
+        crate::logger::count(batches, "batch file")
     );
     Ok(())
 }

@@ -135,9 +135,9 @@ pub struct Timeouts {
     #[serde(with = "duration")]
     pub data_block: Duration,
     /// After the final dot, for the message to become durable before we
-    /// answer; past it the client gets 451 (10 min). The commit still
-    /// completes and the message is delivered, so a client that sends it
-    /// again makes a duplicate (RFC 1047's problem, which every MTA has).
+    /// answer; past it the client gets 451 (10 min), and the message, if
+    /// its commit completes later, is removed, not delivered: the client's
+    /// next attempt makes no duplicate.
     #[serde(with = "duration")]
     pub final_dot: Duration,
     /// For a client to take our replies (a client that stops reading) and

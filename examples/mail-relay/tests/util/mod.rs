@@ -85,19 +85,31 @@ impl Relay {
 
     /// As `start_in`, with extra command-line arguments.
     pub fn start_with_args(dir: &Path, extra: &str, args: &[&str]) -> Relay {
-        Relay::spawn(dir, extra, args, None)
+        Relay::spawn(dir, extra, args, None, &[])
+    }
+
+    /// As `start_in`, with these variables in the relay's environment (an
+    /// `LD_PRELOAD` shim's).
+    pub fn start_with_env(dir: &Path, extra: &str, env: &[(String, String)]) -> Relay {
+        Relay::spawn(dir, extra, &[], None, env)
     }
 
     /// As [`start`](Relay::start), with the open-file limit (soft and hard,
     /// as `prlimit --nofile` sets them) at `nofile`.
     pub fn start_with_fd_limit(tag: &str, extra: &str, nofile: u32) -> Relay {
         let tmp = TempDir::new(tag);
-        let mut r = Relay::spawn(&tmp.0.clone(), extra, &[], Some(nofile));
+        let mut r = Relay::spawn(&tmp.0.clone(), extra, &[], Some(nofile), &[]);
         r._tmp = Some(tmp);
         r
     }
 
-    fn spawn(dir: &Path, extra: &str, args: &[&str], nofile: Option<u32>) -> Relay {
+    fn spawn(
+        dir: &Path,
+        extra: &str,
+        args: &[&str],
+        nofile: Option<u32>,
+        env: &[(String, String)],
+    ) -> Relay {
         let config = dir.join("relay.toml");
         // Tests compare contents byte for byte: no Date:/Message-ID: added
         // to their (trusted, loopback) submissions unless they ask.
@@ -134,6 +146,7 @@ impl Relay {
             .arg("--config")
             .arg(&config)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
