@@ -423,6 +423,11 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
         return Ok((out, None, dkim));
     }
     let c = &config.smtp;
+    let sts = if by_mx {
+        crate::delivery::mx::sts::from_config(config)?
+    } else {
+        None
+    };
     let settings = Settings {
         cfg: c.clone(),
         helo_name: c
@@ -430,6 +435,7 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
             .clone()
             .unwrap_or_else(|| config.hostname.clone()),
         tls: crate::tls::client_config(c.tls_security_level, c.tls_ca_file.as_deref())?,
+        verified_tls: sts.as_ref().map(|(_, tls)| tls.clone()),
     };
     let smtp = Smtp::new(settings)?;
     for up in upstreams {
@@ -445,6 +451,10 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
             c.message_timeout,
         )
         .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
+        let mx = match sts {
+            Some((sts, _)) => mx.with_sts(sts),
+            None => mx,
+        };
         out.push((Dest::Mx, Rc::new(mx)));
     }
     for (dest, t) in &mut out {

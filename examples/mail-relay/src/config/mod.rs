@@ -2,13 +2,14 @@
 //! (`--config PATH`), then command-line flags, each layer over the last.
 //!
 //! Every key of the file is a field of [`Config`] (or of its `[timeouts]`,
-//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[dkim]`, `[routes]` and `[testing]` tables); an
+//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[mta_sts]`, `[dkim]`, `[routes]` and `[testing]` tables); an
 //! unknown key or a value of the wrong shape is an error at start that
 //! names the key. Durations are written `"300ms"`, `"30s"`, `"5m"`, `"1h"`,
 //! `"5d"`.
 
 mod delivery;
 mod dkim;
+mod mta_sts;
 mod mx;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use crate::cidr::Cidr;
 use crate::delivery::route::{Dest, Upstream};
 pub use delivery::{Queue, Smtp, TlsLevel};
 pub use dkim::DkimDomain;
+pub use mta_sts::MtaSts;
 pub use mx::Mx;
 
 /// Everything the relay reads at start.
@@ -108,6 +110,8 @@ pub struct Config {
     pub smtp: Smtp,
     /// Delivery by MX records, and the DNS servers.
     pub mx: Mx,
+    /// MTA-STS on MX delivery, and the extra CA file it trusts.
+    pub mta_sts: MtaSts,
     /// DKIM signing: the domains that sign, by name.
     pub dkim: BTreeMap<String, DkimDomain>,
     /// Fault injection for tests; never set in production.
@@ -205,6 +209,7 @@ impl Default for Config {
             queue: Queue::default(),
             smtp: Smtp::default(),
             mx: Mx::default(),
+            mta_sts: MtaSts::default(),
             dkim: BTreeMap::new(),
             testing: Testing::default(),
         }
@@ -257,7 +262,7 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     /// TOML file over the embedded defaults (its keys are the long flags' names
-    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]`, `[mx]`,
+    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[mta_sts]`,
     /// `[dkim]` and `[routes]` tables).
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
@@ -335,6 +340,15 @@ pub struct Cli {
     /// [default: refused].
     #[arg(long)]
     pub mx_allow_private_addresses: bool,
+    /// MX delivery: ignore the recipient domains' MTA-STS policies ([mta_sts]
+    /// enabled = false) [default: applied].
+    #[arg(long)]
+    pub no_mta_sts: bool,
+    /// CA certificates (PEM) trusted beside the system's store for MTA-STS:
+    /// policy hosts and the mail exchangers a policy names ([mta_sts]
+    /// ca_file) [default: the system's store alone].
+    #[arg(long, value_name = "PATH")]
+    pub mta_sts_ca_file: Option<PathBuf>,
 }
 
 /// What `mail-relay` does besides running.
@@ -433,6 +447,12 @@ impl Config {
         if cli.mx_allow_private_addresses {
             self.mx.allow_private_addresses = true;
         }
+        if cli.no_mta_sts {
+            self.mta_sts.enabled = false;
+        }
+        if let Some(p) = &cli.mta_sts_ca_file {
+            self.mta_sts.ca_file = Some(p.clone());
+        }
         if let Some(p) = &cli.tls_cert {
             self.tls.cert = Some(p.clone());
         }
@@ -508,6 +528,7 @@ impl Config {
         self.queue.check()?;
         self.smtp.check()?;
         self.mx.check()?;
+        self.mta_sts.check()?;
         dkim::check(&self.dkim)?;
         match (&self.tls.cert, &self.tls.key) {
             (Some(_), None) => Err(ConfigError("tls.key: missing (tls.cert is set)".into())),
