@@ -225,7 +225,11 @@ impl Client {
         let (tls, required, name) = match tls {
             Tls::Off => return Ok(c),
             Tls::ByLevel => match s.tls.clone().filter(|_| level != TlsLevel::None) {
-                Some(t) => (t, matches!(level, TlsLevel::Encrypt | TlsLevel::Verify), None),
+                Some(t) => (
+                    t,
+                    matches!(level, TlsLevel::Encrypt | TlsLevel::Verify),
+                    None,
+                ),
                 None => return Ok(c),
             },
             Tls::VerifiedFor(name) => match s.verified_tls.clone() {

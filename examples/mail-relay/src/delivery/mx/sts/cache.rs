@@ -191,7 +191,8 @@ mod tests {
     use super::*;
 
     fn entry(id: &str, mode: &str, max_age: u64, ago: u64) -> Entry {
-        let text = format!("version: STSv1\nmode: {mode}\nmax_age: {max_age}\nmx: *.a.test\nmx: b.test\n");
+        let text =
+            format!("version: STSv1\nmode: {mode}\nmax_age: {max_age}\nmx: *.a.test\nmx: b.test\n");
         Entry {
             id: id.into(),
             policy: Arc::new(Policy::parse(&text).unwrap()),
@@ -217,7 +218,15 @@ mod tests {
         // Expired by now in the file: left out at load.
         let mut text = c.text();
         text = text.replace(
-            &format!("old.test id2 {}", c.get("old.test").unwrap().fetched.duration_since(UNIX_EPOCH).unwrap().as_secs()),
+            &format!(
+                "old.test id2 {}",
+                c.get("old.test")
+                    .unwrap()
+                    .fetched
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs()
+            ),
             "old.test id2 1000",
         );
         text.push_str("garbage line\n");

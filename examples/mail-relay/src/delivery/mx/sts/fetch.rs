@@ -60,8 +60,8 @@ impl Fetcher {
     pub fn fetch(&self, resolver: &Resolver, domain: &str) -> Result<String, String> {
         let host = format!("mta-sts.{domain}");
         let mut got = None;
-        let expired = coro::with_timeout(self.timeout, || got = Some(self.get(resolver, &host)))
-            .is_err();
+        let expired =
+            coro::with_timeout(self.timeout, || got = Some(self.get(resolver, &host))).is_err();
         let got = got.expect("the fetch runs to its end");
         match got {
             Err(e) if expired => Err(format!(
@@ -101,10 +101,11 @@ impl Fetcher {
             .map_err(|e| format!("{at}: {e}"))?
             .map_err(|e| format!("{at}: TLS: {e}"))?;
         let body = coro::scope(|s| {
-            let (mut sender, conn) =
-                block_on(hyper::client::conn::http1::handshake::<_, String>(HyperIo(tls)))
-                    .map_err(|e| format!("{at}: {e}"))?
-                    .map_err(|e| format!("{at}: {e}"))?;
+            let (mut sender, conn) = block_on(hyper::client::conn::http1::handshake::<_, String>(
+                HyperIo(tls),
+            ))
+            .map_err(|e| format!("{at}: {e}"))?
+            .map_err(|e| format!("{at}: {e}"))?;
             coro::Builder::new()
                 .name("mta-sts fetch".into())
                 .spawn_scoped(s, move || block_on(conn))

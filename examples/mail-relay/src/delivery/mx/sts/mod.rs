@@ -45,9 +45,9 @@ use coro::net::dns::{DnsError, Resolver};
 use coro::sync::{Event, Mutex};
 
 use self::cache::{Cache, Entry};
-use crate::config::Config;
 use self::fetch::Fetcher;
 pub use self::policy::{Mode, Policy};
+use crate::config::Config;
 
 /// MTA-STS as `[mta_sts]` sets it, with the verifying TLS configuration
 /// the SMTP client uses for exchangers under a policy; `None` when off.
@@ -195,7 +195,9 @@ impl Sts {
         let running = self.inflight.borrow().get(domain).cloned();
         if let Some(done) = running {
             done.wait().ok()?;
-            return self.cached(domain, SystemTime::now()).filter(|a| a.id == id);
+            return self
+                .cached(domain, SystemTime::now())
+                .filter(|a| a.id == id);
         }
         if let Some((fid, at)) = self.failed.borrow().get(domain) {
             if fid == id && at.elapsed() < RETRY_FAILED {
@@ -208,10 +210,9 @@ impl Sts {
             .insert(domain.to_owned(), done.clone());
         // Ends the fetch for waiters on every path (a panic, a cut).
         let _ending = Ending(&self.inflight, domain, done);
-        let got = self
-            .fetcher
-            .fetch(resolver, domain)
-            .and_then(|text| Policy::parse(&text).map_err(|e| format!("the policy does not parse: {e}")));
+        let got = self.fetcher.fetch(resolver, domain).and_then(|text| {
+            Policy::parse(&text).map_err(|e| format!("the policy does not parse: {e}"))
+        });
         let policy = match got {
             Ok(p) => Arc::new(p),
             Err(e) => {

@@ -86,7 +86,9 @@ impl Policy {
             let (key, value) = line
                 .split_once(':')
                 .ok_or_else(|| at("not a \"key: value\" field"))?;
-            let value = value.trim_start_matches([' ', '\t']).trim_end_matches([' ', '\t']);
+            let value = value
+                .trim_start_matches([' ', '\t'])
+                .trim_end_matches([' ', '\t']);
             if !valid_key(key) {
                 return Err(at(&format!("{key:?} is not a field name")));
             }
@@ -96,10 +98,9 @@ impl Policy {
             match key {
                 "version" if version.is_none() => version = Some(value),
                 "mode" if mode.is_none() => {
-                    mode = Some(
-                        Mode::parse(value)
-                            .ok_or_else(|| at(&format!("mode {value:?} is not enforce, testing or none")))?,
-                    )
+                    mode = Some(Mode::parse(value).ok_or_else(|| {
+                        at(&format!("mode {value:?} is not enforce, testing or none"))
+                    })?)
                 }
                 "max_age" if max_age.is_none() => {
                     if value.len() > 10 || !value.bytes().all(|b| b.is_ascii_digit()) {
@@ -108,9 +109,10 @@ impl Policy {
                     let secs: u64 = value.parse().map_err(|_| at("max_age out of range"))?;
                     max_age = Some(secs.min(MAX_AGE_LIMIT));
                 }
-                "mx" => mx.push(
-                    pattern(value).ok_or_else(|| at(&format!("mx {value:?} is not a host name or *.name")))?,
-                ),
+                "mx" => mx
+                    .push(pattern(value).ok_or_else(|| {
+                        at(&format!("mx {value:?} is not a host name or *.name"))
+                    })?),
                 _ => {} // a repeated field, or an extension: ignored
             }
         }
@@ -184,7 +186,8 @@ fn valid_key(key: &str) -> bool {
     !b.is_empty()
         && b.len() <= 32
         && b[0].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"_-.".contains(c))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"_-.".contains(c))
 }
 
 /// An `mx` pattern: `["*."] Domain` (RFC 5321's Domain: labels of
@@ -217,7 +220,10 @@ mod tests {
         .unwrap();
         assert_eq!(p.mode, Mode::Enforce);
         assert_eq!(p.max_age, 604_800);
-        assert_eq!(p.mx, ["mail.example.com", "*.example.net", "backupmx.example.com"]);
+        assert_eq!(
+            p.mx,
+            ["mail.example.com", "*.example.net", "backupmx.example.com"]
+        );
         // LF alone, no final newline, spaces after the colon, an extension,
         // a repeated mode (the first counts).
         let p = Policy::parse(
@@ -245,17 +251,44 @@ mod tests {
         bad(ok, "no version");
         bad(&format!("version: STSv2\n{ok}"), "STSv2");
         bad(&format!("version: stsv1\n{ok}"), "stsv1");
-        bad("version: STSv1\nmode: enforce\nmax_age: 86400\n", "no mx field");
-        bad("version: STSv1\nmode: Enforce\nmx: a.b\nmax_age: 86400\n", "Enforce");
+        bad(
+            "version: STSv1\nmode: enforce\nmax_age: 86400\n",
+            "no mx field",
+        );
+        bad(
+            "version: STSv1\nmode: Enforce\nmx: a.b\nmax_age: 86400\n",
+            "Enforce",
+        );
         bad("version: STSv1\nmode: enforce\nmx: a.b\n", "no max_age");
-        bad("version: STSv1\nmode: enforce\nmx: a.b\nmax_age: -1\n", "max_age");
-        bad("version: STSv1\nmode: enforce\nmx: a.b\nmax_age: 12345678901\n", "max_age");
-        bad("version: STSv1\nmode: enforce\nmx: a.*.b\nmax_age: 1\n", "a.*.b");
-        bad("version: STSv1\nmode: enforce\nmx: *\nmax_age: 1\n", "\"*\"");
-        bad("version: STSv1\nmode: enforce\nmx: -a.b\nmax_age: 1\n", "-a.b");
-        bad("version: STSv1\n\nmode: enforce\nmx: a.b\nmax_age: 1\n", "line 2");
+        bad(
+            "version: STSv1\nmode: enforce\nmx: a.b\nmax_age: -1\n",
+            "max_age",
+        );
+        bad(
+            "version: STSv1\nmode: enforce\nmx: a.b\nmax_age: 12345678901\n",
+            "max_age",
+        );
+        bad(
+            "version: STSv1\nmode: enforce\nmx: a.*.b\nmax_age: 1\n",
+            "a.*.b",
+        );
+        bad(
+            "version: STSv1\nmode: enforce\nmx: *\nmax_age: 1\n",
+            "\"*\"",
+        );
+        bad(
+            "version: STSv1\nmode: enforce\nmx: -a.b\nmax_age: 1\n",
+            "-a.b",
+        );
+        bad(
+            "version: STSv1\n\nmode: enforce\nmx: a.b\nmax_age: 1\n",
+            "line 2",
+        );
         bad("<html>\n<body>not found</body>\n", "line 1");
-        bad("version: STSv1\nmode: enforce\nmx: a.b\nmax_age: 1\n\n", "line 5");
+        bad(
+            "version: STSv1\nmode: enforce\nmx: a.b\nmax_age: 1\n\n",
+            "line 5",
+        );
     }
 
     #[test]
@@ -276,7 +309,10 @@ mod tests {
 
     #[test]
     fn txt_records() {
-        assert_eq!(record_id("v=STSv1; id=20160831085700Z;").unwrap(), "20160831085700Z");
+        assert_eq!(
+            record_id("v=STSv1; id=20160831085700Z;").unwrap(),
+            "20160831085700Z"
+        );
         assert_eq!(record_id("v=STSv1;id=abc").unwrap(), "abc");
         assert_eq!(record_id("v=STSv1; id=abc ; ext=x;").unwrap(), "abc");
         for (txt, why) in [
@@ -286,7 +322,10 @@ mod tests {
             ("v=STSv1; ext=1", "no id"),
             ("v=STSv1; id=", "key=value"),
             ("v=STSv1; id=a-b", "letters and digits"),
-            ("v=STSv1; id=0123456789012345678901234567890123", "letters and digits"),
+            (
+                "v=STSv1; id=0123456789012345678901234567890123",
+                "letters and digits",
+            ),
             ("v=STSv1;; id=abc", "empty field"),
             ("id=abc; v=STSv1", "v=STSv1"),
         ] {
