@@ -2,7 +2,8 @@
 //! (RFC 8461 §3.3), on the calling green thread.
 //!
 //! hyper's HTTP/1.1 client runs on a coro socket (coro's `hyper`
-//! feature), its connection driven by a green thread scoped to the fetch;
+//! feature), its connection driven by a green thread of its own, ended
+//! with the fetch;
 //! TLS is tokio-rustls over the socket's tokio io traits, verifying the
 //! certificate for `mta-sts.DOMAIN` against the trusted roots. Only a 200
 //! with a `text/plain` body of at most [`MAX_POLICY`] octets is a policy:
@@ -100,22 +101,23 @@ impl Fetcher {
         let tls = block_on(connector.connect(name, tcp))
             .map_err(|e| format!("{at}: {e}"))?
             .map_err(|e| format!("{at}: TLS: {e}"))?;
-        let body = coro::scope(|s| {
-            let (mut sender, conn) = block_on(hyper::client::conn::http1::handshake::<_, String>(
-                HyperIo(tls),
-            ))
-            .map_err(|e| format!("{at}: {e}"))?
+        let (mut sender, conn) = block_on(hyper::client::conn::http1::handshake::<_, String>(
+            HyperIo(tls),
+        ))
+        .map_err(|e| format!("{at}: {e}"))?
+        .map_err(|e| format!("{at}: {e}"))?;
+        let conn = coro::Builder::new()
+            .name("mta-sts fetch".into())
+            .spawn(move || block_on(conn))
             .map_err(|e| format!("{at}: {e}"))?;
-            coro::Builder::new()
-                .name("mta-sts fetch".into())
-                .spawn_scoped(s, move || block_on(conn))
-                .map_err(|e| format!("{at}: {e}"))?;
-            let got = get_policy(&mut sender, host).map_err(|e| format!("{at}: {e}"));
-            // The connection is not kept: its thread ends with the scope.
-            s.cancel();
-            got
-        });
-        body.map_err(|e| format!("{at}: {e}"))?
+        let got = get_policy(&mut sender, host).map_err(|e| format!("{at}: {e}"));
+        // The connection is not kept: its thread drops it now (a join
+        // past the fetch's deadline returns at once; the interrupted
+        // thread ends by itself).
+        drop(sender);
+        let _ = conn.thread().interrupt();
+        let _ = conn.join();
+        got
     }
 }
 
