@@ -396,9 +396,10 @@ impl Transport for MxDelivery {
 
     fn describe(&self) -> String {
         format!(
-            "the mail exchangers of each domain (MX, port {}, DNS {:?})",
+            "the mail exchangers of each domain (MX, port {}, DNS {:?}, MTA-STS {})",
             self.port,
-            self.resolver.config().servers
+            self.resolver.config().servers,
+            if self.sts.is_some() { "applied" } else { "off" }
         )
     }
 

@@ -216,9 +216,10 @@ impl Sts {
         let policy = match got {
             Ok(p) => Arc::new(p),
             Err(e) => {
-                self.failed
-                    .borrow_mut()
-                    .insert(domain.to_owned(), (id.to_owned(), coro::clock::now()));
+                let mut failed = self.failed.borrow_mut();
+                failed.retain(|_, (_, at)| at.elapsed() < RETRY_FAILED);
+                failed.insert(domain.to_owned(), (id.to_owned(), coro::clock::now()));
+                drop(failed);
                 let now = SystemTime::now();
                 match self.cached(domain, now) {
                     Some(c) if c.policy.mode == Mode::None => {}
