@@ -65,6 +65,9 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
     );
     fixed!(
         listen,
+        user,
+        run_as_root,
+        require_safe_keys,
         spool_dir,
         maildir,
         local_domains,

@@ -167,7 +167,7 @@ pub struct Recovered {
 /// journals without a batch.
 pub(super) fn recover(dir: &Path) -> io::Result<Recovered> {
     for sub in ["tmp", "queue", "corrupt"] {
-        fs::create_dir_all(dir.join(sub))?;
+        crate::files::private_subdir(&dir.join(sub))?;
     }
     sync_dir(dir)?;
     let mut out = Recovered::default();
