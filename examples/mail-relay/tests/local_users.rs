@@ -89,17 +89,24 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 /// returns its stderr.
 #[track_caller]
 fn failed_start(dir: &Path, extra: &str) -> String {
-    let config = dir.join("relay.toml");
-    std::fs::write(
-        &config,
-        format!(
+    failed_start_with(
+        dir,
+        &format!(
             "listen = \"127.0.0.1:0\"\nspool_dir = \"{}\"\nmaildir = \"{}\"\n{}{extra}\n",
             dir.join("spool").display(),
             dir.join("maildir").display(),
             util::root_setting(extra),
         ),
     )
-    .unwrap();
+}
+
+/// Runs the relay on the configuration `toml` (written into `dir`),
+/// expecting it not to start (within the tests' limit); returns its
+/// stderr.
+#[track_caller]
+fn failed_start_with(dir: &Path, toml: &str) -> String {
+    let config = dir.join("relay.toml");
+    std::fs::write(&config, toml).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_mail-relay"))
         .arg("--config")
         .arg(&config)
@@ -111,7 +118,8 @@ fn failed_start(dir: &Path, extra: &str) -> String {
     while child.try_wait().unwrap().is_none() {
         if t0.elapsed() > LIMIT {
             let _ = child.kill();
-            panic!("the relay started with {extra:?}");
+            let _ = child.wait();
+            panic!("the relay started with:\n{toml}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -447,22 +455,15 @@ fn paths_others_may_write_or_own_are_refused() {
         ),
     ] {
         // TOML refuses a key given twice: the whole file is written here.
-        let config = tmp.0.join("relay.toml");
-        let mut base = "listen = \"127.0.0.1:0\"\nrun_as_root = true\n".to_owned();
+        let mut toml = "listen = \"127.0.0.1:0\"\nrun_as_root = true\n".to_owned();
         if !extra.starts_with("spool_dir") {
-            base.push_str(&format!("spool_dir = \"{}/spool\"\n", s(&tmp.0)));
+            toml.push_str(&format!("spool_dir = \"{}/spool\"\n", s(&tmp.0)));
         }
         if !extra.starts_with("maildir") {
-            base.push_str(&format!("maildir = \"{}/maildir\"\n", s(&tmp.0)));
+            toml.push_str(&format!("maildir = \"{}/maildir\"\n", s(&tmp.0)));
         }
-        std::fs::write(&config, format!("{base}{extra}")).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_mail-relay"))
-            .arg("--config")
-            .arg(&config)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{extra}: started");
+        toml.push_str(&extra);
+        let err = failed_start_with(&tmp.0, &toml);
         for w in &want {
             assert!(err.contains(w.as_str()), "{extra}: {w:?} not in {err}");
         }
