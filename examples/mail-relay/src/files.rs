@@ -173,7 +173,8 @@ pub fn check_dir(key: &str, path: &Path, who: &RunAs) -> io::Result<bool> {
             format!(
                 "it belongs to {}, not to {who}, the user the relay runs as, so its owner \
                  could replace the relay's files in it (with a link to a file of yours, say). \
-                 Fix: chown -R {} {}, or name a directory of {}'s",
+                 Fix: chown -R {} {} if the directory is the relay's alone, or name one of \
+                 {}'s",
                 describe_uid(md.uid()),
                 who.name,
                 abs.display(),
