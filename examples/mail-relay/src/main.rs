@@ -16,7 +16,8 @@
 //! # Modules
 //!
 //! * `config`, `cidr`: defaults, the TOML file, the flags.
-//! * `server`: start, accept loop and limits, graceful stop.
+//! * `server`, `fds`: start, accept loop and limits (the open-file limit's
+//!   among them), graceful stop.
 //! * `session`, `protocol`, `body`, `wire`, `stream`, `tls`: the SMTP server
 //!   side.
 //! * `spool`, `id`: the durable queue, its group commit and its journals.
@@ -30,7 +31,8 @@
 //! * `privilege`, `files`: whom the relay runs as (the drop from root),
 //!   the modes of what it makes, and the checks of the paths and keys it
 //!   trusts.
-//! * `logger`, `time`: maillog-style lines, dates.
+//! * `logger`, `time`, `escape`: maillog-style lines, dates, text from the
+//!   network made safe to show.
 //! * `metrics`: Prometheus counters and `--metrics`.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
@@ -41,6 +43,8 @@ mod config;
 mod control;
 mod delivery;
 mod dkim;
+mod escape;
+mod fds;
 mod files;
 mod id;
 mod logger;

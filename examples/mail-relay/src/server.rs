@@ -174,6 +174,11 @@ pub fn run(
     load: Box<dyn Fn() -> Result<Config, ConfigError>>,
 ) -> io::Result<()> {
     let signals = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])?;
+    let nofile = crate::fds::raise_limit().unwrap_or_else(|e| {
+        log::warn!("cannot read the open-file limit: {e}");
+        usize::MAX
+    });
+    crate::fds::check(nofile, &config);
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(c), Some(k)) => {
             crate::files::check_private_key("tls.key", k, config.require_safe_keys)
@@ -217,7 +222,7 @@ pub fn run(
     } else {
         router
     };
-    let (transports, smtp) = transports(&config, &router, dkim)?;
+    let (transports, smtp, dkim) = transports(&config, &router, dkim)?;
     warn_unresolved(&router);
     let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
     let (spool, recovered) = {
@@ -328,7 +333,7 @@ pub fn run(
             }
             SIGHUP => {
                 let old = relay.config();
-                if let Some(new) = crate::reload::reload(&old, &*load) {
+                if let Some(new) = crate::reload::reload(&old, &*load, &dkim) {
                     *relay.config.borrow_mut() = Rc::new(new);
                 }
             }
@@ -401,22 +406,17 @@ pub fn run(
 }
 
 /// A transport for each destination the router can name: the Maildir, and
-/// one per SMTP upstream sharing one client and connection cache.
-type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>);
+/// one per SMTP upstream sharing one client and connection cache, each
+/// SMTP one DKIM-signing with the keys in force (none, until `[dkim]`
+/// names some).
+type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>, Rc<Dkim>);
 
 /// The DKIM keys, read (and a bad or unsafe one refused) at start,
 /// whatever the routes.
-fn load_dkim(config: &Config) -> io::Result<Option<Rc<Dkim>>> {
-    if config.dkim.is_empty() {
-        return Ok(None);
-    }
-    let invalid = |e| io::Error::new(io::ErrorKind::InvalidInput, e);
-    for (domain, d) in &config.dkim {
-        let key = format!("dkim.{domain:?}.key_file");
-        crate::files::check_private_key(&key, &d.key_file, config.require_safe_keys)
-            .map_err(invalid)?;
-    }
-    Ok(Some(Rc::new(Dkim::load(&config.dkim).map_err(invalid)?)))
+fn load_dkim(config: &Config) -> io::Result<Rc<Dkim>> {
+    let dkim = Dkim::load(&config.dkim, config.require_safe_keys)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    Ok(Rc::new(dkim))
 }
 
 /// The directories the relay writes into that the configuration names
@@ -483,7 +483,7 @@ fn warn_unresolved(router: &Router) {
     }
 }
 
-fn transports(config: &Config, router: &Router, dkim: Option<Rc<Dkim>>) -> io::Result<Transports> {
+fn transports(config: &Config, router: &Router, dkim: Rc<Dkim>) -> io::Result<Transports> {
     let maildir = Maildir::open(&config.maildir, &config.hostname)
         .map_err(|e| annotate(e, "maildir", &config.maildir))?;
     let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];
@@ -497,7 +497,7 @@ fn transports(config: &Config, router: &Router, dkim: Option<Rc<Dkim>>) -> io::R
         .collect();
     let by_mx = router.destinations().contains(&Dest::Mx);
     if upstreams.is_empty() && !by_mx {
-        return Ok((out, None));
+        return Ok((out, None, dkim));
     }
     let c = &config.smtp;
     let settings = Settings {
@@ -514,18 +514,22 @@ fn transports(config: &Config, router: &Router, dkim: Option<Rc<Dkim>>) -> io::R
         out.push((Dest::Smtp(up), Rc::new(dest)));
     }
     if by_mx {
-        let mx = MxDelivery::new(smtp.clone(), &config.mx, c.connection_limit)
-            .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
+        let mx = MxDelivery::new(
+            smtp.clone(),
+            &config.mx,
+            config.listen.ip(),
+            c.connection_limit,
+            c.message_timeout,
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
         out.push((Dest::Mx, Rc::new(mx)));
     }
-    if let Some(dkim) = dkim {
-        for (dest, t) in &mut out {
-            if *dest != Dest::Local {
-                *t = Rc::new(Signing::new(t.clone(), dkim.clone()));
-            }
+    for (dest, t) in &mut out {
+        if *dest != Dest::Local {
+            *t = Rc::new(Signing::new(t.clone(), dkim.clone()));
         }
     }
-    Ok((out, Some(smtp)))
+    Ok((out, Some(smtp), dkim))
 }
 
 /// Spawns a core thread running `body`, and runs `body` again (with a log
@@ -562,10 +566,12 @@ fn annotate(e: io::Error, key: &str, path: &std::path::Path) -> io::Error {
     io::Error::new(e.kind(), format!("{key} {}: {e}", path.display()))
 }
 
-/// Accepts until the listener closes; backs off when out of fds or memory.
+/// Accepts until the listener closes; backs off when out of fds or memory
+/// (the warning logged at most once a minute).
 fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
     const MIN_BACKOFF: Duration = Duration::from_millis(5);
     let mut backoff = MIN_BACKOFF;
+    let mut failing = crate::logger::Throttled::new(Duration::from_secs(60));
     loop {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -574,14 +580,16 @@ fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
             }
             Err(_) if listener.is_closed() => return,
             Err(e) if is_fd_exhaustion(&e) => {
-                log::warn!("accept: {e}; backing off {backoff:?}");
+                failing.warn(&format!("accept: {e}; backing off (up to 1s)"));
                 if coro::sleep(backoff).is_err() {
                     return;
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(1));
             }
             Err(e) if coro::WaitError::from_io(&e).is_some() => return,
-            Err(e) => log::info!("accept: {e}"),
+            Err(e) => {
+                failing.log(log::Level::Info, &format!("accept: {e}"));
+            }
         }
     }
 }

@@ -511,6 +511,23 @@ fn private_keys_others_may_read_are_refused_unless_allowed() {
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let relay = Relay::start("keys-safe", &dkim);
     assert!(!relay.log().contains("private key"), "{}", relay.log());
+    // A key rotated in place with a mode others may read is refused at
+    // SIGHUP too; the key in force stays.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let hup = Command::new("kill")
+        .args(["-HUP", &relay.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    relay.wait_log(
+        &format!(
+            "reload at SIGHUP: dkim.\"example.test\".key_file {}: mode 0644 lets others read \
+             or change this private key",
+            key.display()
+        ),
+        1,
+    );
+    relay.wait_log("the DKIM keys in force stay", 1);
 }
 
 /// The `Uid:`, `Gid:` and `Groups:` lines of every thread of `pid`.
@@ -538,12 +555,28 @@ fn started_as_root_the_relay_runs_as_its_user() {
     let (uid, gid) = nobody();
     let tmp = TempDir::new("user");
     let log_file = tmp.0.join("mail.log");
+    // A DKIM key of root's alone: read at start as root, not again.
+    require("openssl", "openssl");
+    let key = tmp.0.join("dkim.pem");
+    let made = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "ed25519",
+            "-out",
+            key.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(made.success());
     let relay = Relay::start_in(
         &tmp.0,
         &format!(
-            "user = \"nobody\"\nlocal_domains = [\"local.test\"]\nlog_file = \"{}\"\nbackdoor = \"{}/run/bd\"\n",
+            "user = \"nobody\"\nlocal_domains = [\"local.test\"]\nlog_file = \"{}\"\nbackdoor = \"{}/run/bd\"\n\
+             [dkim.\"example.test\"]\nselector = \"s\"\nkey_file = \"{}\"\n",
             log_file.display(),
-            tmp.0.display()
+            tmp.0.display(),
+            key.display()
         ),
     );
     let pid = relay.child.id();
@@ -584,7 +617,7 @@ fn started_as_root_the_relay_runs_as_its_user() {
     // SIGHUP as nobody: a live change applies.
     let config = relay.config_path();
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, format!("{text}max_recipients = 1\n")).unwrap();
+    std::fs::write(&config, format!("max_recipients = 1\n{text}")).unwrap();
     let hup = |n: usize, needle: &str| {
         assert!(Command::new("kill")
             .args(["-HUP", &pid.to_string()])
@@ -598,6 +631,12 @@ fn started_as_root_the_relay_runs_as_its_user() {
         }
     };
     hup(1, "now in force: max_recipients");
+    let denied = format!(
+        "reload at SIGHUP: dkim.\"example.test\".key_file {}: Permission denied (os error 13) \
+         (the relay runs as nobody (uid {uid}) since it started",
+        key.display()
+    );
+    assert!(log().contains(&denied), "{}", log());
     let mut c = relay.client();
     c.cmd("EHLO client.test", 250);
     c.cmd("MAIL FROM:<s@client.test>", 250);

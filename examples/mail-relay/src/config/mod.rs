@@ -359,6 +359,15 @@ pub struct Cli {
     /// stderr].
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
+    /// MX delivery: addresses tried per delivery attempt, over all the
+    /// exchangers ([mx] address_limit) [default: 5].
+    #[arg(long, value_name = "N")]
+    pub mx_address_limit: Option<usize>,
+    /// MX delivery: connect to exchangers at loopback, private, link-local,
+    /// shared or unspecified addresses ([mx] allow_private_addresses)
+    /// [default: refused].
+    #[arg(long)]
+    pub mx_allow_private_addresses: bool,
 }
 
 /// What `mail-relay` does besides running.
@@ -460,6 +469,12 @@ impl Config {
             stop_deadline,
             log_level
         );
+        if let Some(n) = cli.mx_address_limit {
+            self.mx.address_limit = n;
+        }
+        if cli.mx_allow_private_addresses {
+            self.mx.allow_private_addresses = true;
+        }
         if let Some(p) = &cli.tls_cert {
             self.tls.cert = Some(p.clone());
         }
