@@ -40,7 +40,8 @@ pub struct Config {
     /// reads its keys and opens its log as root, then drops to this user
     /// (see `privilege`). Unset: it runs as whoever started it.
     pub user: Option<String>,
-    /// Allow running as root without `user` (refused otherwise).
+    /// Running as root without `user` is meant: no warning about it at
+    /// start.
     pub run_as_root: bool,
     /// Refuse a private key file (TLS, DKIM) that its group or others may
     /// read or write; false: use it with a warning.
@@ -272,8 +273,9 @@ upstream instead, with retries and bounces. Settings come from the embedded defa
 then --config FILE (TOML), then these flags; `mail-relay config` prints the result, and \
 examples/mail-relay/mail-relay.toml lists every key. SIGHUP reloads the file, SIGUSR1 \
 retries the queue, SIGTERM stops gracefully. The back door (--backdoor PATH) serves mailq, \
-flush and the runtime's console on a Unix socket. Started as root, it needs --user NAME (it \
-binds its ports and reads its keys as root, then runs as NAME) or --run-as-root."
+flush and the runtime's console on a Unix socket. Started as root, it should have --user NAME \
+(it binds its ports and reads its keys as root, then runs as NAME); without it, it runs as \
+root and warns at start, unless --run-as-root says that is meant."
 )]
 pub struct Cli {
     /// What to do (default: run the relay).
@@ -292,10 +294,12 @@ pub struct Cli {
     pub hostname: Option<String>,
     /// The user to run as: started as root, the relay binds its ports,
     /// reads its keys and opens its log, then drops to this user [default:
-    /// none; as root, refused without --run-as-root].
+    /// none: it runs as whoever starts it; as root, with a warning unless
+    /// --run-as-root].
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
-    /// Allow running as root with no --user (run_as_root).
+    /// Running as root with no --user is meant: no warning about it at
+    /// start (run_as_root).
     #[arg(long)]
     pub run_as_root: bool,
     /// Spool directory [default: spool].
