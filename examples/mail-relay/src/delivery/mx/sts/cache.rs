@@ -12,14 +12,14 @@
 //! ```
 //!
 //! It is rewritten whole after each fetch, atomically: written to
-//! `mta-sts.cache.new`, synced, renamed over the old one, and the
+//! `mta-sts.cache.new` (mode 0600, no symbolic link followed, as every
+//! file of the relay's), synced, renamed over the old one, and the
 //! directory synced; a crash leaves the old file or the new one, never a
 //! mix. A line that does not parse is skipped with a warning.
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -70,7 +70,12 @@ impl Cache {
     ///
     /// A file that exists and cannot be read.
     pub fn load(spool_dir: &Path) -> io::Result<Cache> {
-        let text = match fs::read_to_string(spool_dir.join(FILE)) {
+        let read = |p: &Path| -> io::Result<String> {
+            let mut t = String::new();
+            crate::files::open_read().open(p)?.read_to_string(&mut t)?;
+            Ok(t)
+        };
+        let text = match read(&spool_dir.join(FILE)) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Cache::default()),
             Err(e) => return Err(io::Error::new(e.kind(), format!("{FILE}: {e}"))),
@@ -169,11 +174,10 @@ pub fn save(spool_dir: &Path, text: &str) -> io::Result<()> {
     let path: PathBuf = spool_dir.join(FILE);
     let new = spool_dir.join(format!("{FILE}.new"));
     let r = (|| {
-        let mut f = OpenOptions::new()
+        let mut f = crate::files::open_own()
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(0o600)
             .open(&new)?;
         f.write_all(text.as_bytes())?;
         f.sync_data()?;
