@@ -29,8 +29,8 @@
 //! and leaves nothing: its files are removed from `tmp/`, and those
 //! already renamed into `queue/` are removed again, then `queue/` is
 //! synced once more so that their removal lasts. Every file of a round is
-//! synced in `tmp/` before the first rename, so only the sync of `queue/`
-//! can fail after one.
+//! synced in `tmp/` before the first rename, so only a later rename or
+//! the sync of `queue/` can fail after one.
 //!
 //! A failed fsync counts as lost data, never as something to retry.
 //! After fsync reports an error, Linux may have dropped the dirty pages
