@@ -225,7 +225,12 @@ impl RuntimeBuilder {
     /// or two pages its live frames occupy. With the `unsafe` opt-in
     /// [`idle_stack_copy_out`](Self::idle_stack_copy_out), its whole stack
     /// is copied out to the heap instead, after the same time. Threads
-    /// that wake more often than this never pay. See README, "Memory".
+    /// that wake more often than this never pay. A thread that parked
+    /// while running on another stack than its own (a `corosensei`
+    /// coroutine it resumed, `stacker::maybe_grow`) keeps its stack whole:
+    /// where its own live frames end is unknown then
+    /// ([`Stats::idle_stack_foreign`](crate::Stats::idle_stack_foreign)
+    /// counts those parks). See README, "Memory".
     ///
     /// # Examples
     ///
