@@ -558,7 +558,11 @@ impl Runtime {
         // The coarse clock (see `Scheduler::coarse_now`) dates spawns, parks
         // and freed stacks until the loop's first poll: not from the last
         // `block_on` or the build, however long ago those were.
-        s.coarse_now.set(clock::now().ticks());
+        let now = clock::now().ticks();
+        s.coarse_now.set(now);
+        // The flight recorder's clock reading for the events before the
+        // first poll (not the last reading of the previous run).
+        s.flight.tick(crate::flight::key(s), now);
         // SAFETY: `erase`'s contract holds: `stop` (declared after `out`,
         // before the main thread exists) finishes or abandons the main
         // thread on every path out of this frame, and `out` is read only
@@ -569,6 +573,9 @@ impl Runtime {
             .spawn_in(s, main_fn)
             .unwrap_or_else(|e| panic!("coro: cannot start the main green thread: {e}"));
         let main = handle.thread().0.clone();
+        // Spawns queued while the runtime was not running, or while its
+        // last shutdown refused them (their wake of the loop is spent).
+        s.remote.drain(s);
         // A panic of the loop itself (the deadlock report) is held while the
         // other threads are stopped, so they are stopped as in an ordinary
         // shutdown (they may still yield: the OS thread is not panicking),
@@ -612,8 +619,7 @@ impl Runtime {
 fn shutdown(s: &Scheduler) {
     crate::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
-        s.ready.borrow_mut().clear();
-        s.timers.borrow_mut().clear();
+        end_of_run(s);
         return;
     }
     s.shutting_down.set(true);
@@ -653,8 +659,38 @@ fn shutdown(s: &Scheduler) {
         }
         s.ready.borrow_mut().clear();
     }
-    s.timers.borrow_mut().clear();
+    end_of_run(s);
     s.shutting_down.set(false);
+}
+
+/// Clears what a run leaves behind once its threads are all gone, so
+/// that the runtime's next `block_on` starts as a fresh runtime would
+/// (ids, the counters of its whole life and the flight recorder's
+/// history go on). Every wait of the run's threads is over, but its
+/// traces are in tables that outlive the run: timer entries; the wakers
+/// of `future::Sleep`s, which no entry would fire any more (a `Sleep`
+/// polled in the next run would look armed and never fire, and a
+/// `block_on` waker among them would hold the inbox, so that no later run
+/// could report a deadlock); the waiters and task wakers of sockets kept
+/// for the next run; blocking-pool waiters; leak and deadlock bookkeeping;
+/// shutdown hooks registered too late to run. Wakers are woken (their
+/// owners poll again) and dropped with no borrow held, under `caught`:
+/// they are user code.
+fn end_of_run(s: &Scheduler) {
+    s.ready.borrow_mut().clear();
+    s.timers.borrow_mut().clear();
+    let wakers = s.timer_wakers.borrow_mut().take_all();
+    for w in wakers {
+        caught(move || w.wake());
+    }
+    s.reactor.end_of_run();
+    s.remote.end_of_run();
+    s.blocking.end_of_run();
+    s.waits.end_of_run();
+    // A thread leaked while copied out stays so, but is no parked thread
+    // of the runtime any more.
+    s.stacks.borrow_mut().idle.out = 0;
+    crate::shutdown_hooks::discard(s);
 }
 
 /// Times a thread that catches its shutdown unwind is unwound again before
