@@ -18,6 +18,17 @@
 //! spawned meanwhile (by a destructor) are unwound too, without running,
 //! until no thread is left.
 //!
+//! Last, what the run leaves behind is cleared, so that the runtime's next
+//! `block_on` starts as a fresh runtime would: its timers (the wakers of
+//! pending [`future::Sleep`](crate::future::Sleep)s are woken and
+//! dropped: a `Sleep` polled again arms anew), the waiters and stored
+//! wakers of sockets kept for the next run, blocking-pool jobs no worker
+//! started, and shutdown hooks registered too late to run. Wakers made in
+//! the run (`block_on`'s, [`RemoteWaker`](crate::RemoteWaker)s) wake
+//! nothing afterwards and no longer keep a later run from reporting a
+//! deadlock. A thread that this clearing spawns (a waker's code) is
+//! stopped as the others were.
+//!
 //! The same shutdown runs when the loop itself panics (the deadlock report,
 //! say): a guard in `block_on` runs it while the panic unwinds, so no green
 //! thread outlives `block_on` on any path. This is what enforces the
@@ -620,7 +631,9 @@ fn shutdown(s: &Scheduler) {
     crate::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
         end_of_run(s);
-        return;
+        if s.tasks.borrow().is_empty() {
+            return;
+        }
     }
     s.shutting_down.set(true);
     let live: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
@@ -635,11 +648,24 @@ fn shutdown(s: &Scheduler) {
     s.ready.borrow_mut().clear();
     // Unwind what is left, and whatever their destructors spawn, until the
     // table is empty; a destructor that spawns again at every unwind is cut
-    // off after UNWIND_PASSES and what it left is leaked.
+    // off after UNWIND_PASSES and what it left is leaked. Then clear what
+    // the run left behind: that runs user code too (wakers, destructors),
+    // which may spawn again, so round again until it leaves no thread (at
+    // most UNWIND_PASSES times: code that spawns at every round leaves its
+    // last traces for the next run).
+    let mut cleared = 0;
     for pass in 0.. {
         let mut rest: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
         if rest.is_empty() {
-            break;
+            if cleared == UNWIND_PASSES {
+                break;
+            }
+            cleared += 1;
+            end_of_run(s);
+            if s.tasks.borrow().is_empty() {
+                break;
+            }
+            continue;
         }
         // Deepest `coro::scope` threads first, so that a tree of scopes is
         // unwound in one pass.
@@ -659,7 +685,6 @@ fn shutdown(s: &Scheduler) {
         }
         s.ready.borrow_mut().clear();
     }
-    end_of_run(s);
     s.shutting_down.set(false);
 }
 
@@ -675,7 +700,8 @@ fn shutdown(s: &Scheduler) {
 /// for the next run; blocking-pool waiters; leak and deadlock bookkeeping;
 /// shutdown hooks registered too late to run. Wakers are woken (their
 /// owners poll again) and dropped with no borrow held, under `caught`:
-/// they are user code.
+/// they are user code, which may even spawn a thread (`shutdown` then
+/// stops that one too, and calls this again).
 fn end_of_run(s: &Scheduler) {
     s.ready.borrow_mut().clear();
     s.timers.borrow_mut().clear();

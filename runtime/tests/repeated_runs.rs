@@ -5,11 +5,13 @@
 //! test bounds its run time: what these defects cause is a hang.
 
 use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::panic::{self, AssertUnwindSafe};
+use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::mpsc;
-use std::task::{Poll, Waker};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use coro_runtime::{
@@ -283,5 +285,51 @@ fn a_thread_leaked_in_a_blocking_call_leaves_no_wait_behind() {
             // The pool still works.
             assert_eq!(coro::blocking(|| 7).unwrap(), 7);
         });
+    });
+}
+
+/// A waker that spawns a green thread when woken (an executor that runs
+/// each woken task on a thread of its own).
+struct SpawnsOnWake(Arc<AtomicUsize>);
+
+impl std::task::Wake for SpawnsOnWake {
+    fn wake(self: Arc<Self>) {
+        /// Counts its drop.
+        struct Counted(Arc<AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let counted = Counted(self.0.clone());
+        coro::spawn(move || {
+            let _keep = &counted;
+            // Its run is stopping: it is stopped with it.
+            assert!(coro::park().is_err());
+        });
+    }
+}
+
+/// The end of a run wakes the wakers its timers left: one that spawns a
+/// thread then gets it stopped with the run's, not left for the next run.
+#[test]
+fn a_thread_spawned_by_a_waker_at_the_end_of_a_run_does_not_outlive_it() {
+    util::bounded(30, move || {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let d = dropped.clone();
+        let mut rt = coro::Runtime::new().unwrap();
+        let sleep = rt.block_on(move || {
+            let waker = Waker::from(Arc::new(SpawnsOnWake(d)));
+            let mut sleep = coro::future::sleep(Duration::from_secs(3600));
+            let polled = Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker));
+            assert!(polled.is_pending());
+            sleep
+        });
+        assert_eq!(dropped.load(Ordering::SeqCst), 1, "stopped with its run");
+        rt.block_on(|| {
+            let st = coro::stats();
+            assert_eq!((st.live, st.ready, st.panicked), (1, 0, 0), "{st:?}");
+        });
+        drop(sleep);
     });
 }

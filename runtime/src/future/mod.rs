@@ -62,11 +62,12 @@ use crate::error::WaitError;
 /// `block_on` there as at a park, and inside
 /// [`no_suspend`](crate::no_suspend) (or while the thread unwinds), where
 /// the thread may not switch, `block_on` fails at once with
-/// [`WaitError::SuspendForbidden`] instead of polling again in a loop. A future that does
-/// I/O through coro's adapters spends selfishness per syscall that does
-/// not wait (see [`try_selfish`](crate::try_selfish)), as blocking socket
-/// calls do, and is switched out in the middle of its poll when the budget
-/// runs out. So a busy future cannot starve the other green threads.
+/// [`WaitError::SuspendForbidden`] instead of polling again in a loop.
+/// A future that does I/O through coro's adapters spends selfishness per
+/// syscall that does not wait (see [`try_selfish`](crate::try_selfish)),
+/// as blocking socket calls do, and is switched out in the middle of its
+/// poll when the budget runs out. So a busy future cannot starve the other
+/// green threads.
 ///
 /// # Cancellation
 ///

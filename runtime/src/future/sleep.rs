@@ -15,6 +15,12 @@
 //! `hyper::rt::Sleep` requires). Dropped on another OS thread, it cannot
 //! reach its runtime's table: its entry then fires in due course and wakes
 //! a waker nobody waits on, which is harmless.
+//!
+//! A runtime's timers end with its run (`Runtime::block_on`): the table
+//! is cleared with the wheel, its wakers woken and dropped, and the
+//! sequence numbers go on. A `Sleep` armed in one run and polled in the
+//! next finds its entry gone and arms anew; one dropped between runs
+//! finds nothing to give up.
 
 use std::future::Future;
 use std::pin::Pin;
