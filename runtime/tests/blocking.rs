@@ -198,7 +198,9 @@ fn a_queued_job_given_up_is_dropped_outside_the_pools_lock() {
             let (tx, rx) = mpsc::channel::<()>();
             // Holds the one worker.
             let busy = coro::spawn(move || coro::blocking(move || rx.recv().unwrap()));
-            coro::yield_now();
+            util::yield_until("the worker takes the job", || {
+                coro::stats().blocking_queued == 0 && coro::stats().blocking_in_flight == 1
+            });
             let value = UsesThePool(s);
             let r = coro::with_timeout(Duration::from_millis(10), move || {
                 // Queued behind `busy`, given up at the deadline.

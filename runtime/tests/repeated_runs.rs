@@ -55,7 +55,7 @@ fn armed(d: Duration) -> coro::future::Sleep {
 fn a_sleep_armed_in_one_run_fires_when_awaited_in_the_next() {
     util::bounded(30, || {
         let mut rt = coro::Runtime::new().unwrap();
-        let mut sleep = rt.block_on(|| armed(Duration::from_millis(40)));
+        let mut sleep = rt.block_on(|| armed(Duration::from_millis(200)));
         rt.block_on(|| {
             assert_eq!(coro::stats().pending_timers, 0);
             block_on(&mut sleep).unwrap();
@@ -63,7 +63,7 @@ fn a_sleep_armed_in_one_run_fires_when_awaited_in_the_next() {
             assert_eq!(coro::stats().pending_timers, 0);
         });
         // Armed in this run and awaited across a third.
-        let mut again = rt.block_on(|| armed(Duration::from_millis(20)));
+        let mut again = rt.block_on(|| armed(Duration::from_millis(200)));
         rt.block_on(|| block_on(&mut again).unwrap());
     });
 }
