@@ -37,11 +37,10 @@
 //! * **Sampling**, after 64 stamped resumes in a row that ran under 500 ns
 //!   each (a tight loop of yields or hand-offs, where a clock read at
 //!   every switch would cost about as much as the switches): the clock is
-//!   read where
-//!   the loop polls the OS (at least every 256 resumes) or fires timers,
-//!   and as a resume ends during which the recorder's ticker ticked (one
-//!   thread per process, every millisecond while a runtime samples, see
-//!   `ticker`). So a resume of a millisecond or more still has its real
+//!   read where the loop polls the OS (at least every 256 resumes) or
+//!   fires timers, and as a resume ends during which the recorder's ticker
+//!   ticked (one thread per process, every millisecond while a runtime
+//!   samples, see `ticker`). So a resume of a millisecond or more still has its real
 //!   end; its start is placed after the resumes since the reading before,
 //!   each given the sampled run's average length. The resumes between two
 //!   readings share the interval evenly, and the first reading that shows
@@ -694,7 +693,7 @@ impl Trace {
 }
 
 /// The current runtime's flight recorder now: its last [`EVENTS`] resumes
-/// and the other events since the oldest of them (at most [`EVENTS`]).
+/// and the other events since the oldest of them (at most `2 * EVENTS`).
 ///
 /// # Panics
 ///
