@@ -25,6 +25,7 @@
 
 mod backoff;
 mod builder;
+mod checkout;
 mod error;
 mod list;
 mod session;
@@ -49,7 +50,7 @@ pub use builder::{GroupOptions, GroupPoolBuilder};
 pub use error::GetError;
 pub use session::Session;
 pub use spawner::Spawner;
-use state::{GroupShared, State, Ticket};
+use state::State;
 
 /// Attempts of `get` when connecting to the checked-out worker fails (the
 /// document's `MAX_ATTEMPTS`).
@@ -499,187 +500,6 @@ impl<S: Spawner> Inner<S> {
             None => mtime.is_some(),
             Some(before) => before != mtime,
         }
-    }
-
-    /// The document's `checkout_without_lock`, with its waits.
-    fn checkout(
-        &self,
-        key: &S::Key,
-        options: GroupOptions,
-    ) -> Result<Checkout<S::Worker>, GetError<S::Error>> {
-        enum Step<E> {
-            Got(usize, u64),
-            WaitRoom,
-            WaitQueue(Rc<GroupShared>),
-            WaitSpawn(Rc<GroupShared>, Rc<Ticket<E>>),
-            Fail(GetError<E>),
-        }
-        // Once per get: the waits below restart the function, and with an
-        // `always_restart.txt` a second look would detach the group the
-        // caller is waiting for.
-        let mut restart = self.needs_restart(key);
-        loop {
-            let restart = std::mem::take(&mut restart);
-            let step = self.with_state(|st| {
-                let mut g = st.groups.get(key).copied();
-                if restart {
-                    if let Some(gk) = g.take() {
-                        log::info!(target: LOG_TARGET, "{}: restarting {key:?}", self.config.name);
-                        st.detach_group(gk);
-                    }
-                }
-                match g {
-                    Some(g) => {
-                        let grp = st.group_mut(g);
-                        grp.max_requests = options.max_requests;
-                        grp.min_processes = options.min_processes;
-                        if let Some(p) = st.take_inactive(g) {
-                            st.proc_mut(p).sessions = 1;
-                            return Step::Got(p, st.proc(p).id);
-                        }
-                        let mut started = false;
-                        if st.spawning_allowed(g)
-                            && !st.group(g).spawning
-                            && st.in_backoff(key, clock::now()).is_none()
-                        {
-                            if let Err(e) = self.spawn_in_background(st, g) {
-                                return Step::Fail(GetError::Thread(e));
-                            }
-                            started = true;
-                        }
-                        let busy_wait = self.config.global_queue || st.group(g).procs.len == 0;
-                        if !busy_wait {
-                            if let Some(p) = st.least_busy(g, self.config.session_limit) {
-                                st.proc_mut(p).sessions += 1;
-                                return Step::Got(p, st.proc(p).id);
-                            }
-                        }
-                        let shared = st.group(g).shared.clone();
-                        if shared.waiting.get() >= self.config.max_queue {
-                            return Step::Fail(GetError::QueueFull {
-                                max_queue: self.config.max_queue,
-                            });
-                        }
-                        if started {
-                            // This caller waits for the spawn it started.
-                            let t = Rc::new(Ticket::default());
-                            st.group_mut(g).owner = Some(t.clone());
-                            return Step::WaitSpawn(shared, t);
-                        }
-                        Step::WaitQueue(shared)
-                    }
-                    None => {
-                        let now = clock::now();
-                        if let Some(f) = st.in_backoff(key, now) {
-                            return Step::Fail(GetError::Backoff {
-                                error: f.error.clone(),
-                                failures: f.failures,
-                                retry_in: f.wait_left(now).unwrap_or_default(),
-                            });
-                        }
-                        if st.active >= st.max || st.count + st.spawning >= st.max {
-                            if st.active < st.max && st.inactive.len > 0 {
-                                // Full, but some worker is idle: evict the
-                                // least recently used one.
-                                let victim = st.inactive.head;
-                                st.detach_proc(victim);
-                            } else {
-                                if st.waiting_for_room >= self.config.max_queue {
-                                    return Step::Fail(GetError::QueueFull {
-                                        max_queue: self.config.max_queue,
-                                    });
-                                }
-                                return Step::WaitRoom;
-                            }
-                        }
-                        let g =
-                            st.add_group(key.clone(), options.max_requests, options.min_processes);
-                        if let Err(e) = self.spawn_in_background(st, g) {
-                            st.detach_group(g);
-                            return Step::Fail(GetError::Thread(e));
-                        }
-                        let t = Rc::new(Ticket::default());
-                        let grp = st.group_mut(g);
-                        grp.owner = Some(t.clone());
-                        Step::WaitSpawn(grp.shared.clone(), t)
-                    }
-                }
-            });
-            let (p, id) = match step {
-                Step::Got(p, id) => (p, id),
-                Step::Fail(e) => return Err(e),
-                Step::WaitRoom => {
-                    self.state.borrow_mut().waiting_for_room += 1;
-                    let r = self.room.notified();
-                    self.state.borrow_mut().waiting_for_room -= 1;
-                    r.map_err(GetError::Wait)?;
-                    continue;
-                }
-                Step::WaitQueue(shared) => {
-                    shared.waiting.set(shared.waiting.get() + 1);
-                    let r = self.queue.notified();
-                    shared.waiting.set(shared.waiting.get() - 1);
-                    r.map_err(GetError::Wait)?;
-                    continue;
-                }
-                Step::WaitSpawn(shared, ticket) => match self.wait_spawn(&shared, &ticket)? {
-                    Some(got) => got,
-                    None => continue,
-                },
-            };
-            // The worker may have left the pool while a spawn's caller
-            // was being woken: then it starts over.
-            let got = self.with_state(|st| {
-                if !st.live(p, id) {
-                    return None;
-                }
-                let x = st.proc_mut(p);
-                x.last_used = clock::now();
-                Some((p, id, x.worker.clone()))
-            });
-            if let Some(got) = got {
-                return Ok(got);
-            }
-        }
-    }
-
-    /// Waits for the spawn `ticket`'s caller started: its first worker
-    /// (checked out for the caller), its error, or `None` when the group
-    /// left the pool otherwise (the caller starts over).
-    fn wait_spawn(
-        &self,
-        shared: &GroupShared,
-        ticket: &Ticket<S::Error>,
-    ) -> Result<Option<(usize, u64)>, GetError<S::Error>> {
-        shared.waiting.set(shared.waiting.get() + 1);
-        let r = loop {
-            if let Some(got) = ticket.got.get() {
-                break Ok(Some(got));
-            }
-            if let Some(e) = ticket.error.borrow_mut().take() {
-                break Err(GetError::Spawn(e));
-            }
-            if shared.detached.get() {
-                break Ok(None);
-            }
-            if let Err(e) = self.queue.notified() {
-                break Err(GetError::Wait(e));
-            }
-        };
-        shared.waiting.set(shared.waiting.get() - 1);
-        ticket.gone.set(true);
-        if r.is_err() {
-            // A worker handed over as the wait was cut short goes back.
-            if let Some((p, id)) = ticket.got.take() {
-                let limit = self.config.session_limit;
-                self.with_state(|st| {
-                    if st.live(p, id) {
-                        st.give_back(p, clock::now(), limit);
-                    }
-                });
-            }
-        }
-        r
     }
 
     /// The cleaner's pass.
