@@ -7,40 +7,10 @@
 mod util;
 
 use std::rc::Rc;
-use std::sync::{Mutex as StdMutex, Once};
 use std::time::Duration;
 
 use coro::sync::Mutex;
-
-static LOGS: StdMutex<Vec<(log::Level, String)>> = StdMutex::new(Vec::new());
-
-struct Capture;
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        LOGS.lock().unwrap().push((r.level(), r.args().to_string()));
-    }
-    fn flush(&self) {}
-}
-
-fn capture_logs() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        log::set_logger(&Capture).unwrap();
-        log::set_max_level(log::LevelFilter::Info);
-    });
-}
-
-fn logged(level: log::Level, needle: &str) -> Vec<String> {
-    LOGS.lock()
-        .unwrap()
-        .iter()
-        .filter(|(l, m)| *l == level && m.contains(needle))
-        .map(|(_, m)| m.clone())
-        .collect()
-}
+use coro_test_support::logs::{self, logged};
 
 /// Spawns `name`, which takes `first`, lets the other run, then takes
 /// `second`.
@@ -126,7 +96,7 @@ fn a_two_lock_deadlock_is_found_and_named() {
 
 #[test]
 fn the_periodic_check_logs_each_deadlock_once_at_error() {
-    capture_logs();
+    logs::capture();
     let mut rt = coro::Runtime::builder()
         .deadlock_check(Some(Duration::from_millis(2)))
         .build()
@@ -171,7 +141,7 @@ fn a_zero_deadlock_check_interval_is_refused() {
 
 #[test]
 fn waiters_on_a_lock_whose_holder_finished_are_leaked() {
-    capture_logs();
+    logs::capture();
     util::run(|| {
         let m = Rc::new(Mutex::new(0));
         let m2 = m.clone();

@@ -1,10 +1,15 @@
-//! Running a chatty child process (cargo, a shell snippet) from a test: its
-//! stdout and stderr are drained by threads while it runs, so it never
-//! blocks on a full pipe, and its run time is bounded.
+//! Child processes in tests.
+//!
+//! - This test, re-run in a child process ([`child`], [`child_ok`],
+//!   [`is_child`]): for behaviour that aborts or faults, or that must
+//!   measure the whole process.
+//! - A chatty command (cargo, a shell snippet), [`run`]: its stdout and
+//!   stderr are drained by threads while it runs, so it never blocks on a
+//!   full pipe, and its run time is bounded.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -155,4 +160,41 @@ pub fn run(cmd: &mut Command, limit: Duration) -> Finished {
         },
         None => panic!("{what} ran past {limit:?}; stdout:\n{stdout}\nstderr:\n{stderr}"),
     }
+}
+
+/// The variable that tells a child process which test it runs.
+const CHILD: &str = "CORO_TEST_CHILD";
+
+/// Runs the test named `test` of this test binary in a child process.
+pub fn child(test: &str) -> Output {
+    child_with_env(test, &[])
+}
+
+/// [`child`] with extra environment variables.
+pub fn child_with_env(test: &str, env: &[(&str, &str)]) -> Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD, test)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// Runs `test` in a child process that must exit successfully; returns its
+/// standard output.
+#[track_caller]
+pub fn child_ok(test: &str) -> String {
+    let out = child(test);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Whether this process is the child running `test`.
+pub fn is_child(test: &str) -> bool {
+    std::env::var(CHILD).as_deref() == Ok(test)
 }

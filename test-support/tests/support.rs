@@ -1,0 +1,91 @@
+//! The shared helpers do what the tests rely on: a temp dir is fresh and
+//! goes with its handle, captured records are read per thread, forced
+//! interleavings wait for the other thread, a test re-runs itself in a
+//! child process.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use coro_test_support::child::{child_ok, is_child};
+use coro_test_support::{bounded, logs, run, settle, wait_until, within, yield_until, TempDir};
+
+#[test]
+fn a_temp_dir_is_fresh_and_removed_on_drop() {
+    let a = TempDir::new("support");
+    let b = TempDir::new("support");
+    assert_ne!(a.0, b.0, "two dirs with one tag are distinct");
+    std::fs::write(a.path("f"), b"x").unwrap();
+    assert!(a.path("f").is_file());
+    let p = a.0.clone();
+    drop(a);
+    assert!(!p.exists(), "{} outlived its handle", p.display());
+}
+
+#[test]
+fn take_reads_only_the_calling_threads_records() {
+    logs::capture();
+    log::warn!(target: "support::take", "mine");
+    std::thread::spawn(|| log::warn!(target: "support::take", "theirs"))
+        .join()
+        .unwrap();
+    assert_eq!(
+        logs::take("support::take"),
+        [(log::Level::Warn, "mine".to_owned())]
+    );
+    assert_eq!(logs::take("support::take"), [], "taken records are gone");
+    assert_eq!(logs::logged(log::Level::Warn, "theirs"), ["theirs"]);
+}
+
+#[test]
+fn yield_until_and_settle_let_the_other_threads_run() {
+    run(|| {
+        let n = Rc::new(Cell::new(0));
+        let m = n.clone();
+        let t = coro_runtime::spawn(move || {
+            for _ in 0..10 {
+                m.set(m.get() + 1);
+                coro_runtime::yield_now();
+            }
+        });
+        yield_until("five steps", || n.get() >= 5);
+        assert!(n.get() >= 5);
+        settle();
+        assert_eq!(n.get(), 10, "settle runs the chain to its end");
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn wait_until_sees_what_an_os_thread_does() {
+    run(|| {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f = flag.clone();
+        let os = std::thread::spawn(move || f.store(true, std::sync::atomic::Ordering::SeqCst));
+        wait_until("the OS thread's store", || {
+            flag.load(std::sync::atomic::Ordering::SeqCst)
+        });
+        os.join().unwrap();
+    });
+}
+
+#[test]
+fn within_returns_the_value_and_resumes_a_panic() {
+    assert_eq!(bounded(|| 7), 7);
+    let p = std::panic::catch_unwind(|| within(|| panic!("inner")));
+    assert_eq!(
+        coro_test_support::panic_text(&*p.unwrap_err()),
+        "inner",
+        "the body's panic reaches the caller"
+    );
+}
+
+#[test]
+fn a_test_reruns_itself_in_a_child_process() {
+    const ME: &str = "a_test_reruns_itself_in_a_child_process";
+    if is_child(ME) {
+        println!("in the child");
+        return;
+    }
+    let out = child_ok(ME);
+    assert!(out.contains("in the child"), "{out}");
+}
