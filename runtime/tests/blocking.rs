@@ -85,7 +85,7 @@ fn many_jobs_on_a_small_pool() {
 /// forever with an empty queue and an idle worker.
 #[test]
 fn a_room_waiter_is_not_stranded_when_queued_jobs_go_away() {
-    let r = within(60, || {
+    let r = within(|| {
         let mut rt = coro::Runtime::builder()
             .blocking_threads(1)
             .latency_warning(None)
@@ -189,7 +189,7 @@ fn a_queued_job_given_up_is_dropped_outside_the_pools_lock() {
     }
     let seen = Arc::new(AtomicUsize::new(0));
     let s = seen.clone();
-    within(30, move || {
+    within(move || {
         let mut rt = coro::Runtime::builder()
             .blocking_threads(1)
             .build()

@@ -5,19 +5,19 @@
 
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use coro_runtime::{self as coro, Runtime};
 
 mod util;
-use util::bounded;
+use util::{bounded, wait_until, LIMIT};
 
 /// Four jobs submitted together on a warm pool of four threads run
 /// at the same time (they meet at a barrier; run one after another they
 /// would never all arrive).
 #[test]
 fn jobs_submitted_together_run_together_on_a_warm_pool() {
-    bounded(120, || {
+    bounded(|| {
         let mut rt = coro::Runtime::builder()
             .blocking_threads(4)
             .build()
@@ -55,7 +55,7 @@ fn jobs_submitted_together_run_together_on_a_warm_pool() {
 /// runs, and callers beyond the queue's bound wait instead of growing it.
 #[test]
 fn abandoned_jobs_are_dropped_and_the_queue_is_bounded() {
-    bounded(120, || {
+    bounded(|| {
         let mut rt = coro::Runtime::builder()
             .blocking_threads(1)
             .build()
@@ -103,18 +103,6 @@ fn abandoned_jobs_are_dropped_and_the_queue_is_bounded() {
             assert!(!*ran.lock().unwrap(), "an abandoned job ran");
         })
     });
-}
-
-const LIMIT: Duration = Duration::from_secs(30);
-
-/// Sleeps a millisecond at a time until `cond` holds; fails after [`LIMIT`].
-#[track_caller]
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < LIMIT, "still waiting for {what}");
-        coro::sleep(Duration::from_millis(1)).unwrap();
-    }
 }
 
 /// Jobs that must all run at once get a thread each (a pool fixed at 4

@@ -170,7 +170,7 @@ fn park_in_coroutine() -> (usize, usize) {
 
 #[test]
 fn a_thread_parked_inside_a_coroutine_keeps_its_stack_and_its_neighbours_stacks() {
-    let (st, (own, other)) = util::bounded(60, || around(false, park_in_coroutine));
+    let (st, (own, other)) = util::bounded(|| around(false, park_in_coroutine));
     println!("own stack at {own:#x}, the coroutine's at {other:#x}");
     assert_eq!(st.idle_stack_foreign, 1, "{st:?}");
     assert!(
@@ -210,7 +210,7 @@ fn park_in_stacker() -> (usize, usize) {
 
 #[test]
 fn a_thread_parked_inside_stacker_keeps_its_stack_and_its_neighbours_stacks() {
-    let (st, (own, other)) = util::bounded(60, || around(false, park_in_stacker));
+    let (st, (own, other)) = util::bounded(|| around(false, park_in_stacker));
     println!("own stack at {own:#x}, stacker's at {other:#x}");
     assert_eq!(st.idle_stack_foreign, 1, "{st:?}");
     assert!(
@@ -223,7 +223,7 @@ fn a_thread_parked_inside_stacker_keeps_its_stack_and_its_neighbours_stacks() {
 /// parked on the coroutine's stack stays in place, whole.
 #[test]
 fn copying_out_leaves_a_thread_parked_inside_a_coroutine_in_place() {
-    let (st, _) = util::bounded(60, || around(true, park_in_coroutine));
+    let (st, _) = util::bounded(|| around(true, park_in_coroutine));
     assert_eq!(st.idle_stack_foreign, 1, "{st:?}");
     assert_eq!(
         st.idle_stacks, 2,

@@ -392,7 +392,7 @@ fn sleep_is_a_future_on_the_timer_wheel() {
 /// deadlock (instead of hanging). `util::bounded` turns a hang into a failure.
 #[test]
 fn a_finished_block_on_leaves_deadlock_detection_working() {
-    let msg = util::bounded(30, || {
+    let msg = util::bounded(|| {
         std::panic::catch_unwind(|| {
             coro::run(|| {
                 block_on(async { 1 }).unwrap();
@@ -526,8 +526,8 @@ fn wakes_itself(polls: &Cell<u32>) -> impl Future<Output = ()> + '_ {
 /// forever). `util::bounded` turns a spin into a failure.
 #[test]
 fn block_on_inside_no_suspend_fails_at_once_with_a_future_that_wakes_itself() {
-    util::capture_logs();
-    let (r, polls, id) = util::bounded(30, || {
+    util::logs::capture();
+    let (r, polls, id) = util::bounded(|| {
         coro::run(|| {
             let polls = Cell::new(0);
             let r = coro::no_suspend(|| block_on(wakes_itself(&polls)));
@@ -535,11 +535,10 @@ fn block_on_inside_no_suspend_fails_at_once_with_a_future_that_wakes_itself() {
         })
     });
     assert_eq!((r, polls), (Err(WaitError::SuspendForbidden), 1));
-    let logs = util::LOGS.lock().unwrap();
-    let line = logs
-        .iter()
-        .find(|(_, m)| m.contains("coro::future::block_on") && m.contains(&format!("#{id} ")))
-        .map(|(_, m)| m.clone())
+    let line = util::logs::lines()
+        .into_iter()
+        .map(|(_, m)| m)
+        .find(|m| m.contains("coro::future::block_on") && m.contains(&format!("#{id} ")))
         .expect("the refusal is logged");
     assert!(line.contains("no_suspend"), "{line}");
 }
@@ -549,7 +548,7 @@ fn block_on_inside_no_suspend_fails_at_once_with_a_future_that_wakes_itself() {
 /// an interrupt.
 #[test]
 fn block_on_with_a_future_that_wakes_itself_ends_at_a_deadline() {
-    util::bounded(30, || {
+    util::bounded(|| {
         coro::run(|| {
             let polls = Cell::new(0);
             let t = coro::clock::now();

@@ -10,15 +10,10 @@ use std::time::{Duration, Instant};
 use coro_runtime::{self as coro, Runtime};
 
 mod util;
-use util::{capture_logs, child, is_child, LOGS};
+use util::{child, is_child, logs};
 
 fn warnings_naming(name: &str) -> Vec<String> {
-    LOGS.lock()
-        .unwrap()
-        .iter()
-        .filter(|(l, m)| *l == log::Level::Warn && m.contains(&format!("'{name}'")))
-        .map(|(_, m)| m.clone())
-        .collect()
+    logs::logged(log::Level::Warn, &format!("'{name}'"))
 }
 
 fn busy(d: Duration) {
@@ -30,7 +25,7 @@ fn busy(d: Duration) {
 
 #[test]
 fn a_300ms_busy_thread_gets_exactly_one_warning_and_a_50ms_one_none() {
-    capture_logs();
+    logs::capture();
     let mut rt = coro::Runtime::builder()
         .latency_warning(Some(Duration::from_millis(200)))
         .build()
@@ -60,7 +55,7 @@ fn a_300ms_busy_thread_gets_exactly_one_warning_and_a_50ms_one_none() {
 
 #[test]
 fn warnings_can_be_disabled_and_the_threshold_configured() {
-    capture_logs();
+    logs::capture();
     let mut rt = coro::Runtime::builder()
         .latency_warning(None)
         .build()

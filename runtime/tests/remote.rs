@@ -7,8 +7,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use coro_runtime::{self as coro, Builder, RemoteWaker, Timeout};
-
-const LIMIT: Duration = Duration::from_secs(20);
+use coro_test_support::LIMIT;
 
 #[test]
 fn an_os_thread_spawns_named_green_threads_into_a_running_runtime() {

@@ -53,7 +53,7 @@ fn armed(d: Duration) -> coro::future::Sleep {
 
 #[test]
 fn a_sleep_armed_in_one_run_fires_when_awaited_in_the_next() {
-    util::bounded(30, || {
+    util::bounded(|| {
         let mut rt = coro::Runtime::new().unwrap();
         let mut sleep = rt.block_on(|| armed(Duration::from_millis(200)));
         rt.block_on(|| {
@@ -70,7 +70,7 @@ fn a_sleep_armed_in_one_run_fires_when_awaited_in_the_next() {
 
 #[test]
 fn a_pending_sleep_dropped_between_runs_leaves_deadlock_detection_working() {
-    util::bounded(30, || {
+    util::bounded(|| {
         let mut rt = coro::Runtime::new().unwrap();
         let sleep = rt.block_on(|| armed(Duration::from_secs(3600)));
         drop(sleep); // outside the runtime: it cannot reach its table
@@ -83,7 +83,7 @@ fn a_pending_sleep_dropped_between_runs_leaves_deadlock_detection_working() {
 /// reporting its deadlock.
 #[test]
 fn wakers_kept_from_an_earlier_run_leave_deadlock_detection_working() {
-    util::bounded(30, || {
+    util::bounded(|| {
         let mut rt = coro::Runtime::new().unwrap();
         let (remote, future) = rt.block_on(|| {
             let kept: Rc<Cell<Option<Waker>>> = Rc::default();
@@ -119,7 +119,7 @@ fn wakers_kept_from_an_earlier_run_leave_deadlock_detection_working() {
 /// wake, so the next run could not report its deadlock).
 #[test]
 fn a_socket_kept_between_runs_forgets_what_the_last_run_left_waiting_on_it() {
-    util::bounded(30, || {
+    util::bounded(|| {
         let mut rt = coro::Runtime::new().unwrap();
         let kept = rt.block_on(|| {
             let mut listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
@@ -182,7 +182,7 @@ fn a_spawn_that_came_during_shutdown_starts_in_the_next_run() {
     thread_local! {
         static MAIN: RefCell<Option<coro::Coro>> = const { RefCell::new(None) };
     }
-    util::bounded(30, || {
+    util::bounded(|| {
         // Nothing else that wakes the loop: no idle sweep, and no freed
         // stack waits to be trimmed.
         let mut rt = coro::Runtime::builder()
@@ -215,7 +215,7 @@ fn a_spawn_that_came_during_shutdown_starts_in_the_next_run() {
 /// leaves that run's timers alone.
 #[test]
 fn a_cancel_scope_of_a_leaked_thread_leaves_the_next_runs_timers_alone() {
-    util::bounded(30, || {
+    util::bounded(|| {
         let scope = CancelScope::after(Duration::from_secs(3600));
         let mut rt = coro::Runtime::new().unwrap();
         let sc = scope.clone();
@@ -251,7 +251,7 @@ fn a_cancel_scope_of_a_leaked_thread_leaves_the_next_runs_timers_alone() {
 /// with neither (a fresh runtime's counts).
 #[test]
 fn a_thread_leaked_in_a_blocking_call_leaves_no_wait_behind() {
-    util::bounded(30, || {
+    util::bounded(|| {
         let mut rt = coro::Runtime::builder()
             .blocking_threads(1)
             .build()
@@ -314,7 +314,7 @@ impl std::task::Wake for SpawnsOnWake {
 /// thread then gets it stopped with the run's, not left for the next run.
 #[test]
 fn a_thread_spawned_by_a_waker_at_the_end_of_a_run_does_not_outlive_it() {
-    util::bounded(30, move || {
+    util::bounded(move || {
         let dropped = Arc::new(AtomicUsize::new(0));
         let d = dropped.clone();
         let mut rt = coro::Runtime::new().unwrap();

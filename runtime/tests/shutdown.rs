@@ -11,7 +11,7 @@ use std::time::Duration;
 use coro_runtime::{self as coro, JoinError, WaitError};
 
 mod util;
-use util::{bounded, capture_logs, LOGS};
+use util::{bounded, logs};
 
 struct Flag(Rc<Cell<u32>>);
 impl Drop for Flag {
@@ -193,8 +193,8 @@ fn no_suspend_puts_off_selfish_yields_and_ignores_yield_now() {
 /// a few times, then logged by name and leaked; `run` returns.
 #[test]
 fn a_thread_that_swallows_its_unwind_is_leaked_not_spun_on() {
-    capture_logs();
-    bounded(60, || {
+    logs::capture();
+    bounded(|| {
         coro::run(|| {
             drop(
                 coro::Builder::new()
@@ -219,13 +219,13 @@ fn a_thread_that_swallows_its_unwind_is_leaked_not_spun_on() {
             coro::yield_now();
         });
     });
-    let logs = LOGS.lock().unwrap();
+    let lines = logs::lines();
     for name in ["stubborn", "no-yield"] {
         assert!(
-            logs.iter().any(|(l, m)| *l == log::Level::Error
+            lines.iter().any(|(l, m)| *l == log::Level::Error
                 && m.contains(&format!("'{name}'"))
                 && m.contains("leaked")),
-            "{name}: {logs:?}"
+            "{name}: {lines:?}"
         );
     }
 }
@@ -234,7 +234,7 @@ fn a_thread_that_swallows_its_unwind_is_leaked_not_spun_on() {
 /// runs its destructors at each round of the unwind.
 #[test]
 fn destructors_run_in_a_thread_that_catches_its_unwind() {
-    bounded(60, || {
+    bounded(|| {
         let drops = Rc::new(Cell::new(0));
         let d = drops.clone();
         coro::run(move || {
@@ -282,7 +282,7 @@ fn threads_spawned_during_the_unwind_do_not_outlive_it() {
             }));
         }
     }
-    bounded(60, || {
+    bounded(|| {
         let mut rt = coro::Runtime::new().unwrap();
         rt.block_on(|| {
             drop(coro::spawn(|| {
@@ -305,7 +305,7 @@ fn threads_spawned_during_the_unwind_do_not_outlive_it() {
 #[test]
 fn threads_unwound_at_shutdown_report_cancelled() {
     thread_local!(static H: RefCell<Option<coro::JoinHandle<()>>> = const { RefCell::new(None) });
-    bounded(60, || {
+    bounded(|| {
         coro::run(|| {
             let h = coro::spawn(|| loop {
                 let _ = coro::park();

@@ -28,7 +28,7 @@ fn quiet_runtime() -> coro::Runtime {
 /// selfishness and yield; the forced unwind then ends it).
 #[test]
 fn an_error_loop_is_stopped_by_a_normal_shutdown() {
-    within(60, || {
+    within(|| {
         quiet_runtime().block_on(|| {
             drop(coro::spawn(|| loop {
                 let _ = coro::park();
@@ -47,7 +47,7 @@ fn an_error_loop_is_stopped_by_a_normal_shutdown() {
 #[test]
 fn an_error_loop_is_stopped_when_the_loop_panicked() {
     static PARKS: AtomicU64 = AtomicU64::new(0);
-    let r = within(60, || {
+    let r = within(|| {
         panic::catch_unwind(AssertUnwindSafe(|| {
             quiet_runtime().block_on(|| {
                 drop(coro::spawn(|| loop {
@@ -72,7 +72,7 @@ fn an_error_loop_is_stopped_when_the_loop_panicked() {
 /// blocking calls of a thread already being unwound).
 #[test]
 fn a_yield_loop_is_stopped_when_the_loop_panicked() {
-    let r = within(60, || {
+    let r = within(|| {
         panic::catch_unwind(AssertUnwindSafe(|| {
             quiet_runtime().block_on(|| {
                 drop(coro::spawn(|| {
@@ -118,7 +118,7 @@ fn a_respawning_destructor_does_not_make_shutdown_endless() {
             }
         }
     }
-    let r = within(60, || {
+    let r = within(|| {
         quiet_runtime().block_on(|| {
             drop(coro::spawn(|| {
                 let _g = Respawn;
@@ -145,7 +145,7 @@ fn a_respawning_destructor_does_not_make_shutdown_endless() {
 /// report of every later run is off and a deadlock hangs).
 #[test]
 fn a_registration_dropped_outside_its_runtime_leaves_its_table() {
-    let r = within(60, || {
+    let r = within(|| {
         let mut rt = quiet_runtime();
         let reg = rt.block_on(|| {
             let mut l = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
@@ -170,7 +170,7 @@ fn a_registration_dropped_outside_its_runtime_leaves_its_table() {
 /// wake source: the next run still reports its deadlock.
 #[test]
 fn a_thread_leaked_in_a_blocking_call_does_not_hide_deadlocks() {
-    let r = within(60, || {
+    let r = within(|| {
         let mut rt = quiet_runtime();
         rt.block_on(|| {
             drop(
@@ -213,7 +213,7 @@ fn unwinding_block_on_unwinds_its_threads_first() {
             DROPPED.with(|d| d.set(true));
         }
     }
-    bounded(60, || {
+    bounded(|| {
         let r = panic::catch_unwind(|| {
             coro::run(|| {
                 drop(coro::spawn(|| {
@@ -243,7 +243,7 @@ fn unwinding_block_on_unwinds_its_threads_first() {
 /// so a later run cannot start on top of it (a fresh runtime does).
 #[test]
 fn a_panicked_run_leaves_no_thread_and_poisons_the_runtime() {
-    bounded(60, || {
+    bounded(|| {
         let mut rt = coro::Runtime::new().unwrap();
         let finished = Rc::new(Cell::new(0));
         let f = finished.clone();

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 mod util;
-use util::{bounded, capture_logs, child, is_child, LOGS};
+use util::{bounded, child, is_child, logs};
 
 use coro_runtime::{self as coro, JoinError, Runtime};
 
@@ -180,8 +180,8 @@ impl Drop for PanicOnDrop {
 /// destructor panics does not unwind out of `run`; the others carry on.
 #[test]
 fn destructor_panics_of_detached_results_stay_inside() {
-    capture_logs();
-    bounded(60, || {
+    logs::capture();
+    bounded(|| {
         let sum = coro::run(|| {
             drop(coro::spawn(|| PanicOnDrop("result dropped")));
             drop(coro::spawn(|| -> () {
@@ -195,18 +195,19 @@ fn destructor_panics_of_detached_results_stay_inside() {
         });
         assert_eq!(sum, 6);
     });
-    let logs = LOGS.lock().unwrap();
+    let lines = logs::lines();
     assert!(
-        logs.iter()
+        lines
+            .iter()
             .any(|(l, m)| *l == log::Level::Error && m.contains("result dropped")),
-        "{logs:?}"
+        "{lines:?}"
     );
 }
 
 /// Two green threads waiting on one shared handle both return.
 #[test]
 fn every_joiner_of_a_shared_handle_wakes() {
-    bounded(60, || {
+    bounded(|| {
         coro::run(|| {
             let h = Rc::new(coro::spawn(|| {
                 let _ = coro::park();

@@ -13,19 +13,14 @@ use std::panic::Location;
 use std::time::Duration;
 
 use coro_runtime::{self as coro, with_timeout, CancelScope, SPIN_LIMIT};
-use util::{capture_logs, run, LOGS};
+use util::{logs, run};
 
 const LONG: Duration = Duration::from_secs(3600);
 
 /// The spin warnings logged so far that name green thread `name`.
 fn warnings_about(name: &str) -> Vec<String> {
     let tag = format!("'{name}' spins");
-    LOGS.lock()
-        .unwrap()
-        .iter()
-        .filter(|(level, text)| *level == log::Level::Warn && text.contains(&tag))
-        .map(|(_, text)| text.clone())
-        .collect()
+    logs::logged(log::Level::Warn, &tag)
 }
 
 /// Runs `f` on a new green thread named `name` and waits for it.
@@ -46,7 +41,7 @@ fn sleep_here() -> (&'static Location<'static>, Result<(), coro::WaitError>) {
 
 #[test]
 fn a_loop_that_skips_a_passed_deadline_is_named_once_with_its_call_site() {
-    capture_logs();
+    logs::capture();
     run(|| {
         let before = coro::stats().spin_warnings;
         let site = on_thread("skipper", || {
@@ -76,7 +71,7 @@ fn a_loop_that_skips_a_passed_deadline_is_named_once_with_its_call_site() {
 
 #[test]
 fn a_loop_that_skips_a_cancellation_is_named() {
-    capture_logs();
+    logs::capture();
     run(|| {
         on_thread("cancelled skipper", || {
             let scope = CancelScope::new();
@@ -96,7 +91,7 @@ fn a_loop_that_skips_a_cancellation_is_named() {
 
 #[test]
 fn a_new_run_after_its_scope_ended_is_named_again() {
-    capture_logs();
+    logs::capture();
     run(|| {
         on_thread("twice", || {
             for _ in 0..2 {
@@ -115,7 +110,7 @@ fn a_new_run_after_its_scope_ended_is_named_again() {
 
 #[test]
 fn a_real_wait_between_refused_calls_keeps_the_count_below_the_limit() {
-    capture_logs();
+    logs::capture();
     run(|| {
         on_thread("patient", || {
             for _ in 0..SPIN_LIMIT + 10 {
@@ -133,7 +128,7 @@ fn a_real_wait_between_refused_calls_keeps_the_count_below_the_limit() {
 
 #[test]
 fn correct_code_is_never_named() {
-    capture_logs();
+    logs::capture();
     run(|| {
         let before = coro::stats().spin_warnings;
         // Catches one timeout and returns, again and again.

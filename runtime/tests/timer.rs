@@ -163,7 +163,7 @@ fn timeouts_around_blocking_calls_do_not_pile_up_in_the_heap() {
 /// `pending_timers` counts exactly the timers that will still fire.
 #[test]
 fn a_cancelled_sleeps_timer_wakes_nothing_later() {
-    bounded(60, || {
+    bounded(|| {
         coro::run(|| {
             coro::current().interrupt().unwrap();
             assert_eq!(
@@ -204,7 +204,7 @@ fn a_cancelled_sleeps_timer_wakes_nothing_later() {
 /// armed) does not put off the deadlock report until its deadline.
 #[test]
 fn stale_timers_do_not_delay_the_deadlock_report() {
-    bounded(60, || {
+    bounded(|| {
         let r = panic::catch_unwind(|| {
             coro::run(|| {
                 let me = coro::current();
@@ -226,7 +226,7 @@ fn stale_timers_do_not_delay_the_deadlock_report() {
 /// behind earlier due sleepers.
 #[test]
 fn a_zero_sleep_reports_an_expired_scope_and_keeps_deadline_order() {
-    bounded(60, || {
+    bounded(|| {
         coro::run(|| {
             assert_eq!(
                 coro::with_timeout(Duration::ZERO, || coro::sleep(Duration::ZERO)),
