@@ -2,41 +2,13 @@
 
 mod util;
 
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
 use coro_runtime as coro;
-use coro_sync::{GetError, GroupOptions, GroupPool, GroupPoolBuilder, Session};
-use util::workers::{Farm, Spawn};
+use coro_sync::{GetError, GroupOptions, GroupPool, Session};
+use util::workers::{client, pool, Log, Spawn};
 use util::{run, settle, yield_until};
-
-type Pool = GroupPool<Spawn>;
-type Log = Rc<RefCell<Vec<String>>>;
-
-fn pool(b: GroupPoolBuilder<Spawn>) -> (Pool, Rc<Farm>) {
-    let farm = Rc::new(Farm::default());
-    (b.build(Spawn(farm.clone())).unwrap(), farm)
-}
-
-/// Spawns a green thread that gets a session of `key`, logs the worker it
-/// got, and holds the session until `release` is set.
-fn client(
-    p: &Pool,
-    key: &'static str,
-    log: &Log,
-    hold: &Rc<coro_sync::Event>,
-) -> coro::JoinHandle<()> {
-    let (p, log, hold) = (p.clone(), log.clone(), hold.clone());
-    coro::spawn(move || match p.get(&key) {
-        Ok(s) => {
-            log.borrow_mut().push(format!("{key}: worker {}", *s));
-            let _ = hold.wait();
-            drop(s);
-        }
-        Err(e) => log.borrow_mut().push(format!("{key}: {e}")),
-    })
-}
 
 #[test]
 fn first_get_spawns_on_a_spawner_thread_then_reuses_the_idle_worker() {

@@ -8,41 +8,13 @@
 
 mod util;
 
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
 use coro_runtime as coro;
-use coro_sync::{GetError, GroupOptions, GroupPool, GroupPoolBuilder, SpawnBackoff};
-use util::workers::{Farm, Spawn};
+use coro_sync::{GetError, GroupOptions, GroupPool, SpawnBackoff};
+use util::workers::{client, pool, Log, Pool, Spawn};
 use util::{logs, run, settle, yield_until};
-
-type Pool = GroupPool<Spawn>;
-type Log = Rc<RefCell<Vec<String>>>;
-
-fn pool(b: GroupPoolBuilder<Spawn>) -> (Pool, Rc<Farm>) {
-    let farm = Rc::new(Farm::default());
-    (b.build(Spawn(farm.clone())).unwrap(), farm)
-}
-
-/// A green thread that gets a session of `key`, logs the worker it got (or
-/// the error) and holds the session until `hold` is set.
-fn client(
-    p: &Pool,
-    key: &'static str,
-    log: &Log,
-    hold: &Rc<coro_sync::Event>,
-) -> coro::JoinHandle<()> {
-    let (p, log, hold) = (p.clone(), log.clone(), hold.clone());
-    coro::spawn(move || match p.get(&key) {
-        Ok(s) => {
-            log.borrow_mut().push(format!("{key}: worker {}", *s));
-            let _ = hold.wait();
-            drop(s);
-        }
-        Err(e) => log.borrow_mut().push(format!("{key}: {e}")),
-    })
-}
 
 #[test]
 fn a_failed_background_spawn_removes_the_group_and_the_next_get_sees_the_error() {

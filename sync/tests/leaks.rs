@@ -18,13 +18,11 @@ use std::io::{Read, Write};
 use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{mpsc, Mutex, Once};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use coro::sync::{channel, remote};
-
-/// No test may run longer than this.
-const LIMIT: Duration = Duration::from_secs(30);
+use coro_test_support::{logs, LIMIT};
 
 /// How a runtime that fell asleep ended.
 #[derive(Debug)]
@@ -52,7 +50,7 @@ fn until_asleep_with(
     config: fn(coro::RuntimeBuilder) -> coro::RuntimeBuilder,
     f: impl FnOnce() + Send + 'static,
 ) -> Asleep {
-    capture_logs();
+    logs::capture();
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
         let seen: Rc<RefCell<Option<Seen>>> = Rc::default();
@@ -87,37 +85,15 @@ fn until_asleep_with(
         .expect("the runtime is still waiting: nothing reported it asleep")
 }
 
-static LOGS: Mutex<Vec<(log::Level, String, String)>> = Mutex::new(Vec::new());
-
-struct Capture;
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        LOGS.lock()
-            .unwrap()
-            .push((r.level(), r.target().to_owned(), r.args().to_string()));
-    }
-    fn flush(&self) {}
-}
-
-fn capture_logs() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        log::set_logger(&Capture).unwrap();
-        log::set_max_level(log::LevelFilter::Info);
-    });
-}
-
 /// The WARN lines of target `coro::leak` that report thread `name`.
 fn leak_warnings(name: &str) -> Vec<String> {
     let needle = format!("'{name}' is leaked");
-    LOGS.lock()
-        .unwrap()
-        .iter()
-        .filter(|(l, t, m)| *l == log::Level::Warn && t == "coro::leak" && m.contains(&needle))
-        .map(|(_, _, m)| m.clone())
+    logs::all()
+        .into_iter()
+        .filter(|r| {
+            r.level == log::Level::Warn && r.target == "coro::leak" && r.message.contains(&needle)
+        })
+        .map(|r| r.message)
         .collect()
 }
 

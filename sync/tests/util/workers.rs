@@ -130,3 +130,34 @@ impl Spawner for Spawn {
         self.0.restart_root.borrow().as_ref().map(|r| r.join(key))
     }
 }
+
+/// A pool of test workers.
+pub type Pool = coro_sync::GroupPool<Spawn>;
+
+/// What each client got, as text ("app: worker 1", or the error).
+pub type Log = Rc<RefCell<Vec<String>>>;
+
+/// A pool built from `b` on a fresh farm.
+pub fn pool(b: coro_sync::GroupPoolBuilder<Spawn>) -> (Pool, Rc<Farm>) {
+    let farm = Rc::new(Farm::default());
+    (b.build(Spawn(farm.clone())).unwrap(), farm)
+}
+
+/// A green thread that gets a session of `key`, logs the worker it got (or
+/// the error) and holds the session until `hold` is set.
+pub fn client(
+    p: &Pool,
+    key: &'static str,
+    log: &Log,
+    hold: &Rc<coro_sync::Event>,
+) -> coro_runtime::JoinHandle<()> {
+    let (p, log, hold) = (p.clone(), log.clone(), hold.clone());
+    coro_runtime::spawn(move || match p.get(&key) {
+        Ok(s) => {
+            log.borrow_mut().push(format!("{key}: worker {}", *s));
+            let _ = hold.wait();
+            drop(s);
+        }
+        Err(e) => log.borrow_mut().push(format!("{key}: {e}")),
+    })
+}
