@@ -13,42 +13,12 @@ use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::rc::Rc;
-use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use coro::net::backdoor;
 use coro::profile::Profile;
+use coro_test_support::logs::{self, logged};
 use util::TempDir;
-
-static LOGS: Mutex<Vec<(log::Level, String)>> = Mutex::new(Vec::new());
-
-struct Capture;
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        LOGS.lock().unwrap().push((r.level(), r.args().to_string()));
-    }
-    fn flush(&self) {}
-}
-
-fn capture_logs() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        log::set_logger(&Capture).unwrap();
-        log::set_max_level(log::LevelFilter::Info);
-    });
-}
-
-fn logged(level: log::Level, needle: &str) -> Vec<String> {
-    LOGS.lock()
-        .unwrap()
-        .iter()
-        .filter(|(l, m)| *l == level && m.contains(needle))
-        .map(|(_, m)| m.clone())
-        .collect()
-}
 
 /// Fails naming the tool (and its Debian package) when it is missing.
 #[track_caller]
@@ -66,7 +36,7 @@ fn need(tool: &str, package: &str) {
 
 /// A socket directory only its owner can write.
 fn private_dir(tag: &str) -> TempDir {
-    let d = TempDir::new(tag).unwrap();
+    let d = TempDir::new(tag);
     std::fs::set_permissions(&d.0, std::fs::Permissions::from_mode(0o700)).unwrap();
     d
 }
@@ -304,7 +274,7 @@ fn every_built_in_command_and_a_registered_one_answer_a_socat_client() {
 
 #[test]
 fn another_user_is_refused_by_the_socket_mode_and_by_its_credentials() {
-    capture_logs();
+    logs::capture();
     need("setpriv", "util-linux");
     let dir = private_dir("bd-uid");
     // Others may enter the directory (not write it): the socket's own mode
@@ -343,7 +313,7 @@ fn another_user_is_refused_by_the_socket_mode_and_by_its_credentials() {
     assert_eq!(dac.1, "", "{dac:?}");
     assert_eq!(refused, 1);
     let warn = logged(log::Level::Warn, "refused a connection from uid 65534");
-    assert_eq!(warn.len(), 1, "{:?}", LOGS.lock().unwrap());
+    assert_eq!(warn.len(), 1, "{:?}", logs::lines());
     assert!(
         warn[0].contains("(pid ") && warn[0].contains("only uid 0 and root"),
         "{}",

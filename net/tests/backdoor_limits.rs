@@ -47,7 +47,7 @@ fn connect(path: &Path) -> StdUnixStream {
 
 #[test]
 fn a_full_back_door_closes_its_longest_idle_session_for_a_newcomer() {
-    let dir = TempDir::new("bd-evict").unwrap();
+    let dir = TempDir::new("bd-evict");
     std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o700)).unwrap();
     let sock = dir.path("bd");
     let (evicted, turned_away) = util::run(move || {
@@ -103,7 +103,7 @@ fn a_full_back_door_closes_its_longest_idle_session_for_a_newcomer() {
 
 #[test]
 fn a_full_back_door_whose_sessions_all_run_commands_turns_the_newcomer_away() {
-    let dir = TempDir::new("bd-busy").unwrap();
+    let dir = TempDir::new("bd-busy");
     std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o700)).unwrap();
     let sock = dir.path("bd");
     let turned_away = util::run(move || {

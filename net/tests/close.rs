@@ -208,7 +208,7 @@ fn incoming_ends_after_close() -> io::Result<()> {
         assert_eq!(acceptor.join().unwrap(), (1, 0));
         assert!(listener.incoming().next().is_none());
 
-        let dir = TempDir::new("incoming-close")?;
+        let dir = TempDir::new("incoming-close");
         let unix = UnixListener::bind(dir.path("sock"))?;
         unix.close();
         assert!(unix.incoming().next().is_none());

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use coro::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use coro::{with_timeout, CancelScope, ThreadState, WaitError};
-use util::{capture_logs, run, TempDir, LOGS};
+use coro_test_support::logs;
+use util::{run, TempDir};
 
 /// More turns than a loop that ends makes here: it spins.
 const TURNS: usize = 100;
@@ -33,7 +34,7 @@ enum Listener {
 
 impl Listener {
     fn both() -> io::Result<[Listener; 2]> {
-        let dir = TempDir::new("incoming")?;
+        let dir = TempDir::new("incoming");
         Ok([
             Listener::Tcp(TcpListener::bind("127.0.0.1:0")?),
             Listener::Unix(UnixListener::bind(dir.path("l.sock"))?, dir),
@@ -206,7 +207,7 @@ fn a_loop_that_skips_errors_ends_at_runtime_shutdown() -> io::Result<()> {
 
 #[test]
 fn a_spinning_accept_loop_is_named_with_its_call_site() -> io::Result<()> {
-    capture_logs();
+    logs::capture();
     run(|| {
         let l = TcpListener::bind("127.0.0.1:0")?;
         let line = Cell::new(0);
@@ -236,7 +237,7 @@ fn a_spinning_accept_loop_is_named_with_its_call_site() -> io::Result<()> {
 
 #[test]
 fn a_spinning_read_loop_is_named_with_its_call_site() -> io::Result<()> {
-    capture_logs();
+    logs::capture();
     run(|| {
         let l = TcpListener::bind("127.0.0.1:0")?;
         let mut c = TcpStream::connect(l.local_addr()?)?;
@@ -268,13 +269,7 @@ fn a_spinning_read_loop_is_named_with_its_call_site() -> io::Result<()> {
 
 /// The spin warnings logged so far that name green thread `name`.
 fn spin_warnings(name: &str) -> Vec<String> {
-    let tag = format!("'{name}' spins");
-    LOGS.lock()
-        .unwrap()
-        .iter()
-        .filter(|(level, text)| *level == log::Level::Warn && text.contains(&tag))
-        .map(|(_, text)| text.clone())
-        .collect()
+    logs::logged(log::Level::Warn, &format!("'{name}' spins"))
 }
 
 /// Yields until `t` is parked (in accept).

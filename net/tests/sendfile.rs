@@ -33,7 +33,7 @@ fn file(dir: &TempDir, len: usize) -> io::Result<(File, Vec<u8>)> {
 
 #[test]
 fn a_file_region_arrives_unchanged_and_the_file_position_stays() -> io::Result<()> {
-    let dir = TempDir::new("sendfile")?;
+    let dir = TempDir::new("sendfile");
     run(move || {
         let (mut f, data) = file(&dir, 4 << 20)?;
         let (tx, rx) = pair()?;
@@ -68,7 +68,7 @@ fn a_file_region_arrives_unchanged_and_the_file_position_stays() -> io::Result<(
 /// The peer reads slowly: the sender waits for room, and only it waits.
 #[test]
 fn only_the_sending_green_thread_waits_for_a_slow_peer() -> io::Result<()> {
-    let dir = TempDir::new("sendfile-slow")?;
+    let dir = TempDir::new("sendfile-slow");
     run(move || {
         let (f, data) = file(&dir, 8 << 20)?;
         let (tx, rx) = pair()?;
@@ -116,7 +116,7 @@ fn only_the_sending_green_thread_waits_for_a_slow_peer() -> io::Result<()> {
 /// need no waiting spend selfishness, so a second green thread still runs.
 #[test]
 fn transfers_that_need_no_waiting_spend_selfishness() -> io::Result<()> {
-    let dir = TempDir::new("sendfile-selfish")?;
+    let dir = TempDir::new("sendfile-selfish");
     run(move || {
         let (f, _) = file(&dir, 16 * 1024)?;
         let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -156,7 +156,7 @@ fn transfers_that_need_no_waiting_spend_selfishness() -> io::Result<()> {
 
 #[test]
 fn timeouts_bound_a_transfer_to_a_peer_that_never_reads() -> io::Result<()> {
-    let dir = TempDir::new("sendfile-timeout")?;
+    let dir = TempDir::new("sendfile-timeout");
     run(move || {
         let (f, data) = file(&dir, 32 << 20)?;
         let (tx, _rx) = pair()?;
@@ -175,7 +175,7 @@ fn timeouts_bound_a_transfer_to_a_peer_that_never_reads() -> io::Result<()> {
 
 #[test]
 fn bad_arguments_and_closed_sockets_fail_clearly() -> io::Result<()> {
-    let dir = TempDir::new("sendfile-errors")?;
+    let dir = TempDir::new("sendfile-errors");
     run(move || {
         let (f, _) = file(&dir, 100)?;
         let (a, _b) = UnixStream::pair()?;
@@ -192,7 +192,7 @@ fn bad_arguments_and_closed_sockets_fail_clearly() -> io::Result<()> {
 /// `sendfile` from a real file on a green thread.
 #[test]
 fn sendfile_sends_a_file() -> io::Result<()> {
-    let dir = TempDir::new("sendfile-file")?;
+    let dir = TempDir::new("sendfile-file");
     run(move || {
         let path = dir.path("f");
         std::fs::write(&path, b"zero-copy")?;

@@ -7,11 +7,9 @@
 
 use std::io::{self, IoSliceMut, Read, Write};
 use std::os::fd::AsRawFd;
-use std::time::Duration;
 
 use coro::net::{TcpListener, UnixStream};
-
-const LIMIT: Duration = Duration::from_secs(20);
+use coro_test_support::LIMIT;
 
 /// A `read_vectored` over more buffers than the kernel takes moves only
 /// the first `IOV_MAX` (1024 on Linux): that read is full, and the next one
@@ -138,7 +136,7 @@ fn data_after_the_urgent_mark_is_read() -> io::Result<()> {
         // after it to set readiness again.
         coro::blocking(move || all_sent.recv()).unwrap().unwrap();
         let mut got = Vec::new();
-        let r = coro::with_timeout(Duration::from_secs(20), || -> io::Result<()> {
+        let r = coro::with_timeout(LIMIT, || -> io::Result<()> {
             let mut buf = [0u8; 64];
             while got.len() < 10 {
                 let n = conn.read(&mut buf)?;

@@ -13,7 +13,7 @@ use util::{assert_kind, pattern, run, TempDir};
 
 #[test]
 fn stream_echo_over_a_path() -> io::Result<()> {
-    let dir = TempDir::new("unix-stream")?;
+    let dir = TempDir::new("unix-stream");
     let path = dir.path("echo.sock");
     run(move || {
         let listener = UnixListener::bind(&path)?;
@@ -75,7 +75,7 @@ fn stream_pair_timeout_and_close() -> io::Result<()> {
 
 #[test]
 fn datagrams() -> io::Result<()> {
-    let dir = TempDir::new("unix-dgram")?;
+    let dir = TempDir::new("unix-dgram");
     let (pa, pb) = (dir.path("a.sock"), dir.path("b.sock"));
     run(move || {
         let a = UnixDatagram::bind(&pa)?;
