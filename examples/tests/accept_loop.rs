@@ -10,12 +10,11 @@
 //! process.
 
 use std::io::{self, Read, Write};
-use std::process::Command;
 use std::time::Duration;
 
 use coro::net::{TcpListener, TcpStream};
+use coro_test_support::child as process;
 
-const CHILD: &str = "CORO_ACCEPT_LOOP_CHILD";
 const STACK: usize = 64 << 20;
 /// Handler stacks that fit under the lowered limit.
 const FIT: usize = 4;
@@ -117,20 +116,12 @@ fn child() {
 
 #[test]
 fn an_accept_loop_survives_out_of_memory() {
-    if std::env::var_os(CHILD).is_some() {
+    const ME: &str = "an_accept_loop_survives_out_of_memory";
+    if process::is_child(ME) {
         child();
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "an_accept_loop_survives_out_of_memory",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
+    let out = process::child(ME);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");

@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// No wait in this test may take longer.
-const LIMIT: Duration = Duration::from_secs(20);
+use coro_test_support::{TempDir, LIMIT};
 
 /// The example's binary, built by `cargo test` beside this test's.
 fn example_binary() -> PathBuf {
@@ -96,9 +95,9 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
 
 #[test]
 fn workers_are_recycled_restarted_and_reaped() {
-    let root = std::env::temp_dir().join(format!("coro-app-pool-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let front = start(&root);
+    let dir = TempDir::new("app-pool");
+    let root = &dir.0;
+    let front = start(root);
 
     // One worker serves max_requests (3) requests, then is recycled.
     let (p1, n1) = get(&front, "blog");
@@ -145,7 +144,6 @@ fn workers_are_recycled_restarted_and_reaped() {
         assert!(t.elapsed() < LIMIT, "the front server did not exit");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]

@@ -11,8 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-/// A hang guard for every socket call, not a speed check.
-const LIMIT: Duration = Duration::from_secs(30);
+use coro_test_support::LIMIT;
 
 /// The example's binary, built if `cargo test` did not build it already.
 fn example() -> PathBuf {

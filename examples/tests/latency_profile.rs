@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use coro::profile::{Kind, Profile};
+use coro_test_support::TempDir;
 
 /// The example's binary, which `cargo test` builds beside the tests.
 fn example() -> PathBuf {
@@ -37,9 +38,9 @@ fn number_after(line: &str, label: &str) -> f64 {
 
 #[test]
 fn the_hog_is_found_by_all_three_tools_and_the_fix_lowers_p99() {
-    let dir = std::env::temp_dir().join(format!("coro-example-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let tmp = TempDir::new("latency-profile");
+    let dir = &tmp.0;
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let out = Command::new("timeout")
         .arg("120")
         .arg(example())
@@ -53,7 +54,7 @@ fn the_hog_is_found_by_all_three_tools_and_the_fix_lowers_p99() {
             "40",
             "--dir",
         ])
-        .arg(&dir)
+        .arg(dir)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -112,5 +113,4 @@ fn the_hog_is_found_by_all_three_tools_and_the_fix_lowers_p99() {
     assert!(fixed_warnings < hog_warnings, "{summary}");
     let fixed_profile = Profile::load(dir.join("profile-fixed.jsonl")).unwrap();
     assert!(fixed_profile.latency_warnings.len() < p.latency_warnings.len());
-    std::fs::remove_dir_all(&dir).unwrap();
 }

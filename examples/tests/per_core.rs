@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const LIMIT: Duration = Duration::from_secs(60);
+use coro_test_support::LIMIT;
+
 const CLIENTS: usize = 8;
 
 /// The example's binary, built if `cargo test` did not build it already.
