@@ -2,7 +2,7 @@
 //! temporary directory, a plain SMTP client for exact replies, and the
 //! system tools (swaks, python3) the other tests drive.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,37 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// Upper bound on any wait of a test, so that a bug fails instead of hanging.
-///
-/// Never a speed check: every step it bounds (a session ending, a bounce
-/// written, a process exiting) takes milliseconds, and well under a second
-/// on a loaded 2-core machine with the whole suite running; 30 s is only
-/// reached by a step that never happens.
-pub const LIMIT: Duration = Duration::from_secs(30);
-
-/// A directory under the system temp dir, removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "mail-relay-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use coro_test_support::{TempDir, LIMIT};
 
 /// `run_as_root = true` when the tests run as root (as they do in CI) and
 /// `extra` says nothing of who the relay runs as, so that the relay runs as
