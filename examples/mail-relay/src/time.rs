@@ -3,6 +3,12 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use civil::civil_from_days;
+
+/// The calendar arithmetic, shared with the `coro-profile` tool.
+#[path = "../../../src/bin/coro-profile/civil.rs"]
+mod civil;
+
 /// A UTC calendar time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Utc {
@@ -69,21 +75,6 @@ const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
 const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,7 @@
 //! It has no dependencies beyond coro itself: the profile format is read by
 //! `coro::profile::Profile::read_from`, and the page is written by hand.
 
+mod civil;
 mod diff;
 mod fmt;
 mod html;
