@@ -36,6 +36,7 @@ enum Step<E> {
     Fail(GetError<E>),
 }
 
+/// The state of a pool whose spawner is `S`.
 type PoolState<S> = State<<S as Spawner>::Key, <S as Spawner>::Worker, <S as Spawner>::Error>;
 
 impl<S: Spawner> Inner<S> {
