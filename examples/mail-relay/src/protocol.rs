@@ -1,6 +1,6 @@
 //! SMTP command syntax (RFC 5321 §4.1, RFC 1870 SIZE, RFC 6152 8BITMIME,
-//! RFC 6531 SMTPUTF8): a command line in, a [`Command`] or the exact reply
-//! that rejects it out. No session state lives here.
+//! RFC 6531 SMTPUTF8, RFC 4954 AUTH): a command line in, a [`Command`] or
+//! the exact reply that rejects it out. No session state lives here.
 
 use std::fmt;
 
@@ -68,6 +68,8 @@ pub enum Command {
     Help,
     /// STARTTLS.
     StartTls,
+    /// AUTH with its mechanism and, if given, its initial response.
+    Auth(String, Option<String>),
 }
 
 impl Command {
@@ -85,6 +87,7 @@ impl Command {
             Command::Vrfy => "VRFY",
             Command::Help => "HELP",
             Command::StartTls => "STARTTLS",
+            Command::Auth(..) => "AUTH",
         }
     }
 }
@@ -134,6 +137,7 @@ pub fn parse(line: &[u8], esmtp: bool) -> Result<Command, Reply> {
         "VRFY" => Ok(Command::Vrfy),
         "HELP" => Ok(Command::Help),
         "STARTTLS" => no_args(Command::StartTls),
+        "AUTH" => parse_auth(rest),
         _ => Err(Reply::new(500, "5.5.2", "Error: command not recognized")),
     }
 }
@@ -167,8 +171,9 @@ fn check_helo(rest: &[u8], verb: &str) -> Result<(), Reply> {
 /// (`UNKNOWN` otherwise): so that a rejected MAIL is logged as MAIL.
 pub fn verb_of(line: &[u8]) -> &'static str {
     let end = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
-    const VERBS: [&str; 11] = [
+    const VERBS: [&str; 12] = [
         "EHLO", "HELO", "MAIL", "RCPT", "DATA", "RSET", "NOOP", "QUIT", "VRFY", "HELP", "STARTTLS",
+        "AUTH",
     ];
     VERBS
         .into_iter()
@@ -204,6 +209,10 @@ fn parse_mail(rest: &str, esmtp: bool) -> Result<Command, Reply> {
             ("BODY", Some(v)) if v.eq_ignore_ascii_case("8BITMIME") => p.eight_bit = true,
             ("BODY", Some(v)) if v.eq_ignore_ascii_case("7BIT") => p.eight_bit = false,
             ("SMTPUTF8", None) => p.smtputf8 = true,
+            // RFC 4954 §5: who submitted the message, as another relay
+            // vouches; taken (a server that offers AUTH must) and not
+            // trusted, so not kept.
+            ("AUTH", Some(v)) if !v.is_empty() => {}
             _ => {
                 return Err(Reply::new(
                     555,
@@ -221,6 +230,21 @@ fn parse_mail(rest: &str, esmtp: bool) -> Result<Command, Reply> {
         }
     })?;
     Ok(Command::Mail(addr, p))
+}
+
+/// `AUTH mechanism [initial-response]`.
+fn parse_auth(rest: &str) -> Result<Command, Reply> {
+    let mut words = rest.split(' ').filter(|w| !w.is_empty());
+    match (words.next(), words.next(), words.next()) {
+        (Some(mech), initial, None) => {
+            Ok(Command::Auth(mech.to_owned(), initial.map(str::to_owned)))
+        }
+        _ => Err(Reply::new(
+            501,
+            "5.5.4",
+            "Syntax: AUTH mechanism [initial-response]",
+        )),
+    }
 }
 
 /// `RCPT TO:<path>` (no parameters are advertised, so none are accepted).
@@ -363,6 +387,15 @@ mod tests {
             Command::Rcpt("Postmaster".into())
         );
         assert_eq!(ok("DATA"), Command::Data);
+        assert_eq!(
+            ok("AUTH PLAIN AGEAYg=="),
+            Command::Auth("PLAIN".into(), Some("AGEAYg==".into()))
+        );
+        assert_eq!(ok("auth login"), Command::Auth("login".into(), None));
+        assert!(matches!(
+            ok("MAIL FROM:<a@b.test> AUTH=<>"),
+            Command::Mail(..)
+        ));
     }
 
     #[test]
@@ -376,6 +409,9 @@ mod tests {
         assert_eq!(code("RCPT TO:<a@b..c>"), 501);
         assert_eq!(code("DATA now"), 501);
         assert_eq!(code("WHAT"), 500);
+        assert_eq!(code("AUTH"), 501);
+        assert_eq!(code("AUTH PLAIN a b"), 501);
+        assert_eq!(verb_of(b"auth plain x"), "AUTH");
         assert_eq!(code("EHLO a\x01b"), 501);
         assert_eq!(code(&format!("HELO {}", "a".repeat(256))), 501);
         assert!(matches!(parse(b"EHLO \xffbad", true), Err(r) if r.code == 501));

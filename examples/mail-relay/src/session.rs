@@ -1,6 +1,8 @@
 //! One SMTP session on its own green thread (RFC 5321 with PIPELINING,
 //! SIZE, 8BITMIME, ENHANCEDSTATUSCODES, SMTPUTF8 and STARTTLS), written in
-//! plain blocking style: read a command, answer it.
+//! plain blocking style: read a command, answer it. On the submission
+//! ports the session also takes AUTH and sends mail only for its user
+//! ([`auth`]).
 //!
 //! # Strictness
 //!
@@ -45,6 +47,10 @@ use std::time::{Duration, SystemTime};
 
 use coro::clock::Instant;
 
+mod auth;
+
+use crate::auth::sasl::Mechanism;
+use crate::auth::User;
 use crate::body::{Body, MAX_TEXT_LINE};
 use crate::protocol::{self, Command, MailParams, Reply};
 use crate::server::Relay;
@@ -63,6 +69,27 @@ pub enum Phase {
     Idle,
     /// Inside a transaction (or answering): gets until the deadline.
     Busy,
+}
+
+/// The listener a session came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// The MTA listener (`listen`): mail from other servers, and relaying
+    /// for `mynetworks`.
+    Mta,
+    /// Submission with STARTTLS (`[submission] listen`, port 587's
+    /// service): TLS and AUTH before mail, whatever `mynetworks` says.
+    Submission,
+    /// Submission with implicit TLS (`[submission] listen_tls`, port
+    /// 465's service, RFC 8314).
+    SubmissionTls,
+}
+
+impl Port {
+    /// Whether this is a submission port (AUTH before mail).
+    pub fn is_submission(self) -> bool {
+        self != Port::Mta
+    }
 }
 
 /// A transaction: MAIL seen, collecting recipients.
@@ -99,11 +126,15 @@ pub struct Session {
     /// The last command's verb, for "timeout after RCPT".
     last: &'static str,
     phase: Rc<Cell<Phase>>,
+    /// The listener it came through.
+    port: Port,
+    /// The user it logged in as (submission ports), and how.
+    login: Option<(User, Mechanism)>,
 }
 
 impl Session {
-    /// A session for an accepted connection.
-    pub fn new(relay: Rc<Relay>, wire: Wire, phase: Rc<Cell<Phase>>) -> Session {
+    /// A session for a connection accepted on `port`.
+    pub fn new(relay: Rc<Relay>, wire: Wire, phase: Rc<Cell<Phase>>, port: Port) -> Session {
         let client = wire.peer().ip();
         Session {
             relay,
@@ -117,6 +148,8 @@ impl Session {
             commands: 0,
             last: "CONNECT",
             phase,
+            port,
+            login: None,
         }
     }
 
@@ -146,6 +179,11 @@ impl Session {
     }
 
     fn serve(&mut self) -> End {
+        if self.port.is_submission() {
+            if let Some(end) = self.submission_start() {
+                return end;
+            }
+        }
         let greeting = format!("{} ESMTP mail-relay", self.host());
         self.wire.reply(220, &[&greeting]);
         loop {
@@ -169,16 +207,25 @@ impl Session {
                 start.set(Some(t0));
                 t0 + relay.timeout(timeout)
             };
-            let line = self.wire.read_line(MAX_COMMAND_LINE, &deadline);
+            // Under TLS on a submission port, AUTH's initial response may
+            // make a longer line (RFC 4954 §4); other commands may not.
+            let max = if self.port.is_submission() && self.wire.is_tls() {
+                auth::MAX_AUTH_LINE
+            } else {
+                MAX_COMMAND_LINE
+            };
+            let line = self.wire.read_line(max, &deadline);
             self.phase.set(Phase::Busy);
             let line = match line {
                 Ok(l) => l,
                 Err(e) => return self.wait_failed(e),
             };
+            let long = self.wire.line().len() + 2 > MAX_COMMAND_LINE
+                && protocol::verb_of(self.wire.line()) != "AUTH";
             match line {
-                Line::Text => {}
+                Line::Text if !long => {}
                 Line::Eof => return self.lost(),
-                Line::TooLong => {
+                Line::Text | Line::TooLong => {
                     if let Some(end) = self.reject(Reply::new(500, "5.5.2", "Error: line too long"))
                     {
                         return end;
@@ -217,6 +264,9 @@ impl Session {
                 let mut lines = vec![self.host().to_owned(), "PIPELINING".into(), size];
                 if self.relay.tls.is_some() && !self.wire.is_tls() {
                     lines.push("STARTTLS".into());
+                }
+                if self.port.is_submission() && self.wire.is_tls() {
+                    lines.push(format!("AUTH {}", crate::auth::sasl::OFFERED));
                 }
                 lines.extend(["ENHANCEDSTATUSCODES", "8BITMIME", "SMTPUTF8"].map(String::from));
                 let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
@@ -262,6 +312,7 @@ impl Session {
                 return Some(End::Quit);
             }
             Command::StartTls => return self.starttls(),
+            Command::Auth(mech, initial) => return self.auth(mech, initial),
         }
         None
     }
@@ -275,6 +326,9 @@ impl Session {
         }
         if self.relay.stopping.get() {
             return Some(self.shutting_down());
+        }
+        if let Err(reply) = self.submission_mail(&from) {
+            return self.reject_with(reply, &format!(" from=<{}>", crate::escape::escape(&from)));
         }
         let max = self.relay.config().max_message_size;
         if params.size.is_some_and(|s| s > max) {
@@ -317,8 +371,9 @@ impl Session {
             self.ok(452, "4.5.3", "Error: too many recipients");
             return self.count_error();
         }
-        let routed = !self.relay.trusted(self.client) && sender_routed(&to);
-        if routed || !self.relay.may_receive(self.client, &to) {
+        let allowed = self.may_relay();
+        let routed = !allowed && sender_routed(&to);
+        if routed || !(allowed || self.relay.may_receive(self.client, &to)) {
             // Sender-specified routing (`a%b@relay`, `b!a@relay`,
             // `"a@b"@relay`) from outside mynetworks would let anyone use
             // a relay domain's next hop as an open relay (Postfix's
@@ -357,7 +412,7 @@ impl Session {
         let c = self.relay.config();
         let (max, t) = (c.max_message_size, c.timeouts.clone());
         let (hop_limit, rate) = (c.hopcount_limit, c.min_data_rate.max(1));
-        let trusted = c.add_missing_headers && self.relay.trusted(self.client);
+        let trusted = c.add_missing_headers && self.trusted_source();
         let mut body = Body::new(
             self.received_header(&id),
             max,
@@ -475,8 +530,16 @@ impl Session {
         };
         match r {
             Ok(()) => {
+                let sasl = match &self.login {
+                    Some((user, m)) => format!(
+                        ", sasl_method={}, sasl_username={}",
+                        m.name(),
+                        crate::escape::escape(&user.name)
+                    ),
+                    None => String::new(),
+                };
                 log::info!(
-                    "{id}: client=[{}]:{}, from=<{}>, size={size}, nrcpt={} (queue active)",
+                    "{id}: client=[{}]:{}{sasl}, from=<{}>, size={size}, nrcpt={} (queue active)",
                     self.client,
                     self.wire.peer().port(),
                     from,
@@ -532,16 +595,27 @@ impl Session {
         self.helo = None;
         self.esmtp = false;
         self.txn = None;
+        self.login = None;
         None
     }
 
     /// Whether this session's mail comes from a trusted source, which the
     /// relay vouches for (DKIM signs it, as OpenDKIM's `InternalHosts`):
-    /// a client in `mynetworks`. This is the one place that decides it;
-    /// an authenticated submission is trusted here when the relay offers
-    /// AUTH.
+    /// on the MTA port a client in `mynetworks`, on a submission port a
+    /// logged-in user (and no one else, whatever its address). This is
+    /// the one place that decides it.
     fn trusted_source(&self) -> bool {
-        self.relay.trusted(self.client)
+        match self.port {
+            Port::Mta => self.relay.trusted(self.client),
+            Port::Submission | Port::SubmissionTls => self.login.is_some(),
+        }
+    }
+
+    /// Whether this session may send to any domain: the same as
+    /// [`trusted_source`](Session::trusted_source). The submission ports
+    /// never relay without a login, whatever `mynetworks` says.
+    fn may_relay(&self) -> bool {
+        self.trusted_source()
     }
 
     /// `Received:` (RFC 5321 §4.4), CRLF-terminated.
@@ -558,14 +632,28 @@ impl Session {
         if self.wire.is_tls() {
             proto.push('S');
         }
+        // RFC 3848: ESMTPA, ESMTPSA for an authenticated submission.
+        if self.login.is_some() {
+            proto.push('A');
+        }
         let for_ = match txn.rcpts.as_slice() {
             [one] => format!("\r\n\tfor <{one}>"),
             _ => String::new(),
         };
+        // A submission's client (its address, its EHLO name) is its user's
+        // whereabouts: left out unless the operator asks for it.
+        let from =
+            if self.login.is_some() && !self.relay.config().submission.received_client_address {
+                String::new()
+            } else {
+                format!(
+                    "from {} ([{}])\r\n\t",
+                    self.helo.as_deref().unwrap_or("unknown"),
+                    self.client
+                )
+            };
         format!(
-            "Received: from {} ([{}])\r\n\tby {} (mail-relay) with {proto} id {id}{for_};\r\n\t{}\r\n",
-            self.helo.as_deref().unwrap_or("unknown"),
-            self.client,
+            "Received: {from}by {} (mail-relay) with {proto} id {id}{for_};\r\n\t{}\r\n",
             self.host(),
             Utc::now().rfc5322()
         )

@@ -2,7 +2,8 @@
 //! (`--config PATH`), then command-line flags, each layer over the last.
 //!
 //! Every key of the file is a field of [`Config`] (or of its `[timeouts]`,
-//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[dkim]`, `[routes]` and `[testing]` tables); an
+//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[dkim]`, `[submission]`, `[routes]`
+//! and `[testing]` tables); an
 //! unknown key or a value of the wrong shape is an error at start that
 //! names the key. Durations are written `"300ms"`, `"30s"`, `"5m"`, `"1h"`,
 //! `"5d"`.
@@ -10,6 +11,7 @@
 mod delivery;
 mod dkim;
 mod mx;
+mod submission;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -25,6 +27,7 @@ use crate::delivery::route::{Dest, Upstream};
 pub use delivery::{Queue, Smtp, TlsLevel};
 pub use dkim::DkimDomain;
 pub use mx::Mx;
+pub use submission::Submission;
 
 /// Everything the relay reads at start.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -110,6 +113,8 @@ pub struct Config {
     pub mx: Mx,
     /// DKIM signing: the domains that sign, by name.
     pub dkim: BTreeMap<String, DkimDomain>,
+    /// The submission service: its listeners, users and login limits.
+    pub submission: Submission,
     /// Fault injection for tests; never set in production.
     pub testing: Testing,
 }
@@ -206,6 +211,7 @@ impl Default for Config {
             smtp: Smtp::default(),
             mx: Mx::default(),
             dkim: BTreeMap::new(),
+            submission: Submission::default(),
             testing: Testing::default(),
         }
     }
@@ -250,7 +256,10 @@ upstream instead, with retries and bounces. Settings come from the embedded defa
 then --config FILE (TOML), then these flags; `mail-relay config` prints the result, and \
 examples/mail-relay/mail-relay.toml lists every key. SIGHUP reloads the file, SIGUSR1 \
 retries the queue, SIGTERM stops gracefully. The back door (--backdoor PATH) serves mailq, \
-flush and the runtime's console on a Unix socket."
+flush and the runtime's console on a Unix socket. With a submission listener \
+(--submission-listen, --submission-listen-tls) it also takes mail from its users' mail \
+programs: AUTH PLAIN or LOGIN under TLS, each user limited to its own sender addresses, the \
+users in a file of argon2id hashes made by `mail-relay passwd USER ADDRESS...`."
 )]
 pub struct Cli {
     /// What to do (default: run the relay).
@@ -258,7 +267,7 @@ pub struct Cli {
     pub command: Option<Command>,
     /// TOML file over the embedded defaults (its keys are the long flags' names
     /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]`, `[mx]`,
-    /// `[dkim]` and `[routes]` tables).
+    /// `[dkim]`, `[submission]` and `[routes]` tables).
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
     /// Address to listen on (IP:PORT or HOST:PORT) [default: 127.0.0.1:2525].
@@ -335,10 +344,24 @@ pub struct Cli {
     /// [default: refused].
     #[arg(long)]
     pub mx_allow_private_addresses: bool,
+    /// Submission listener with STARTTLS, then AUTH (port 587's service;
+    /// [submission] listen; needs --tls-cert, --tls-key and --users-file)
+    /// [default: none].
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub submission_listen: Option<SocketAddr>,
+    /// Submission listener with implicit TLS (port 465's service, RFC
+    /// 8314; [submission] listen_tls) [default: none].
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub submission_listen_tls: Option<SocketAddr>,
+    /// The submission users file: USER:HASH:ADDRESSES lines made by
+    /// `mail-relay passwd` ([submission] users_file; read again at SIGHUP)
+    /// [default: none].
+    #[arg(long, value_name = "PATH")]
+    pub users_file: Option<PathBuf>,
 }
 
 /// What `mail-relay` does besides running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
     /// List the queue (id, size, arrival, sender, recipients, and why a
     /// deferred message waits): from the running relay's back door when one
@@ -350,6 +373,18 @@ pub enum Command {
     /// Print the effective configuration (defaults, then --config FILE,
     /// then the flags) as TOML, every key.
     Config,
+    /// Make a users-file line for the submission service: reads USER's
+    /// password from standard input (asking twice, without echo, on a
+    /// terminal) and prints `USER:HASH:ADDRESSES`, the hash argon2id
+    /// with a random salt. Append the line to [submission] users_file.
+    Passwd {
+        /// The name the user logs in with.
+        user: String,
+        /// The sender addresses the user may use in MAIL FROM
+        /// (`name@domain`, or `@domain` for every address of a domain);
+        /// none: the user name itself, when it is an address.
+        addresses: Vec<String>,
+    },
 }
 
 /// A configuration error: what is wrong, naming the key.
@@ -433,6 +468,15 @@ impl Config {
         if cli.mx_allow_private_addresses {
             self.mx.allow_private_addresses = true;
         }
+        if let Some(a) = cli.submission_listen {
+            self.submission.listen = Some(a);
+        }
+        if let Some(a) = cli.submission_listen_tls {
+            self.submission.listen_tls = Some(a);
+        }
+        if let Some(p) = &cli.users_file {
+            self.submission.users_file = Some(p.clone());
+        }
         if let Some(p) = &cli.tls_cert {
             self.tls.cert = Some(p.clone());
         }
@@ -509,6 +553,8 @@ impl Config {
         self.smtp.check()?;
         self.mx.check()?;
         dkim::check(&self.dkim)?;
+        self.submission
+            .check(self.tls.cert.is_some() && self.tls.key.is_some())?;
         match (&self.tls.cert, &self.tls.key) {
             (Some(_), None) => Err(ConfigError("tls.key: missing (tls.cert is set)".into())),
             (None, Some(_)) => Err(ConfigError("tls.cert: missing (tls.key is set)".into())),
@@ -716,6 +762,12 @@ mod tests {
             backdoor: Some("b".into()),
             log_file: Some("l".into()),
             metrics: Some("127.0.0.1:9".parse().unwrap()),
+            submission: Submission {
+                listen: Some("127.0.0.1:587".parse().unwrap()),
+                listen_tls: Some("127.0.0.1:465".parse().unwrap()),
+                users_file: Some("u".into()),
+                ..Submission::default()
+            },
             ..Config::default()
         };
         for line in full.to_toml().lines() {
