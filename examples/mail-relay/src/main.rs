@@ -25,7 +25,10 @@
 //! * `spool`, `id`: the durable queue, its group commit and its journals.
 //! * `queue`: the queue runner, retries, bounces (Postfix's qmgr).
 //! * `delivery`: routes, the `Transport` seam, the Maildir, the SMTP
-//!   client and its connection cache, MX delivery, bounce reports.
+//!   client and its connection cache, MX delivery, delivery status
+//!   reports.
+//! * `dsn`: what a client asks of delivery status notifications (RFC
+//!   3461's parameters, xtext).
 //! * `dkim`: DKIM signing of outgoing mail.
 //! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line), the
 //!   spool lock.
@@ -43,6 +46,7 @@ mod config;
 mod control;
 mod delivery;
 mod dkim;
+mod dsn;
 mod escape;
 mod fds;
 mod id;

@@ -1,5 +1,5 @@
 //! One SMTP session on its own green thread (RFC 5321 with PIPELINING,
-//! SIZE, 8BITMIME, ENHANCEDSTATUSCODES, SMTPUTF8 and STARTTLS), written in
+//! SIZE, 8BITMIME, ENHANCEDSTATUSCODES, DSN, SMTPUTF8 and STARTTLS), written in
 //! plain blocking style: read a command, answer it. On the submission
 //! ports the session also takes AUTH and sends mail only for its user
 //! ([`auth`]).
@@ -52,6 +52,7 @@ mod auth;
 use crate::auth::sasl::Mechanism;
 use crate::auth::User;
 use crate::body::{Body, MAX_TEXT_LINE};
+use crate::dsn::{Dsn, RcptDsn};
 use crate::protocol::{self, Command, MailParams, Reply};
 use crate::server::Relay;
 use crate::spool::{Envelope, Message};
@@ -99,6 +100,8 @@ struct Txn {
     from: String,
     params: MailParams,
     rcpts: Vec<String>,
+    /// RET, ENVID and each recipient's NOTIFY and ORCPT (RFC 3461).
+    dsn: Dsn,
 }
 
 /// How a session ended, for the log.
@@ -268,7 +271,9 @@ impl Session {
                 if self.port.is_submission() && self.wire.is_tls() {
                     lines.push(format!("AUTH {}", crate::auth::sasl::OFFERED));
                 }
-                lines.extend(["ENHANCEDSTATUSCODES", "8BITMIME", "SMTPUTF8"].map(String::from));
+                lines.extend(
+                    ["ENHANCEDSTATUSCODES", "8BITMIME", "DSN", "SMTPUTF8"].map(String::from),
+                );
                 let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
                 self.wire.reply(250, &lines);
             }
@@ -280,7 +285,7 @@ impl Session {
                 self.wire.reply(250, &[&host]);
             }
             Command::Mail(from, params) => return self.mail(from, params),
-            Command::Rcpt(to) => return self.rcpt(to),
+            Command::Rcpt(to, dsn) => return self.rcpt(to, dsn),
             Command::Data => return self.data(),
             Command::Rset => {
                 self.txn = None;
@@ -338,17 +343,23 @@ impl Session {
                 format!("Message size exceeds fixed limit of {max} octets"),
             ));
         }
+        let dsn = Dsn {
+            ret: params.ret,
+            envid: params.envid.clone(),
+            rcpts: Vec::new(),
+        };
         self.txn = Some(Txn {
             started: coro::clock::now(),
             from,
             params,
             rcpts: Vec::new(),
+            dsn,
         });
         self.ok(250, "2.1.0", "Ok");
         None
     }
 
-    fn rcpt(&mut self, to: String) -> Option<End> {
+    fn rcpt(&mut self, to: String, dsn: RcptDsn) -> Option<End> {
         let Some(txn) = &self.txn else {
             return self.reject(Reply::new(503, "5.5.1", "Error: need MAIL command"));
         };
@@ -382,7 +393,9 @@ impl Session {
             let from = txn.from.clone();
             return self.reject_with(reply, &format!(" from=<{from}> to=<{to}>"));
         }
-        self.txn.as_mut().expect("checked").rcpts.push(to);
+        let txn = self.txn.as_mut().expect("checked");
+        txn.dsn.set_rcpt(txn.rcpts.len(), dsn);
+        txn.rcpts.push(to);
         self.ok(250, "2.1.5", "Ok");
         None
     }
@@ -407,6 +420,7 @@ impl Session {
             smtputf8: txn.params.smtputf8,
             has_8bit: false,
             trusted: self.trusted_source(),
+            dsn: txn.dsn.clone(),
         };
         self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
         let c = self.relay.config();

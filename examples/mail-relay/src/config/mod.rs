@@ -358,6 +358,29 @@ pub struct Cli {
     /// [default: none].
     #[arg(long, value_name = "PATH")]
     pub users_file: Option<PathBuf>,
+    /// Delivery status notifications: tell the sender of a message still
+    /// deferred after this long, once, for the recipients that asked
+    /// (NOTIFY=DELAY); 0s: never (queue.delay_warning_time) [default:
+    /// 4h].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub delay_warning_time: Option<Duration>,
+    /// What a delivery status notification returns of a message whose MAIL
+    /// gave no RET: hdrs or full (queue.dsn_ret) [default: hdrs].
+    #[arg(long, value_name = "RET", value_parser = parse_ret)]
+    pub dsn_ret: Option<crate::dsn::Ret>,
+    /// The notifications a recipient that gave no NOTIFY gets: FAILURE,
+    /// FAILURE,DELAY or NEVER (queue.dsn_notify) [default: FAILURE].
+    #[arg(long, value_name = "NOTIFY", value_parser = crate::dsn::Notify::parse)]
+    pub dsn_notify: Option<crate::dsn::Notify>,
+}
+
+/// `--dsn-ret`'s value.
+fn parse_ret(s: &str) -> Result<crate::dsn::Ret, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "hdrs" => Ok(crate::dsn::Ret::Hdrs),
+        "full" => Ok(crate::dsn::Ret::Full),
+        _ => Err(format!("{s:?}: hdrs or full")),
+    }
 }
 
 /// What `mail-relay` does besides running.
@@ -476,6 +499,15 @@ impl Config {
         }
         if let Some(p) = &cli.users_file {
             self.submission.users_file = Some(p.clone());
+        }
+        if let Some(d) = cli.delay_warning_time {
+            self.queue.delay_warning_time = d;
+        }
+        if let Some(r) = cli.dsn_ret {
+            self.queue.dsn_ret = r;
+        }
+        if let Some(n) = cli.dsn_notify {
+            self.queue.dsn_notify = n;
         }
         if let Some(p) = &cli.tls_cert {
             self.tls.cert = Some(p.clone());

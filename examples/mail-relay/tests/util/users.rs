@@ -17,12 +17,13 @@ pub fn passwd(user: &str, addresses: &[&str], password: &str) -> (bool, String) 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
+    // The command may end before it reads (a bad argument): then the
+    // write fails, and its output says why.
+    let _ = child
         .stdin
         .take()
         .unwrap()
-        .write_all(format!("{password}\n").as_bytes())
-        .unwrap();
+        .write_all(format!("{password}\n").as_bytes());
     let out = child.wait_with_output().unwrap();
     (
         out.status.success(),
