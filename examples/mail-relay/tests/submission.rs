@@ -576,3 +576,46 @@ fn config_and_help_show_the_submission_settings() {
         assert!(help.contains(want), "{want} not in --help:\n{help}");
     }
 }
+
+#[test]
+fn a_password_check_does_not_hold_the_other_sessions() {
+    let s = Service::start("sub-offload", "", "auth_failure_delay = \"0ms\"\n");
+    // A user whose hash asks for 256 MiB and 8 passes: seconds of CPU to
+    // check (the output is made up: no password matches it).
+    let slow = "slow:$argon2id$v=19$m=262144,t=8,p=1$c2xvd3NhbHRzbG93c2FsdA$\
+                AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA:slow@example.test\n";
+    let alice = std::fs::read_to_string(&s.users).unwrap();
+    write_users(&s.users, &[alice, slow.to_owned()]);
+    let ok = Command::new("kill")
+        .args(["-HUP", &s.relay.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    s.relay.wait_log("submission users read again: 2 users", 1);
+    let out = s.python(
+        r#"
+a = smtplib.SMTP_SSL("127.0.0.1", tls_port, context=ctx)
+a.ehlo()
+b = smtplib.SMTP("127.0.0.1", int(args[0]))
+b.ehlo()
+a.send("AUTH PLAIN " + b64("\0slow\0guess") + "\r\n")
+time.sleep(0.2)
+t = time.monotonic()
+print("noop:", b.noop()[0])
+tb = time.monotonic() - t
+print("auth:", a.getreply()[0])
+ta = time.monotonic() - t
+print("auth after noop by %.3f s" % (ta - tb))
+print("gap" if ta - tb >= 0.3 else "no gap")
+"#,
+        &[&s.relay.addr.port().to_string()],
+    );
+    // The NOOP was answered while the check ran on the blocking pool: the
+    // login's verdict came well after it.
+    assert!(
+        out.contains("noop: 250") && out.contains("auth: 535"),
+        "{out}"
+    );
+    assert!(out.contains("\ngap\n"), "{out}");
+}
