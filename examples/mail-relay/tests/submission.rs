@@ -497,7 +497,7 @@ fn passwd_makes_lines_and_the_relay_checks_the_file() {
     std::fs::write(
         &config,
         format!(
-            "listen = \"127.0.0.1:0\"\nspool_dir = \"{}\"\nmaildir = \"{}\"\n{}\
+            "listen = \"127.0.0.1:0\"\nrun_as_root = true\nspool_dir = \"{}\"\nmaildir = \"{}\"\n{}\
              [submission]\nlisten = \"127.0.0.1:0\"\nusers_file = \"{}\"\n",
             tmp.0.join("spool").display(),
             tmp.0.join("maildir").display(),
