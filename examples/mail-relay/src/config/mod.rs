@@ -2,14 +2,15 @@
 //! (`--config PATH`), then command-line flags, each layer over the last.
 //!
 //! Every key of the file is a field of [`Config`] (or of its `[timeouts]`,
-//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[dkim]`, `[submission]`, `[routes]`
-//! and `[testing]` tables); an
+//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[mta_sts]`, `[dkim]`, `[submission]`,
+//! `[routes]` and `[testing]` tables); an
 //! unknown key or a value of the wrong shape is an error at start that
 //! names the key. Durations are written `"300ms"`, `"30s"`, `"5m"`, `"1h"`,
 //! `"5d"`.
 
 mod delivery;
 mod dkim;
+mod mta_sts;
 mod mx;
 mod submission;
 
@@ -26,6 +27,7 @@ use crate::cidr::Cidr;
 use crate::delivery::route::{Dest, Upstream};
 pub use delivery::{Queue, Smtp, TlsLevel};
 pub use dkim::DkimDomain;
+pub use mta_sts::MtaSts;
 pub use mx::Mx;
 pub use submission::Submission;
 
@@ -43,7 +45,8 @@ pub struct Config {
     /// reads its keys and opens its log as root, then drops to this user
     /// (see `privilege`). Unset: it runs as whoever started it.
     pub user: Option<String>,
-    /// Allow running as root without `user` (refused otherwise).
+    /// Running as root without `user` is meant: no warning about it at
+    /// start.
     pub run_as_root: bool,
     /// Refuse a private key file (TLS, DKIM) that its group or others may
     /// read or write; false: use it with a warning.
@@ -120,6 +123,8 @@ pub struct Config {
     pub smtp: Smtp,
     /// Delivery by MX records, and the DNS servers.
     pub mx: Mx,
+    /// MTA-STS on MX delivery, and the extra CA file it trusts.
+    pub mta_sts: MtaSts,
     /// DKIM signing: the domains that sign, by name.
     pub dkim: BTreeMap<String, DkimDomain>,
     /// The submission service: its listeners, users and login limits.
@@ -151,9 +156,9 @@ pub struct Timeouts {
     #[serde(with = "duration")]
     pub data_block: Duration,
     /// After the final dot, for the message to become durable before we
-    /// answer; past it the client gets 451 (10 min). The commit still
-    /// completes and the message is delivered, so a client that sends it
-    /// again makes a duplicate (RFC 1047's problem, which every MTA has).
+    /// answer; past it the client gets 451 (10 min), and the message, if
+    /// its commit completes later, is removed, not delivered: the client's
+    /// next attempt makes no duplicate.
     #[serde(with = "duration")]
     pub final_dot: Duration,
     /// For a client to take our replies (a client that stops reading) and
@@ -232,6 +237,7 @@ impl Default for Config {
             queue: Queue::default(),
             smtp: Smtp::default(),
             mx: Mx::default(),
+            mta_sts: MtaSts::default(),
             dkim: BTreeMap::new(),
             submission: Submission::default(),
             testing: Testing::default(),
@@ -278,18 +284,19 @@ upstream instead, with retries and bounces. Settings come from the embedded defa
 then --config FILE (TOML), then these flags; `mail-relay config` prints the result, and \
 examples/mail-relay/mail-relay.toml lists every key. SIGHUP reloads the file, SIGUSR1 \
 retries the queue, SIGTERM stops gracefully. The back door (--backdoor PATH) serves mailq, \
-flush and the runtime's console on a Unix socket. Started as root, it needs --user NAME (it \
-binds its ports and reads its keys as root, then runs as NAME) or --run-as-root. With a \
-submission listener (--submission-listen, --submission-listen-tls) it also takes mail from \
-its users' mail programs: AUTH PLAIN or LOGIN under TLS, each user limited to its own sender \
-addresses, the users in a file of argon2id hashes made by `mail-relay passwd USER ADDRESS...`."
+flush and the runtime's console on a Unix socket. Started as root, it should have --user NAME \
+(it binds its ports and reads its keys as root, then runs as NAME); without it, it runs as \
+root and warns at start, unless --run-as-root says that is meant. With a submission listener \
+(--submission-listen, --submission-listen-tls) it also takes mail from its users' mail \
+programs: AUTH PLAIN or LOGIN under TLS, each user limited to its own sender addresses, the \
+users in a file of argon2id hashes made by `mail-relay passwd USER ADDRESS...`."
 )]
 pub struct Cli {
     /// What to do (default: run the relay).
     #[command(subcommand)]
     pub command: Option<Command>,
     /// TOML file over the embedded defaults (its keys are the long flags' names
-    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]`, `[mx]`,
+    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[mta_sts]`,
     /// `[dkim]`, `[submission]` and `[routes]` tables).
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
@@ -301,10 +308,12 @@ pub struct Cli {
     pub hostname: Option<String>,
     /// The user to run as: started as root, the relay binds its ports,
     /// reads its keys and opens its log, then drops to this user [default:
-    /// none; as root, refused without --run-as-root].
+    /// none: it runs as whoever starts it; as root, with a warning unless
+    /// --run-as-root].
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
-    /// Allow running as root with no --user (run_as_root).
+    /// Running as root with no --user is meant: no warning about it at
+    /// start (run_as_root).
     #[arg(long)]
     pub run_as_root: bool,
     /// Spool directory [default: spool].
@@ -321,7 +330,7 @@ pub struct Cli {
     /// [default: none].
     #[arg(long, value_delimiter = ',', value_name = "DOMAIN")]
     pub local_domains: Option<Vec<String>>,
-    /// SMTP upstream for all non-local mail: HOST:PORT or [IPV6]:PORT, no
+    /// SMTP upstream for all non-local mail: HOST:PORT or `[IPV6]:PORT`, no
     /// scheme (e.g. 127.0.0.1:2601) [default: none, all mail into the
     /// Maildir]. A host name that does not resolve at start is warned
     /// about, not refused: mail for it waits in the queue until it does.
@@ -377,6 +386,15 @@ pub struct Cli {
     /// [default: refused].
     #[arg(long)]
     pub mx_allow_private_addresses: bool,
+    /// MX delivery: ignore the recipient domains' MTA-STS policies ([mta_sts]
+    /// enabled = false) [default: applied].
+    #[arg(long)]
+    pub no_mta_sts: bool,
+    /// CA certificates (PEM) trusted beside the system's store for MTA-STS:
+    /// policy hosts and the mail exchangers a policy names ([mta_sts]
+    /// ca_file) [default: the system's store alone].
+    #[arg(long, value_name = "PATH")]
+    pub mta_sts_ca_file: Option<PathBuf>,
     /// Submission listener with STARTTLS, then AUTH (port 587's service;
     /// [submission] listen; needs --tls-cert, --tls-key and --users-file)
     /// [default: none].
@@ -533,6 +551,12 @@ impl Config {
         if cli.mx_allow_private_addresses {
             self.mx.allow_private_addresses = true;
         }
+        if cli.no_mta_sts {
+            self.mta_sts.enabled = false;
+        }
+        if let Some(p) = &cli.mta_sts_ca_file {
+            self.mta_sts.ca_file = Some(p.clone());
+        }
         if let Some(a) = cli.submission_listen {
             self.submission.listen = Some(a);
         }
@@ -626,6 +650,7 @@ impl Config {
         self.queue.check()?;
         self.smtp.check()?;
         self.mx.check()?;
+        self.mta_sts.check()?;
         dkim::check(&self.dkim)?;
         self.submission
             .check(self.tls.cert.is_some() && self.tls.key.is_some())?;
