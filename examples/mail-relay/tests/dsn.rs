@@ -4,14 +4,15 @@
 //! it was given (`X-Mail-Args:`, `X-Rcpt-Args:`), with DSN announced or
 //! not (`-N`), every RCPT refused for good (`-f RCPT`) or for now
 //! (`-r RCPT`). Reports to the senders at `sender.test` go into the
-//! relay's Maildir. (swaks, the other client of the tests, has no DSN
-//! options in the version Debian ships.)
+//! relay's Maildir. swaks, the other client, has no DSN options in the
+//! version Debian ships: it sends the parameters inside its address
+//! fields (see `swaks_sends_the_parameters_in_its_address_fields`).
 
 mod util;
 
 use std::time::{Duration, Instant};
 
-use util::{python, relay_to, Client, Relay, Sink, TempDir};
+use util::{python, relay_to, require, swaks, Client, Relay, Sink, TempDir};
 
 /// Sends one message with smtplib: `mail` is MAIL's options, each
 /// recipient `ADDRESS[ OPTION...]`, the body text or `@FILE`; prints the
@@ -426,6 +427,89 @@ fn a_delay_is_reported_once_after_the_configured_time() {
         "{log}"
     );
     assert_eq!(reports(&relay).len(), 1, "{log}");
+}
+
+/// swaks writes `MAIL FROM:<` + `--from` + `>` and `RCPT TO:<` + `--to` +
+/// `>`, so `--from 's@x> RET=FULL ENVID=<id'` sends `MAIL FROM:<s@x>
+/// RET=FULL ENVID=<id>` (`<` and `>` are plain xtext), and a `--to`
+/// ending in `ORCPT=rfc822;<a@x` an ORCPT of `<a@x>`.
+#[test]
+fn swaks_sends_the_parameters_in_its_address_fields() {
+    let relay = Relay::start("dsn-swaks", "error_limit = 100\n");
+    let out = swaks(
+        relay.addr,
+        &[
+            "--from",
+            "s@sender.test> RET=FULL ENVID=<swaks-1",
+            "--to",
+            "a@home.test> NOTIFY=SUCCESS ORCPT=rfc822;<alias@home.test",
+            "--header",
+            "Subject: swaks asks",
+            "--body",
+            "the whole body, as RET=FULL asked",
+        ],
+    );
+    for want in [
+        "250-DSN",
+        "MAIL FROM:<s@sender.test> RET=FULL ENVID=<swaks-1>",
+        "RCPT TO:<a@home.test> NOTIFY=SUCCESS ORCPT=rfc822;<alias@home.test>",
+        "250 2.0.0 Ok: queued as",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+    let report = &wait_reports(&relay, 1)[0];
+    for want in [
+        "Subject: Successful Mail Delivery Report\n",
+        "Original-Envelope-Id: <swaks-1>\n",
+        "Original-Recipient: rfc822;<alias@home.test>\nFinal-Recipient: rfc822; a@home.test\n\
+         Action: delivered\nStatus: 2.0.0\n",
+        "Content-Type: message/rfc822\n",
+        "Subject: swaks asks\n",
+        "the whole body, as RET=FULL asked",
+    ] {
+        assert!(report.contains(want), "{want:?} not in:\n{report}");
+    }
+    // Refused, with the reason swaks shows.
+    require("swaks", "swaks");
+    let long_envid = format!("s@sender.test> ENVID=<{}", "e".repeat(99));
+    for (from, to, want) in [
+        (
+            long_envid.as_str(),
+            "a@home.test",
+            "501 5.5.4 Bad ENVID parameter: longer than 100 characters",
+        ),
+        (
+            "s@sender.test> ENVID=<a+zz",
+            "a@home.test",
+            "501 5.5.4 Bad ENVID parameter: malformed xtext",
+        ),
+        (
+            "s@sender.test",
+            "a@home.test> NOTIFY=SOMETIMES ORCPT=rfc822;<a@home.test",
+            "501 5.5.4 Bad NOTIFY parameter: \"SOMETIMES\" is not SUCCESS, FAILURE, DELAY or NEVER",
+        ),
+        (
+            "s@sender.test",
+            "a@home.test> XYZ=<1",
+            "555 5.5.4 Unsupported option: XYZ=<1>",
+        ),
+    ] {
+        let out = std::process::Command::new("swaks")
+            .args([
+                "--server",
+                &relay.addr.to_string(),
+                "--from",
+                from,
+                "--to",
+                to,
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{text}");
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+    assert_eq!(reports(&relay).len(), 1);
 }
 
 #[test]

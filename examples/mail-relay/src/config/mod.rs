@@ -396,16 +396,16 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub mta_sts_ca_file: Option<PathBuf>,
     /// Submission listener with STARTTLS, then AUTH (port 587's service;
-    /// [submission] listen; needs --tls-cert, --tls-key and --users-file)
+    /// submission.listen; needs --tls-cert, --tls-key and --users-file)
     /// [default: none].
     #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub submission_listen: Option<SocketAddr>,
     /// Submission listener with implicit TLS (port 465's service, RFC
-    /// 8314; [submission] listen_tls) [default: none].
+    /// 8314; submission.listen_tls) [default: none].
     #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub submission_listen_tls: Option<SocketAddr>,
     /// The submission users file: USER:HASH:ADDRESSES lines made by
-    /// `mail-relay passwd` ([submission] users_file; read again at SIGHUP)
+    /// `mail-relay passwd` (submission.users_file; read again at SIGHUP)
     /// [default: none].
     #[arg(long, value_name = "PATH")]
     pub users_file: Option<PathBuf>,
@@ -450,7 +450,7 @@ pub enum Command {
     /// Make a users-file line for the submission service: reads USER's
     /// password from standard input (asking twice, without echo, on a
     /// terminal) and prints `USER:HASH:ADDRESSES`, the hash argon2id
-    /// with a random salt. Append the line to [submission] users_file.
+    /// with a random salt. Append the line to the file of submission.users_file.
     Passwd {
         /// The name the user logs in with.
         user: String,
