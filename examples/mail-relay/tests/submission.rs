@@ -378,6 +378,42 @@ c.quit()
 }
 
 #[test]
+fn a_lockout_ends_the_guessing_on_sessions_already_open() {
+    let s = Service::start(
+        "sub-anvil-open",
+        "",
+        "auth_failure_limit = 2\nauth_lockout = \"1m\"\n",
+    );
+    let out = s.python(
+        r#"
+pw = args[0]
+# Opened before the lockout, each on its own connection.
+waiting = [smtplib.SMTP_SSL("127.0.0.1", tls_port, context=ctx) for _ in range(2)]
+for w in waiting:
+    w.ehlo()
+c = smtplib.SMTP_SSL("127.0.0.1", tls_port, context=ctx)
+c.ehlo()
+for i in range(2):
+    print("guess", i, c.docmd("AUTH", "PLAIN " + b64("\0alice\0guess %d" % i))[0])
+print("open, right password:", *waiting[0].docmd("AUTH", "PLAIN " + b64("\0alice\0" + pw)))
+print("open, a guess:", *waiting[1].docmd("AUTH", "PLAIN " + b64("\0alice\0guess 2")))
+"#,
+        &[ALICE_PW],
+    );
+    for want in [
+        "guess 0 535",
+        "guess 1 421",
+        "open, right password: 421 b'4.7.0 relay.test Error: too many failed logins from your address",
+        "open, a guess: 421 b'4.7.0 relay.test Error: too many failed logins from your address",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+    let log = s.relay.log();
+    assert!(!log.contains("login: sasl_method"), "{log}");
+    assert_no_password(&log, "alice", ALICE_PW);
+}
+
+#[test]
 fn unknown_users_fail_alike_and_are_not_named() {
     let s = Service::start("sub-unknown", "", "");
     let out = s.python(

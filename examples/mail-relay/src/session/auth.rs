@@ -14,7 +14,8 @@
 //! A failed login waits `auth_failure_delay` before its 535; the one that
 //! reaches `auth_failure_limit` failures in a row from the address (over
 //! all its sessions) gets 421 and ends the session, and the address is
-//! refused at its next connections until `auth_lockout` has passed
+//! refused at its next connections, and at its next AUTH on sessions
+//! already open, until `auth_lockout` has passed
 //! ([`crate::auth::anvil`]). The password is never logged; a failure
 //! names its user only when the user exists.
 
@@ -61,7 +62,14 @@ impl Session {
                 self.wire.tls_info().unwrap_or_default()
             );
         }
-        let left = self.relay.auth.as_ref()?.locked(self.client)?;
+        let auth = self.relay.auth.clone()?;
+        self.locked_out(&auth)
+    }
+
+    /// If the client's address is locked out now: 421, and the session
+    /// ends (`Some`).
+    fn locked_out(&mut self, auth: &Auth) -> Option<End> {
+        let left = auth.locked(self.client)?;
         log::info!(
             "refusing [{}]:{}: locked out after too many failed logins, for another {}s",
             self.client,
@@ -141,6 +149,11 @@ impl Session {
         };
         if let Some(r) = refusal {
             return self.reject(r);
+        }
+        // Sessions opened before the lockout guess no further: the limit
+        // holds over all of an address's sessions, not per session.
+        if let Some(end) = self.locked_out(&auth) {
+            return Some(end);
         }
         let Some(m) = Mechanism::parse(&mech) else {
             return self.reject(Reply::new(504, "5.5.4", "Unrecognized authentication type"));
