@@ -9,8 +9,10 @@
 //!
 //! One user a line: `USER:HASH:ADDRESSES`, as `mail-relay passwd` prints
 //! it. The hash is an argon2id PHC string (it has no `:`); the addresses
-//! are comma-separated, `local@domain` for one address or `@domain` for
-//! every address of a domain. User names and addresses compare without
+//! are comma-separated, `local@domain` for one address, `@domain` for
+//! every address of a domain, or `local@*` for that local part at any
+//! domain (what `mail-relay passwd USER` writes when given no address for
+//! a plain user name). User names and addresses compare without
 //! regard to ASCII case. The file holds no password, but its hashes can be
 //! attacked offline, so it must be the owner's alone (mode 0600 or
 //! stricter), as a private key is.
@@ -38,7 +40,7 @@ pub struct User {
     /// Its argon2id hash (a PHC string).
     pub hash: String,
     /// The sender addresses it may use, lower-cased (`@domain` for a whole
-    /// domain).
+    /// domain, `local@*` for a local part at any domain).
     pub addresses: Vec<String>,
 }
 
@@ -54,17 +56,22 @@ impl fmt::Debug for User {
 
 impl User {
     /// Whether `sender` (a MAIL FROM address) is one of the user's: listed
-    /// as it is, or at a domain listed as `@domain`. The null sender is
-    /// no one's.
+    /// as it is, at a domain listed as `@domain`, or with a local part
+    /// listed as `local@*`. The null sender is no one's.
     pub fn owns(&self, sender: &str) -> bool {
         if sender.is_empty() {
             return false;
         }
         let sender = sender.to_lowercase();
-        let domain = sender.rfind('@').map(|i| &sender[i..]);
-        self.addresses
-            .iter()
-            .any(|a| *a == sender || (a.starts_with('@') && Some(a.as_str()) == domain))
+        let Some(at) = sender.rfind('@') else {
+            return false;
+        };
+        let (local, domain) = (&sender[..at + 1], &sender[at..]);
+        self.addresses.iter().any(|a| {
+            *a == sender
+                || (a.starts_with('@') && a == domain)
+                || a.strip_suffix('*') == Some(local)
+        })
     }
 }
 
@@ -195,7 +202,7 @@ fn check_hash(hash: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Sender addresses: `local@domain` or `@domain`, lower-cased.
+/// Sender addresses: `local@domain`, `@domain` or `local@*`, lower-cased.
 pub fn parse_addresses<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     for a in items {
@@ -205,6 +212,12 @@ pub fn parse_addresses<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<S
         let (local, domain) = (&a[..at], &a[at + 1..]);
         if domain.is_empty() || domain.contains(['@', ',', ':']) {
             return Err(bad("empty or bad domain"));
+        }
+        if domain == "*" && local.is_empty() {
+            return Err(bad("`@*` would be every address; give a local part"));
+        }
+        if domain.contains('*') && domain != "*" {
+            return Err(bad("`*` stands only for the whole domain"));
         }
         if a.chars().any(|c| c.is_whitespace() || c.is_control()) || local.contains([',', ':']) {
             return Err(bad("a space, ',' , ':' or control character in it"));
@@ -233,6 +246,12 @@ mod tests {
         assert!(!alice.owns("mallory@example.org") && !alice.owns(""));
         let bob = u.get("bob@b.test").unwrap();
         assert!(bob.owns("anyone@b.test") && !bob.owns("x@sub.b.test"));
+        let carol = Users::parse(&format!("carol:{HASH}:Carol@*")).unwrap();
+        let carol = carol.get("carol").unwrap();
+        assert!(carol.owns("carol@a.test") && carol.owns("CAROL@b.example"));
+        assert!(
+            !carol.owns("carolx@a.test") && !carol.owns("xcarol@a.test") && !carol.owns("carol")
+        );
         assert!(
             !format!("{bob:?}").contains("argon2"),
             "Debug hides the hash"
@@ -245,6 +264,8 @@ mod tests {
             ("alice", "USER:HASH:ADDRESSES"),
             (&format!("alice:{HASH}:"), "no sender address"),
             (&format!("alice:{HASH}:alice"), "no @domain"),
+            (&format!("alice:{HASH}:@*"), "give a local part"),
+            (&format!("alice:{HASH}:a@*.test"), "whole domain"),
             ("alice:secret:a@b.test", "not a password hash"),
             (
                 "alice:$6$salt$abcdefghijklmnopqrstuv:a@b.test",

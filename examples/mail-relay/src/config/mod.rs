@@ -455,8 +455,9 @@ pub enum Command {
         /// The name the user logs in with.
         user: String,
         /// The sender addresses the user may use in MAIL FROM
-        /// (`name@domain`, or `@domain` for every address of a domain);
-        /// none: the user name itself, when it is an address.
+        /// (`name@domain`, `@domain` for every address of a domain, or
+        /// `name@*` for that name at any domain); none: the user name
+        /// itself when it is an address, else `USER@*`.
         addresses: Vec<String>,
     },
 }
