@@ -79,7 +79,9 @@ fn set_by_cargo_for_the_test(name: &str) -> bool {
 }
 
 /// Runs `cmd` in the user's environment: without the variables cargo set
-/// for this test (see [`set_by_cargo_for_the_test`]), with everything else.
+/// for this test binary (`CARGO_PKG_*`, `CARGO_MANIFEST_*`, the dynamic
+/// library path, ...), with everything else (`CARGO_TARGET_DIR`,
+/// `RUSTFLAGS`, ...).
 pub fn as_user(cmd: &mut Command) -> &mut Command {
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
