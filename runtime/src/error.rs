@@ -14,6 +14,8 @@ use std::any::Any;
 use std::fmt;
 use std::io;
 
+use crate::task::ThreadState;
+
 /// Why a blocking call returned without completing.
 ///
 /// # Examples
@@ -26,7 +28,23 @@ use std::io;
 ///     assert!(r.is_err()); // the outer scope converted the inner `WaitError::TimedOut`
 /// });
 /// ```
+///
+/// # New reasons
+///
+/// Later versions may add reasons, so a `match` outside this crate needs a
+/// `_` arm:
+///
+/// ```compile_fail
+/// let name = match coro::WaitError::TimedOut {
+///     coro::WaitError::TimedOut => "timed out",
+///     coro::WaitError::Cancelled => "cancelled",
+///     coro::WaitError::Interrupted => "interrupted",
+///     coro::WaitError::SuspendForbidden => "forbidden",
+/// };
+/// assert_eq!(name, "timed out");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WaitError {
     /// The deadline of an enclosing [`with_timeout`](crate::with_timeout) or
     /// [`CancelScope`](crate::CancelScope) has passed. The scope stays
@@ -169,10 +187,22 @@ impl From<Cancelled> for io::Error {
 /// [`Coro::interrupt`](crate::Coro::interrupt) for a dead thread). It is
 /// usually the symptom of a race in the caller: use a primitive from
 /// `coro::sync` instead of raw park/unpark.
+///
+/// # Examples
+///
+/// ```
+/// use coro::{ScheduleState, ThreadState};
+///
+/// coro::run(|| {
+///     let e = coro::current().unpark().unwrap_err();
+///     assert_eq!(e.state(), ScheduleState::Thread(ThreadState::Running));
+///     assert_eq!(e.to_string(), format!("cannot schedule green thread #{}: it is running", e.id()));
+/// });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleError {
     pub(crate) id: u64,
-    pub(crate) state: &'static str,
+    pub(crate) state: ScheduleState,
 }
 
 impl ScheduleError {
@@ -181,9 +211,9 @@ impl ScheduleError {
         self.id
     }
 
-    /// Its state at the time: `"ready"`, `"running"` or `"dead"`, or that it
-    /// belongs to a runtime that is not running on this OS thread.
-    pub fn state(&self) -> &'static str {
+    /// Why it could not be: the state it was in, or that it belongs to a
+    /// runtime that is not running on this OS thread.
+    pub fn state(&self) -> ScheduleState {
         self.state
     }
 }
@@ -200,7 +230,37 @@ impl fmt::Display for ScheduleError {
 
 impl std::error::Error for ScheduleError {}
 
+/// Where the target of a failed [`unpark`](crate::Coro::unpark) or
+/// [`interrupt`](crate::Coro::interrupt) stood ([`ScheduleError::state`]).
+///
+/// Its `Display` completes the sentence "the thread is ...": `ready`,
+/// `running`, or `owned by a runtime that is not running on this OS thread`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScheduleState {
+    /// The thread is in this state, which cannot take the wake-up:
+    /// [`New`](ThreadState::New) or [`Ready`](ThreadState::Ready) (already
+    /// scheduled), [`Running`](ThreadState::Running) or
+    /// [`Dead`](ThreadState::Dead).
+    Thread(ThreadState),
+    /// The thread is parked, but in a runtime that is not running on this OS
+    /// thread: only its own runtime may schedule it.
+    ForeignRuntime,
+}
+
+impl fmt::Display for ScheduleState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScheduleState::Thread(s) => fmt::Display::fmt(s, f),
+            ScheduleState::ForeignRuntime => {
+                f.write_str("owned by a runtime that is not running on this OS thread")
+            }
+        }
+    }
+}
+
 /// Why [`JoinHandle::join`](crate::JoinHandle::join) returned no value.
+#[non_exhaustive]
 pub enum JoinError {
     /// The green thread panicked; this is the panic payload, as from
     /// `std::thread::JoinHandle::join`.

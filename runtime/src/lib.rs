@@ -131,7 +131,7 @@ mod watchdog;
 pub use blocking::blocking;
 pub use cancel::current_effective_deadline;
 pub use cancel_scope::CancelScope;
-pub use error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
+pub use error::{Cancelled, JoinError, ScheduleError, ScheduleState, Timeout, WaitError};
 pub use inspect::{thread_by_id, timers, TimerInfo};
 pub use latency::{latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS};
 pub use local::{AccessError, LocalKey};

@@ -32,14 +32,32 @@ use corosensei::{Coroutine, Yielder};
 
 use crate::cancel::TaskCancel;
 use crate::context;
-use crate::error::ScheduleError;
+use crate::error::{ScheduleError, ScheduleState};
 use crate::result_slot::ResultSlot;
 use crate::stack::{GreenStack, ThreadStack};
 
 pub(crate) type GreenCoroutine = Coroutine<(), (), (), GreenStack>;
 
 /// Where a green thread is in its life.
+///
+/// Its `Display` is the state's name in lower case (`new`, `ready`,
+/// `running`, `parked`, `dead`), one name per state.
+///
+/// Later versions may add states, so a `match` outside this crate needs a
+/// `_` arm:
+///
+/// ```compile_fail
+/// let waiting = match coro::ThreadState::Parked {
+///     coro::ThreadState::Parked => true,
+///     coro::ThreadState::New
+///     | coro::ThreadState::Ready
+///     | coro::ThreadState::Running
+///     | coro::ThreadState::Dead => false,
+/// };
+/// assert!(waiting);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ThreadState {
     /// Spawned and queued, has not run yet.
     New,
@@ -53,15 +71,15 @@ pub enum ThreadState {
     Dead,
 }
 
-impl ThreadState {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            ThreadState::New => "ready",
+impl fmt::Display for ThreadState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ThreadState::New => "new",
             ThreadState::Ready => "ready",
             ThreadState::Running => "running",
             ThreadState::Parked => "parked",
             ThreadState::Dead => "dead",
-        }
+        })
     }
 }
 
@@ -543,6 +561,19 @@ impl Coro {
     /// Schedules a thread suspended in [`park`](crate::park): its `park`
     /// returns `Ok(())`.
     ///
+    /// # No wake-up token
+    ///
+    /// Unlike [`std::thread::Thread::unpark`], this keeps no token: unparking
+    /// a thread that is not parked changes nothing and returns an error, and
+    /// the thread's next `park` suspends as usual. std needs the token
+    /// because an OS thread can be unparked by another OS thread between
+    /// deciding to park and parking. A green thread cannot: no other thread
+    /// of its runtime runs until it suspends, so registering somewhere and
+    /// then parking, with no blocking call between, never misses a wake-up.
+    /// An unpark that finds the thread not parked is therefore a bug in the
+    /// caller (a double wake, or a wake of the wrong thread), and it is
+    /// reported rather than saved for a later, unrelated park.
+    ///
     /// # Errors
     ///
     /// A [`ScheduleError`] if the thread is not parked: it is already
@@ -567,7 +598,7 @@ impl Coro {
             ThreadState::Parked => Err(self.foreign()),
             s => Err(ScheduleError {
                 id: self.0.id,
-                state: s.name(),
+                state: ScheduleState::Thread(s),
             }),
         }
     }
@@ -576,7 +607,7 @@ impl Coro {
     fn foreign(&self) -> ScheduleError {
         ScheduleError {
             id: self.0.id,
-            state: "owned by a runtime that is not running on this OS thread",
+            state: ScheduleState::ForeignRuntime,
         }
     }
 
@@ -614,7 +645,7 @@ impl Coro {
         match t.state.get() {
             ThreadState::Dead => Err(ScheduleError {
                 id: t.id,
-                state: "dead",
+                state: ScheduleState::Thread(ThreadState::Dead),
             }),
             ThreadState::Parked => {
                 if !make_ready(t) {
