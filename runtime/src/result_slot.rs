@@ -5,9 +5,8 @@
 //! # Why
 //!
 //! A result in an `Rc` of its own, shared by the thread and its handle,
-//! would cost either a list per result type to keep those for reuse (about
-//! 270 instructions a thread, a fifth of a cold spawn and join) or a fresh
-//! allocation per spawn, which costs more once a thousand results are
+//! would cost either a list per result type to keep those for reuse or a
+//! fresh allocation per spawn, which costs more once a thousand results are
 //! alive at once (BENCHMARKS.md, "Spawn"). The handle holds the control
 //! block anyway, so the result waits there.
 //!

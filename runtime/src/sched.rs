@@ -32,7 +32,7 @@
 //! * **No panic leaves a coroutine** (`spawn::entry` and `resume` catch).
 //! * **A task is woken only by the runtime that owns it** (`task::make_ready`).
 //!
-//! Polling the OS costs a syscall (about as much as 40 switches here), so
+//! Polling the OS costs a system call, the price of many switches, so
 //! while threads are ready the loop polls without blocking only every
 //! [`POLL_INTERVAL`] resumes (tokio: every 61 ticks). While threads keep
 //! yielding, I/O readiness therefore waits at most that many slices; due
@@ -71,8 +71,8 @@ const RECALIBRATE_INTERVAL: Duration = Duration::from_secs(60);
 const PREFETCH_BATCH: usize = 32;
 
 /// Threads whose stack tops are prefetched together, once every this many
-/// resumes. Four, eight and sixteen were measured (echo at 1 000
-/// connections); eight was best by a little, sixteen worse than eight.
+/// resumes: enough for their page walks to overlap, few enough that the
+/// lines are still cached when their threads run (BENCHMARKS.md, echo).
 const PREFETCH_AHEAD: usize = 8;
 
 /// Non-blocking polls between two stack-pool trims while threads keep the

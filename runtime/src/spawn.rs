@@ -152,8 +152,8 @@ impl Builder {
             stack_limit: limit,
             stack_guard: guard,
             stack_size: usable,
-            // The loop's last clock reading: a clock read here costs about
-            // as much as a switch (see `Scheduler::coarse_now`).
+            // The loop's last clock reading: a spawn reads no clock (see
+            // `Scheduler::coarse_now`).
             spawned_at: s.coarse_now.get(),
         });
         // corosensei moves the initial closure onto the new stack through a

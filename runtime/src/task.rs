@@ -96,7 +96,7 @@ impl fmt::Display for ThreadState {
 /// waker). A kept block's tail is always empty (`task_pool::recycle`
 /// empties it when `cold_used` is set), so [`Task::reinit`] leaves it
 /// alone, and a plain thread's spawn, run, finish and join never touch its
-/// lines: about two fewer misses a thread in a cold spawn+join.
+/// lines.
 #[repr(C)]
 pub(crate) struct Task {
     // Hot: touched on every park, wake and resume.

@@ -3,11 +3,10 @@
 //!
 //! # Why
 //!
-//! A [`Task`] is about 460 bytes. With many threads alive at once, glibc's
-//! per-size cache (7 blocks per size class) runs dry, and every spawn and
-//! every finished thread goes through malloc's bins instead: about 350
-//! instructions a thread, a sixth of a cold spawn+join (BENCHMARKS.md,
-//! "Spawn"). Finished blocks are kept here instead and reused by the next
+//! A [`Task`] is several hundred bytes. With many threads alive at once,
+//! glibc's per-size cache (7 blocks per size class) runs dry, and every
+//! spawn and every finished thread goes through malloc's bins instead
+//! (BENCHMARKS.md, "Spawn"). Finished blocks are kept here instead and reused by the next
 //! spawn. Like stacks (`stack`, the arena), they belong to the OS thread and
 //! not to one runtime, so a runtime built later on the thread reuses them.
 //!

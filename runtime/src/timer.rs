@@ -16,8 +16,8 @@
 //!   level 0 │64 slots│ 1 unit each  ─────────────────┴──┘
 //! ```
 //!
-//! Time is counted in *units* of `2^SHIFT` ticks (about 25 µs with the TSC
-//! at 2.6 GHz, 65 µs on the nanosecond clock). Every entry whose unit is
+//! Time is counted in *units* of `2^SHIFT` ticks (tens of microseconds:
+//! 65 µs on the nanosecond clock). Every entry whose unit is
 //! below `elapsed` is in the near heap; every other one is in the wheel, on
 //! the level given by the highest bit in which its unit differs from
 //! `elapsed` (6 bits per level), in the slot given by its unit's bits at
@@ -32,8 +32,8 @@
 //! the exact order between them, so timers never fire early and sub-unit
 //! deadlines stay precise; the wheel only decides when an entry comes near.
 //! (Sorting a slot's entries at once costs a fraction of pushing each into
-//! the heap and popping it: with 10 000 sleepers, 2 500 deadlines fall in
-//! one unit.)
+//! the heap and popping it, and with many sleepers a unit holds many
+//! deadlines.)
 //!
 //! Entries are never removed from the middle. An entry whose operation
 //! finished first (a sleep that was interrupted, a `with_timeout` scope that
@@ -186,8 +186,7 @@ pub(crate) struct TimerHeap {
     batch: VecDeque<Entry>,
     /// Empty until an entry first goes on the wheel (`level`): a runtime
     /// that never waits far ahead does not make, clear and drop its 384
-    /// slots (11 000 instructions, a third of building and dropping a
-    /// runtime).
+    /// slots.
     ///
     /// # Invariant
     /// Holds every stored entry whose unit is at least `elapsed`, each on
@@ -293,11 +292,10 @@ impl TimerHeap {
     /// Not simply the lowest occupied level: opening a level-0 slot moves
     /// `elapsed` past it, possibly onto the start of a higher level's slot,
     /// and entries inserted after that go on level 0 ahead of the higher
-    /// slot. Scanning level 0 first then found a slot beyond the present,
-    /// stopped, and moved `elapsed` past the higher slot without opening
-    /// it: its entries fired up to a whole slot late (the
-    /// `sleepers_that_sleep_again_are_never_late` test; 80-95 ms stalls with
-    /// 10 000 sleepers).
+    /// slot. Scanning level 0 first would find a slot beyond the present,
+    /// stop, and move `elapsed` past the higher slot without opening it:
+    /// its entries would fire up to a whole slot late (the
+    /// `sleepers_that_sleep_again_are_never_late` test checks this).
     fn next_expiration(&self) -> Option<Expiration> {
         let mut best: Option<Expiration> = None;
         for (level, l) in self.levels.iter().enumerate().rev() {

@@ -20,8 +20,8 @@
 //!
 //! # Cost, and how times are known
 //!
-//! A clock read costs about as much as a whole switch here (12 ns against a
-//! 10–17 ns yield), so the switch path reads no clock, and the commonest
+//! A clock read costs about as much as a whole switch, so the switch path
+//! reads no clock, and the commonest
 //! event (a resume that yielded) is one 4-byte store, into a ring indexed
 //! by the switch number the scheduler counts anyway (a park adds its
 //! reason). The ring is written on every switch, so its size in the cache
@@ -166,8 +166,8 @@ const NAMES: usize = 1024;
 
 /// A recorder's three rings, kept per OS thread between runtimes.
 ///
-/// Allocating and zeroing them (144 KiB: about as much work as spawning a
-/// hundred threads) is not left to every runtime built: the first runtime
+/// Allocating and zeroing them (144 KiB) is not left to every runtime
+/// built: the first runtime
 /// an OS thread builds allocates them and the thread keeps a handle; a later
 /// runtime takes them over once no other recorder holds them (at most one
 /// set is kept; runtimes alive at the same time on one OS thread beyond

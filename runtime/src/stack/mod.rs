@@ -90,9 +90,8 @@ pub(crate) struct GreenStack {
     guard: usize,
     /// Its class (high half) and chunk (low half) in one word: written
     /// with one store, so the 8-byte load that moves the handle on is
-    /// served from that store. Two 4-byte fields made that load wait for
-    /// both stores to reach the cache (a failed store-to-load forward,
-    /// ~4 % of a spawn on this VM).
+    /// served from that store. Two 4-byte fields would make that load wait
+    /// for both stores to reach the cache (a failed store-to-load forward).
     class_chunk: u64,
 }
 
@@ -165,8 +164,8 @@ pub(crate) fn stack_pointer() -> usize {
 /// pointer into the cache (and its page into the TLB) before it is resumed:
 /// the line below it, its own and the six above, which hold the frames a
 /// resume returns through (the socket call's own frame is about 240
-/// bytes). Four lines left that frame's saved registers to miss; sixteen
-/// cost more than they saved (echo at 1 000 connections).
+/// bytes), so that frame's saved registers are in the cache when it
+/// returns (BENCHMARKS.md, echo).
 ///
 /// `sp` is a hint, never dereferenced: for a thread that parked while
 /// running on another stack (see `copy`, "Parked on another stack") it is
@@ -224,9 +223,8 @@ struct Chunk {
     trimmed: u32,
     /// Each carved slot told to valgrind as a stack (so that it sees a
     /// switch to it as a stack switch); undone when the chunk goes. A
-    /// client request is a no-op outside valgrind, but doing it once per
-    /// slot rather than once per spawn saves a spawn about 20
-    /// instructions.
+    /// client request is a no-op outside valgrind, but not free: it is made
+    /// once per slot, not once per spawn.
     valgrind: Vec<ValgrindStackRegistration>,
 }
 

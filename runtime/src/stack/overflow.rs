@@ -93,7 +93,7 @@ fn our_action() -> libc::sigaction {
 /// (std gives its threads one, often too small: 8 KiB).
 ///
 /// The mapping itself is kept for the OS thread's next runtime ([`KEPT`]):
-/// mapping and unmapping it cost more than the rest of building a runtime.
+/// a runtime built per request or per test maps and unmaps none.
 pub(crate) struct AltStack(Option<Installed>);
 
 struct Installed {

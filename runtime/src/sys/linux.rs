@@ -2,7 +2,7 @@
 //!
 //! The timerfd is made the first time it is armed: a runtime that never
 //! waits for a deadline (or one that is built, runs a batch of threads and
-//! is dropped) saves its three system calls, a few microseconds.
+//! is dropped) saves its three system calls.
 
 use std::cell::{Cell, OnceCell};
 use std::io;
