@@ -103,6 +103,7 @@ mod error;
 pub mod flight;
 pub mod future;
 mod inspect;
+mod json;
 mod latency;
 mod local;
 mod panic_hook;

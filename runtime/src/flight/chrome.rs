@@ -8,20 +8,7 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use super::{After, Event, Trace};
-
-/// Writes `s` as a JSON string.
-fn string(w: &mut impl Write, s: &str) -> io::Result<()> {
-    w.write_all(b"\"")?;
-    for c in s.chars() {
-        match c {
-            '"' => w.write_all(b"\\\"")?,
-            '\\' => w.write_all(b"\\\\")?,
-            c if (c as u32) < 0x20 => write!(w, "\\u{:04x}", c as u32)?,
-            c => write!(w, "{c}")?,
-        }
-    }
-    w.write_all(b"\"")
-}
+use crate::json::write_string;
 
 /// Microseconds, three decimals.
 fn us(d: Duration) -> String {
@@ -56,7 +43,7 @@ pub(super) fn write(t: &Trace, w: &mut impl Write) -> io::Result<()> {
             w,
             ",\n{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{id},\"name\":\"thread_name\",\"args\":{{\"name\":"
         )?;
-        string(w, &t.thread_name(*id))?;
+        write_string(w, &t.thread_name(*id))?;
         w.write_all(b"}}")?;
         write!(
             w,
@@ -77,14 +64,14 @@ pub(super) fn write(t: &Trace, w: &mut impl Write) -> io::Result<()> {
                     ",\n{{\"ph\":\"X\",\"pid\":{pid},\"tid\":{thread},\"ts\":{ts},\"dur\":{},\"cat\":\"resume\",\"name\":",
                     us(ran)
                 )?;
-                string(w, &t.thread_name(thread))?;
+                write_string(w, &t.thread_name(thread))?;
                 w.write_all(b",\"args\":{\"then\":")?;
                 match then {
                     After::Yield => w.write_all(b"\"yield\"")?,
                     After::Finish => w.write_all(b"\"finish\"")?,
                     After::Park(why) => {
                         w.write_all(b"\"park\",\"reason\":")?;
-                        string(w, why)?;
+                        write_string(w, why)?;
                     }
                 }
                 if latency_warning {
@@ -115,13 +102,13 @@ pub(super) fn write(t: &Trace, w: &mut impl Write) -> io::Result<()> {
                     w,
                     ",\n{{\"ph\":\"i\",\"s\":\"t\",\"pid\":{pid},\"tid\":{thread},\"ts\":{ts},\"cat\":\"timer\",\"name\":\"timer\",\"args\":{{\"kind\":"
                 )?;
-                string(w, kind)?;
+                write_string(w, kind)?;
                 w.write_all(b"}}")?;
             }
         }
     }
     w.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"reason\":")?;
-    string(w, &t.reason)?;
+    write_string(w, &t.reason)?;
     let start = t
         .start_wall
         .duration_since(std::time::UNIX_EPOCH)

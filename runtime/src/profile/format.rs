@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::usage::Usage;
 use super::{Entry, Kind, Profile, Slice, Warning};
+use crate::json::write_string;
 
 /// The version this build writes, and the newest it reads.
 pub const FORMAT_VERSION: u64 = 1;
@@ -28,26 +29,9 @@ fn unix_ns(t: SystemTime) -> u128 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
-/// Writes `s` as a JSON string.
-fn string(w: &mut impl Write, s: &str) -> io::Result<()> {
-    w.write_all(b"\"")?;
-    for c in s.chars() {
-        match c {
-            '"' => w.write_all(b"\\\"")?,
-            '\\' => w.write_all(b"\\\\")?,
-            '\n' => w.write_all(b"\\n")?,
-            '\r' => w.write_all(b"\\r")?,
-            '\t' => w.write_all(b"\\t")?,
-            c if (c as u32) < 0x20 => write!(w, "\\u{:04x}", c as u32)?,
-            c => write!(w, "{c}")?,
-        }
-    }
-    w.write_all(b"\"")
-}
-
 fn opt_string(w: &mut impl Write, s: Option<&str>) -> io::Result<()> {
     match s {
-        Some(s) => string(w, s),
+        Some(s) => write_string(w, s),
         None => w.write_all(b"null"),
     }
 }
@@ -57,7 +41,7 @@ pub(crate) fn write(p: &Profile, w: &mut impl Write) -> io::Result<()> {
         w,
         "{{\"type\":\"header\",\"format\":\"{FORMAT_NAME}\",\"version\":{FORMAT_VERSION},\"program\":"
     )?;
-    string(w, &p.program)?;
+    write_string(w, &p.program)?;
     write!(
         w,
         ",\"pid\":{},\"start_unix_ns\":{},\"wall_ns\":{},\"latency_threshold_ns\":",
@@ -78,7 +62,7 @@ pub(crate) fn write(p: &Profile, w: &mut impl Write) -> io::Result<()> {
             "{{\"type\":\"entry\",\"kind\":\"{}\",\"name\":",
             e.kind.as_str()
         )?;
-        string(w, &e.name)?;
+        write_string(w, &e.name)?;
         write!(w, ",\"calls\":{},\"wall_ns\":{},", e.calls, ns(e.wall))?;
         usage_fields(w, &e.usage)?;
         writeln!(w, "}}")?;
@@ -100,14 +84,14 @@ pub(crate) fn write(p: &Profile, w: &mut impl Write) -> io::Result<()> {
     }
     for sl in &p.timeline {
         write!(w, "{{\"type\":\"slice\",\"track\":{},\"name\":", sl.track)?;
-        string(w, &sl.name)?;
+        write_string(w, &sl.name)?;
         write!(
             w,
             ",\"start_ns\":{},\"dur_ns\":{},\"what\":",
             ns(sl.start),
             ns(sl.dur)
         )?;
-        string(w, &sl.what)?;
+        write_string(w, &sl.what)?;
         writeln!(w, ",\"latency_warning\":{}}}", sl.latency_warning)?;
     }
     Ok(())
@@ -488,7 +472,7 @@ mod tests {
     fn strings_round_trip_through_escapes() {
         let name = "a \"q\" \\ \n\t\u{1} é 😀";
         let mut buf = Vec::new();
-        string(&mut buf, name).unwrap();
+        write_string(&mut buf, name).unwrap();
         let line = format!("{{\"k\":{}}}", String::from_utf8(buf).unwrap());
         let f = parse_object(&line).unwrap();
         assert_eq!(f, vec![("k".to_owned(), Value::Str(name.to_owned()))]);
