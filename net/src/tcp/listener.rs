@@ -280,9 +280,26 @@ impl TcpListener {
         // fd closes on drop instead.
         self.inner.shutdown_and_close();
     }
+
+    /// Sets `IP_TTL`, the time-to-live of the packets of the connections it accepts.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.get().set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` value.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.get().ttl()
+    }
 }
 
 // The methods and impls every socket type shares: see `handle.rs`.
 crate::handle::handle!(TcpListener, std::net);
 crate::handle::incoming!(TcpListener, TcpStream);
-crate::handle::ttl!(TcpListener, "the packets of the connections it accepts");
