@@ -481,13 +481,10 @@ impl Waiter {
     }
 
     /// Starts bringing what a wake reads of the task's block into the
-    /// cache: its first 48 bytes, and the `Rc`'s counts before them (see
-    /// `Reactor::prefetch_sources`). The 16 bytes of counts are std's
-    /// layout of an `Rc` block, not a promise: were it to change, the hint
-    /// would miss, and nothing else.
+    /// cache: its first 48 bytes (see `Reactor::prefetch_sources`).
     #[inline]
     pub(crate) fn prefetch_task(&self) {
-        crate::stack::prefetch_range(Rc::as_ptr(&self.task).cast::<i8>().wrapping_sub(16), 64);
+        crate::stack::prefetch_range(Rc::as_ptr(&self.task).cast::<i8>(), 48);
     }
 
     /// The task has finished (or was leaked at shutdown).

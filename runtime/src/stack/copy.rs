@@ -124,10 +124,10 @@ impl ThreadStack {
     /// Whether the stack is copied out (its pages released).
     #[inline(always)]
     pub(crate) fn is_copied_out(&self) -> bool {
-        // SAFETY: a shared read of the Cell's contents; `Cell` never hands
-        // out references to them, and nothing writes them during this read
-        // (one OS thread).
-        unsafe { (*self.saved.as_ptr()).is_some() }
+        let saved = self.saved.take();
+        let out = saved.is_some();
+        self.saved.set(saved);
+        out
     }
 
     /// Keeps the stack from being copied out until the guard is dropped
