@@ -214,6 +214,7 @@ fn spend_selfishness(s: &Scheduler, t: &Task) -> bool {
 /// * [`WaitError::Interrupted`]: an interrupt was pending or arrived (it wins
 ///   over a wake that arrived first), or the runtime is shutting down.
 /// * [`WaitError::TimedOut`]: an enclosing `with_timeout` deadline passed.
+/// * [`WaitError::Cancelled`]: an enclosing cancel scope was cancelled.
 /// * [`WaitError::SuspendForbidden`]: called while unwinding or inside
 ///   [`no_suspend`](crate::no_suspend).
 ///
