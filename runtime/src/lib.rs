@@ -92,68 +92,46 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
-mod asleep;
-mod blocking;
-mod borrow;
-mod cancel;
-mod cancel_scope;
-pub mod clock;
-mod context;
-mod error;
-pub mod flight;
-pub mod future;
-mod inspect;
-mod latency;
-mod local;
-mod panic_hook;
-pub mod profile;
-mod reactor;
-mod remote;
-mod result_slot;
-mod runtime;
-mod sched;
-mod scope;
-mod shutdown_hooks;
-mod spawn;
-mod spin;
-mod stack;
-mod stats;
-mod suspend;
-mod sys;
-mod task;
-mod task_pool;
-mod timeout;
-mod timer;
-mod waiter_queue;
-mod waits;
-mod watchdog;
+mod api;
+mod kernel;
+mod observers;
+mod services;
 
-pub use blocking::blocking;
-pub use cancel::current_effective_deadline;
-pub use cancel_scope::CancelScope;
-pub use error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
-pub use inspect::{thread_by_id, timers, TimerInfo};
-pub use latency::{latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS};
-pub use local::{AccessError, LocalKey};
-pub use panic_hook::panic_hook_line;
-pub use reactor::{Direction, Registration};
-pub use remote::{handle, Handle, RemoteWaker};
-pub use runtime::{
+pub use kernel::clock;
+pub use observers::flight;
+pub use observers::profile;
+pub use services::future;
+
+pub use api::cancel_scope::CancelScope;
+pub use api::runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_SNAPSHOTS,
     DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
-pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};
-pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
-pub use spawn::{
+pub use api::scope::{scope, Scope, ScopeError, ScopedJoinHandle};
+pub use api::shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
+pub use api::spawn::{
     current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
 };
-pub use spin::SPIN_LIMIT;
-pub use stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
-pub use stats::{stats, threads, Stats, ThreadInfo};
-pub use suspend::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};
-pub use task::{Coro, ThreadState};
-pub use timeout::{no_suspend, with_deadline, with_timeout};
-pub use waits::{deadlocks, leaks, BlockedThread, Deadlock, LeakedThread, WaitInfo, WaitTarget};
+pub use api::timeout::{no_suspend, with_deadline, with_timeout};
+pub use kernel::error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
+pub use kernel::local::{AccessError, LocalKey};
+pub use kernel::panic_hook::panic_hook_line;
+pub use kernel::stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
+pub use kernel::suspend::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};
+pub use kernel::task::{Coro, ThreadState};
+pub use observers::inspect::{thread_by_id, timers, TimerInfo};
+pub use observers::latency::{
+    latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS,
+};
+pub use observers::spin::SPIN_LIMIT;
+pub use observers::stats::{stats, threads, Stats, ThreadInfo};
+pub use observers::waits::{
+    deadlocks, leaks, BlockedThread, Deadlock, LeakedThread, WaitInfo, WaitTarget,
+};
+pub use services::blocking::blocking;
+pub use services::cancel::current_effective_deadline;
+pub use services::reactor::{Direction, Registration};
+pub use services::remote::{handle, Handle, RemoteWaker};
 
 /// Re-exported so `coro::net` and users can name mio's interest flags.
 pub use mio::Interest;
@@ -165,10 +143,10 @@ pub use mio::Interest;
 /// call it in a blocking primitive of your own.
 #[inline]
 pub fn failed_at_once() {
-    suspend::failed_at_once_if_green();
+    kernel::suspend::failed_at_once_if_green();
 }
 
 /// Whether the calling code runs on a green thread of a coro runtime.
 pub fn in_green_thread() -> bool {
-    context::try_with_sched(|s| !s.current.get().is_null()).unwrap_or(false)
+    kernel::context::try_with_sched(|s| !s.current.get().is_null()).unwrap_or(false)
 }

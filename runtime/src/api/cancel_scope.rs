@@ -6,10 +6,10 @@ use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::cancel::{self, Cause, Deadline, Phase, Shared, NO_DEADLINE};
-use crate::clock::{self, Instant};
-use crate::context;
-use crate::error::Cancelled;
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::context;
+use crate::kernel::error::Cancelled;
+use crate::services::cancel::{self, Cause, Deadline, Phase, Shared, NO_DEADLINE};
 
 /// A region of code that can be cancelled as a whole: explicitly, from
 /// inside or from another green thread, or when its deadline passes.
@@ -33,7 +33,7 @@ use crate::error::Cancelled;
 ///   that was cancelled first (the outermost on ties). Only that scope's
 ///   `run` converts it (returns `Err(Cancelled)`); the scopes in between
 ///   return the closure's value (which carries the error) unchanged.
-/// * **Threads.** A [`coro::scope`](crate::scope) opened inside puts its
+/// * **Threads.** A [`coro::scope`](crate::api::scope) opened inside puts its
 ///   threads inside too: cancelling this scope reaches them, and the
 ///   nurseries they open, wherever they are blocked.
 /// * **Shield.** A [shielded](CancelScope::set_shield) scope is not reached

@@ -20,7 +20,7 @@
 //!
 //! Last, what the run leaves behind is cleared, so that the runtime's next
 //! `block_on` starts as a fresh runtime would: its timers (the wakers of
-//! pending [`future::Sleep`](crate::future::Sleep)s are woken and
+//! pending [`future::Sleep`](crate::services::future::Sleep)s are woken and
 //! dropped: a `Sleep` polled again arms anew), the waiters and stored
 //! wakers of sockets kept for the next run, blocking-pool jobs no worker
 //! started, and shutdown hooks registered too late to run. Wakers made in
@@ -61,13 +61,13 @@ use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::clock;
-use crate::context;
-use crate::error::JoinError;
-use crate::panic_hook::caught;
-use crate::sched::{Config, Scheduler};
-use crate::spawn::{check_selfishness, check_stack_size, Builder};
-use crate::task::{make_ready, Task, ThreadState};
+use crate::api::spawn::{check_selfishness, check_stack_size, Builder};
+use crate::kernel::clock;
+use crate::kernel::context;
+use crate::kernel::error::JoinError;
+use crate::kernel::panic_hook::caught;
+use crate::kernel::sched::{Config, Scheduler};
+use crate::kernel::task::{make_ready, Task, ThreadState};
 
 /// Default usable stack size of a green thread: 256 KiB of address space, of
 /// which only touched pages use memory (see README, "Memory").
@@ -120,11 +120,11 @@ impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
             stack_size: DEFAULT_STACK_SIZE,
-            stack_guard: crate::stack::DEFAULT_STACK_GUARD,
+            stack_guard: crate::kernel::stack::DEFAULT_STACK_GUARD,
             selfishness: DEFAULT_SELFISHNESS,
             latency_warning: Some(DEFAULT_LATENCY_WARNING),
-            blocking_threads: crate::blocking::DEFAULT_MAX_THREADS,
-            blocking_keep_alive: crate::blocking::DEFAULT_KEEP_ALIVE,
+            blocking_threads: crate::services::blocking::DEFAULT_MAX_THREADS,
+            blocking_keep_alive: crate::services::blocking::DEFAULT_KEEP_ALIVE,
             stack_pool: usize::MAX,
             idle_stack_release: Some(DEFAULT_IDLE_STACK_RELEASE),
             idle_stack_copy_out: false,
@@ -182,7 +182,7 @@ impl RuntimeBuilder {
     /// [`Stats::latency_warnings`](crate::Stats). The usual cause is a
     /// blocking std call (`std::thread::sleep`, `std::fs`, a std lock) that
     /// stops the whole OS thread; the warning says so and names
-    /// [`blocking`](crate::blocking), the fix. Install a logger
+    /// [`blocking`](crate::services::blocking), the fix. Install a logger
     /// (`env_logger`, ...) to see every warning there; without one, each
     /// also goes to stderr, rate-limited (a burst of 10, then one a second,
     /// with a count of those not shown), so a hog is never silent.
@@ -191,7 +191,7 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Most OS threads of the [`blocking`](crate::blocking) pool (at least
+    /// Most OS threads of the [`blocking`](crate::services::blocking) pool (at least
     /// 1; 512 by default, as tokio's). The pool starts with no thread;
     /// each job that finds no idle thread starts one, up to this bound (jobs
     /// beyond it queue), and a thread exits after
@@ -204,7 +204,7 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How long an idle thread of the [`blocking`](crate::blocking) pool
+    /// How long an idle thread of the [`blocking`](crate::services::blocking) pool
     /// waits for work before it exits (10 s by default; above zero).
     pub fn blocking_keep_alive(mut self, idle: Duration) -> Self {
         self.blocking_keep_alive = idle;
@@ -276,7 +276,7 @@ impl RuntimeBuilder {
     /// out, usually a few hundred bytes to a few KiB) instead of the pages
     /// they occupy, and pays one copy and a page fault or two when it next
     /// runs; it resumes at the same addresses. The stack of a thread that
-    /// owns a running [`coro::scope`](crate::scope) stays in place (its
+    /// owns a running [`coro::scope`](crate::api::scope) stays in place (its
     /// threads borrow from it) and is only trimmed.
     ///
     /// # Safety
@@ -299,7 +299,7 @@ impl RuntimeBuilder {
     /// Otherwise those threads would read zeros from a copied-out stack and
     /// their writes would be lost when it is copied back: undefined
     /// behaviour. Borrows among green threads of this runtime through
-    /// [`coro::scope`](crate::scope), and data moved into `spawn`ed,
+    /// [`coro::scope`](crate::api::scope), and data moved into `spawn`ed,
     /// `blocking` or `Handle::spawn`ed closures (which are `'static`), are
     /// fine.
     ///
@@ -349,7 +349,7 @@ impl RuntimeBuilder {
     }
 
     /// When a latency warning's slice ends, the flight recorder's events
-    /// are saved (see [`flight`](crate::flight)), at most once per `every`
+    /// are saved (see [`flight`](crate::observers::flight)), at most once per `every`
     /// (default [`DEFAULT_LATENCY_SNAPSHOTS`]); `None` turns that off.
     pub fn latency_snapshots(mut self, every: Option<Duration>) -> Self {
         self.latency_snapshots = every;
@@ -401,9 +401,9 @@ impl RuntimeBuilder {
             ));
         }
         clock::init();
-        crate::panic_hook::install();
+        crate::kernel::panic_hook::install();
         #[cfg(unix)]
-        crate::stack::overflow::install();
+        crate::kernel::stack::overflow::install();
         let sched = Scheduler::new(Config {
             stack_size,
             stack_guard: self.stack_guard,
@@ -538,7 +538,7 @@ impl Runtime {
         }
         let poison = Poison(&self.poisoned);
         #[cfg(unix)]
-        let _alt = crate::stack::overflow::AltStack::ensure()
+        let _alt = crate::kernel::stack::overflow::AltStack::ensure()
             .unwrap_or_else(|e| panic!("coro: cannot set up a signal stack: {e}"));
         let s: &Scheduler = &self.sched;
         let prev = context::enter(s);
@@ -560,7 +560,7 @@ impl Runtime {
         impl Drop for Shutdown<'_> {
             fn drop(&mut self) {
                 if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| shutdown(self.0))) {
-                    crate::panic_hook::abort_after("the runtime's shutdown", p);
+                    crate::kernel::panic_hook::abort_after("the runtime's shutdown", p);
                 }
             }
         }
@@ -573,12 +573,12 @@ impl Runtime {
         s.coarse_now.set(now);
         // The flight recorder's clock reading for the events before the
         // first poll (not the last reading of the previous run).
-        s.flight.tick(crate::flight::key(s), now);
+        s.flight.tick(crate::observers::flight::key(s), now);
         // SAFETY: `erase`'s contract holds: `stop` (declared after `out`,
         // before the main thread exists) finishes or abandons the main
         // thread on every path out of this frame, and `out` is read only
         // after the main thread is dead (see the `borrow` module).
-        let main_fn = unsafe { crate::borrow::erase(f, std::ptr::addr_of_mut!(out)) };
+        let main_fn = unsafe { crate::kernel::borrow::erase(f, std::ptr::addr_of_mut!(out)) };
         let handle = Builder::new()
             .name("main".into())
             .spawn_in(s, main_fn)
@@ -628,7 +628,7 @@ impl Runtime {
 /// guard aborts the process on it rather than let `block_on` unwind with
 /// threads alive that may borrow from its caller's frame.
 fn shutdown(s: &Scheduler) {
-    crate::shutdown_hooks::run(s);
+    crate::api::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
         end_of_run(s);
         if s.tasks.borrow().is_empty() {
@@ -669,13 +669,13 @@ fn shutdown(s: &Scheduler) {
         }
         // Deepest `coro::scope` threads first, so that a tree of scopes is
         // unwound in one pass.
-        rest.sort_by_key(|t| std::cmp::Reverse(crate::cancel::scope_depth(t)));
+        rest.sort_by_key(|t| std::cmp::Reverse(crate::services::cancel::scope_depth(t)));
         for t in rest {
             if pass < UNWIND_PASSES && cfg!(panic = "unwind") {
                 // The threads of a `coro::scope` may borrow from their
                 // owner's frame: they are unwound before it (see `scope`).
                 // Leaking, below, is safe in any order.
-                if crate::cancel::owns_live_threads(&t) {
+                if crate::services::cancel::owns_live_threads(&t) {
                     continue;
                 }
                 unwind(s, &t);
@@ -716,7 +716,7 @@ fn end_of_run(s: &Scheduler) {
     // A thread leaked while copied out stays so, but is no parked thread
     // of the runtime any more.
     s.stacks.borrow_mut().idle.out = 0;
-    crate::shutdown_hooks::discard(s);
+    crate::api::shutdown_hooks::discard(s);
 }
 
 /// Times a thread that catches its shutdown unwind is unwound again before
@@ -758,7 +758,7 @@ fn leak(s: &Scheduler, t: &Rc<Task>, why: &str) {
 }
 
 /// Unwinds one thread on its own stack by resuming it with its unwind
-/// requested (see `crate::suspend::forced_unwind_point`); a thread that never ran
+/// requested (see `crate::kernel::suspend::forced_unwind_point`); a thread that never ran
 /// starts and `spawn::entry` drops its closure under its `catch_unwind`.
 /// Leaks a thread that keeps catching the unwind and blocking again.
 fn unwind(s: &Scheduler, t: &Rc<Task>) {

@@ -13,7 +13,7 @@
 //! (returned, panicked or unwound) and wakes the owner when the list is
 //! empty. The owner, after its closure returned (or panicked: caught, and
 //! re-raised after the wait), parks until then with
-//! `crate::suspend::park_unchecked`, which no interrupt or cancellation ends early.
+//! `crate::kernel::suspend::park_unchecked`, which no interrupt or cancellation ends early.
 //!
 //! # Why borrowing is sound
 //!
@@ -36,9 +36,9 @@
 //! * **Runtime shutdown.** The interrupt pass is the case above. In the
 //!   forced-unwind pass, `runtime::shutdown` unwinds the deepest scope
 //!   threads first and skips a thread that
-//!   [`owns live threads`](crate::cancel::owns_live_threads) until they are
+//!   [`owns live threads`](crate::services::cancel::owns_live_threads) until they are
 //!   unwound: the threads unwind first, while the frame they borrow from is
-//!   intact. The owner's wait is no unwind point (`crate::suspend::park_unchecked`):
+//!   intact. The owner's wait is no unwind point (`crate::kernel::suspend::park_unchecked`):
 //!   should shutdown resume the owner to unwind it while its threads live
 //!   anyway, it parks again, and shutdown leaks it after a few rounds; a
 //!   leaked thread's stack is never freed nor unwound, so the borrowed frame
@@ -64,13 +64,13 @@ use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::cancel::{self, Parent};
-use crate::cancel_scope::CancelScope;
-use crate::context;
-use crate::error::{JoinError, WaitError};
-use crate::sched::ForcedUnwind;
-use crate::spawn::{Builder, JoinHandle};
-use crate::task::{Coro, Task, ThreadState, Waiter};
+use crate::api::cancel_scope::CancelScope;
+use crate::api::spawn::{Builder, JoinHandle};
+use crate::kernel::context;
+use crate::kernel::error::{JoinError, WaitError};
+use crate::kernel::sched::ForcedUnwind;
+use crate::kernel::task::{Coro, Task, ThreadState, Waiter};
+use crate::services::cancel::{self, Parent};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -303,7 +303,7 @@ impl State {
                 break;
             }
             *self.waiter.borrow_mut() = Some(Waiter::current("coro::scope"));
-            crate::suspend::park_unchecked("scope");
+            crate::kernel::suspend::park_unchecked("scope");
             self.waiter.borrow_mut().take();
         }
         if interrupted {
@@ -714,7 +714,7 @@ impl ScopeError {
             e.kind()
         } else if let Some(&w) = self.error.downcast_ref::<WaitError>() {
             io::Error::from(w).kind()
-        } else if self.error.is::<crate::error::Timeout>() {
+        } else if self.error.is::<crate::kernel::error::Timeout>() {
             io::ErrorKind::TimedOut
         } else {
             io::ErrorKind::Other

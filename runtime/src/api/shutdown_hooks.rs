@@ -23,10 +23,10 @@ use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
-use crate::context;
-use crate::sched::Scheduler;
-use crate::spawn::Builder;
-use crate::timeout::with_timeout;
+use crate::api::spawn::Builder;
+use crate::api::timeout::with_timeout;
+use crate::kernel::context;
+use crate::kernel::sched::Scheduler;
 
 /// How long the hooks of one shutdown may block in all.
 pub const HOOKS_LIMIT: Duration = Duration::from_secs(2);
@@ -102,7 +102,7 @@ pub(crate) fn run(s: &Scheduler) {
         // destructors are user code on the scheduler's stack: a panic in
         // one is swallowed, and the others are still dropped.
         for (_, f) in foreign {
-            crate::panic_hook::caught(move || drop(f));
+            crate::kernel::panic_hook::caught(move || drop(f));
         }
         let mine: Vec<Hook> = mine.into_iter().map(|(_, f)| f).collect();
         if mine.is_empty() {
@@ -114,9 +114,9 @@ pub(crate) fn run(s: &Scheduler) {
                 let _ = with_timeout(HOOKS_LIMIT, move || {
                     for f in mine {
                         if let Err(p) = panic::catch_unwind(AssertUnwindSafe(f)) {
-                            let msg = crate::panic_hook::payload_message(&*p).to_owned();
+                            let msg = crate::kernel::panic_hook::payload_message(&*p).to_owned();
                             std::mem::forget(p);
-                            crate::panic_hook::caught(
+                            crate::kernel::panic_hook::caught(
                                 || log::error!(target: "coro", "a shutdown hook panicked: {msg}"),
                             );
                         }
@@ -130,14 +130,14 @@ pub(crate) fn run(s: &Scheduler) {
                 let main = h.thread().0.clone();
                 if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| s.run_until(&main))) {
                     std::mem::forget(p);
-                    crate::panic_hook::caught(
+                    crate::kernel::panic_hook::caught(
                         || log::error!(target: "coro", "the loop panicked while shutdown hooks ran"),
                     );
                     return;
                 }
             }
             Err(e) => {
-                crate::panic_hook::caught(
+                crate::kernel::panic_hook::caught(
                     || log::error!(target: "coro", "cannot start the shutdown hooks' thread: {e}"),
                 );
                 return;
@@ -163,7 +163,7 @@ pub(crate) fn discard(s: &Scheduler) {
             if round == MAX_ROUNDS {
                 std::mem::forget(f);
             } else {
-                crate::panic_hook::caught(move || drop(f));
+                crate::kernel::panic_hook::caught(move || drop(f));
             }
         }
     }

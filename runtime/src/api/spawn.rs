@@ -21,11 +21,11 @@ use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
 
-use crate::context;
-use crate::error::{JoinError, WaitError};
-use crate::sched::{self, Scheduler};
-use crate::stack::MIN_STACK_SIZE;
-use crate::task::{Coro, TaskInit, ThreadState, Waiter};
+use crate::kernel::context;
+use crate::kernel::error::{JoinError, WaitError};
+use crate::kernel::sched::{self, Scheduler};
+use crate::kernel::stack::MIN_STACK_SIZE;
+use crate::kernel::task::{Coro, TaskInit, ThreadState, Waiter};
 
 /// Closures up to this size are moved onto the new stack directly.
 const INLINE_CLOSURE: usize = 256;
@@ -144,7 +144,7 @@ impl Builder {
         let limit = stack.limit_addr();
         let usable = stack.usable_size();
         let guard = stack.guard_size();
-        let task = crate::task_pool::new_task(TaskInit {
+        let task = crate::kernel::task_pool::new_task(TaskInit {
             id,
             runtime: s.id,
             name,
@@ -194,7 +194,7 @@ impl Builder {
                 .insert(id, n.clone());
         }
         s.counters.spawned.set(s.counters.spawned.get() + 1);
-        s.flight.spawned(crate::flight::key(s), &task);
+        s.flight.spawned(crate::observers::flight::key(s), &task);
         s.ready.borrow_mut().push_back(task.clone());
         Ok(JoinHandle {
             coro: Coro(task),
@@ -236,7 +236,7 @@ where
             }
         };
         // Its green-thread locals go before its joiners wake.
-        crate::local::drop_all();
+        crate::kernel::local::drop_all();
         deliver(r);
     }));
     if let Err(p) = outcome {
@@ -344,10 +344,10 @@ impl<T> JoinHandle<T> {
                 .joiners
                 .borrow_mut()
                 .push(Waiter::current(call));
-            let r = crate::suspend::park_waiting(
+            let r = crate::kernel::suspend::park_waiting(
                 "join",
                 call,
-                crate::suspend::Wait {
+                crate::kernel::suspend::Wait {
                     target: None,
                     thread: self.coro.id(),
                     site: Some(site),
@@ -387,7 +387,7 @@ impl<T> JoinHandle<T> {
         let task = self.coro.0.clone();
         drop(self);
         if task.state.get() == ThreadState::Dead {
-            crate::task_pool::recycle(task);
+            crate::kernel::task_pool::recycle(task);
         }
         r
     }
@@ -501,7 +501,7 @@ mod tests {
     use std::cell::Cell;
     use std::rc::Rc;
 
-    use crate::task::Task;
+    use crate::kernel::task::Task;
     use crate::JoinError;
 
     fn block<T>(h: &super::JoinHandle<T>) -> *const Task {

@@ -20,10 +20,10 @@
 
 use std::time::Duration;
 
-use crate::cancel::{self, Left};
-use crate::clock::{self, Instant};
-use crate::context;
-use crate::error::Timeout;
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::context;
+use crate::kernel::error::Timeout;
+use crate::services::cancel::{self, Left};
 
 /// Runs `f` under a deadline `d` from now.
 ///

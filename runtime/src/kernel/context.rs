@@ -36,14 +36,14 @@
 //!
 //! So while a green thread runs, [`CURRENT`] points at its own live
 //! scheduler, and that scheduler's `current` at its own live task: what the
-//! `unsafe` blocks below (and the yielder in `crate::suspend::suspend`) rely on.
+//! `unsafe` blocks below (and the yielder in `crate::kernel::suspend::suspend`) rely on.
 
 use std::cell::Cell;
 use std::ptr;
 use std::rc::Rc;
 
-use crate::sched::Scheduler;
-use crate::task::Task;
+use crate::kernel::sched::Scheduler;
+use crate::kernel::task::Task;
 
 thread_local! {
     /// # Invariant
@@ -122,7 +122,7 @@ pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Scheduler, &Task) -> R
 
 /// The running scheduler and green thread, for the few hot paths that must
 /// be inlined into their callers whole (a closure passed to
-/// [`with_current`] may stay out of line; see `crate::suspend::park_named`).
+/// [`with_current`] may stay out of line; see `crate::kernel::suspend::park_named`).
 ///
 /// # Panics
 ///

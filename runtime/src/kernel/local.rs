@@ -25,8 +25,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::context;
-use crate::task::Task;
+use crate::kernel::context;
+use crate::kernel::task::Task;
 
 /// The values of one green thread's locals, by key id.
 pub(crate) type Locals = Vec<(usize, Rc<dyn Any>)>;
@@ -307,7 +307,7 @@ pub(crate) fn drop_all() {
 /// [`drop_all`], for a thread that may have locals.
 #[inline(never)]
 fn drop_all_now() {
-    crate::timeout::no_suspend(|| {
+    crate::api::timeout::no_suspend(|| {
         for _ in 0..DROP_ROUNDS {
             let values =
                 context::try_with_current(|_, t| std::mem::take(&mut *t.tail.locals.borrow_mut()))

@@ -27,7 +27,7 @@ use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
-use crate::context;
+use crate::kernel::context;
 
 static INSTALL: Once = Once::new();
 

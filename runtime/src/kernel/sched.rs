@@ -48,15 +48,15 @@ use std::time::Duration;
 use corosensei::CoroutineResult;
 use slab::Slab;
 
-use crate::blocking::BlockingPool;
-use crate::cancel;
-use crate::clock::{self, Instant};
-use crate::reactor::Reactor;
-use crate::stack::{self, StackPool};
-use crate::sys::PreciseTimer;
-use crate::task::{make_ready, Task, ThreadState};
-use crate::timer::{TimerHeap, TimerKind};
-use crate::watchdog::Watchdog;
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::stack::{self, StackPool};
+use crate::kernel::task::{make_ready, Task, ThreadState};
+use crate::observers::watchdog::Watchdog;
+use crate::services::blocking::BlockingPool;
+use crate::services::cancel;
+use crate::services::reactor::Reactor;
+use crate::services::sys::PreciseTimer;
+use crate::services::timer::{TimerHeap, TimerKind};
 
 /// Resumes between two non-blocking polls while threads are ready.
 pub(crate) const POLL_INTERVAL: u64 = 256;
@@ -136,17 +136,17 @@ pub(crate) struct Scheduler {
     pub(crate) current: Cell<*const Task>,
     pub(crate) timers: RefCell<TimerHeap>,
     /// The wakers of pending `future::Sleep`s, named by their timer entries.
-    pub(crate) timer_wakers: RefCell<crate::future::TimerWakers>,
+    pub(crate) timer_wakers: RefCell<crate::services::future::TimerWakers>,
     pub(crate) reactor: Reactor,
     pub(crate) precise: PreciseTimer,
     pub(crate) stacks: RefCell<StackPool>,
     pub(crate) blocking: BlockingPool,
     /// The `Send` inbox: spawns and wake-ups from other OS threads.
-    pub(crate) remote: crate::remote::Remote,
+    pub(crate) remote: crate::services::remote::Remote,
     pub(crate) watchdog: Option<Watchdog>,
-    pub(crate) profiler: crate::profile::Profiler,
+    pub(crate) profiler: crate::observers::profile::Profiler,
     /// The flight recorder (always on).
-    pub(crate) flight: crate::flight::Recorder,
+    pub(crate) flight: crate::observers::flight::Recorder,
     pub(crate) counters: Counters,
     pub(crate) next_id: Cell<u64>,
     /// Shutdown is stopping the threads (the main closure returned, or the
@@ -157,7 +157,7 @@ pub(crate) struct Scheduler {
     /// start of a park, without a clock read on the park path.
     pub(crate) coarse_now: Cell<u64>,
     /// Who waits on whom: leak counts, the periodic deadlock check.
-    pub(crate) waits: crate::waits::Waits,
+    pub(crate) waits: crate::observers::waits::Waits,
 }
 
 impl Drop for Scheduler {
@@ -166,7 +166,7 @@ impl Drop for Scheduler {
     fn drop(&mut self) {
         let ready = std::mem::take(self.ready.get_mut());
         let tasks = std::mem::take(self.tasks.get_mut());
-        crate::task_pool::keep_tables((ready, tasks));
+        crate::kernel::task_pool::keep_tables((ready, tasks));
     }
 }
 
@@ -184,10 +184,10 @@ impl Scheduler {
             None => None,
         };
         let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
-        let (ready, tasks) = crate::task_pool::take_tables();
+        let (ready, tasks) = crate::kernel::task_pool::take_tables();
         Ok(Scheduler {
             id,
-            remote: crate::remote::Remote::new(id, reactor.waker.clone()),
+            remote: crate::services::remote::Remote::new(id, reactor.waker.clone()),
             stacks: RefCell::new(StackPool::new(
                 config.stack_size,
                 config.stack_guard,
@@ -304,7 +304,7 @@ impl Scheduler {
     #[inline]
     pub(crate) fn resume(&self, task: Rc<Task>) {
         if self.profiler.on.get() {
-            return crate::profile::resume(self, task);
+            return crate::observers::profile::resume(self, task);
         }
         self.resume_unprofiled(task)
     }
@@ -334,7 +334,7 @@ impl Scheduler {
             w.shared.running.store(0, Ordering::Relaxed);
             let hog = w.shared.hog_slice.load(Ordering::Acquire);
             if hog != self.flight.hog_seen.get() {
-                crate::flight::hog(self, &task, hog, n);
+                crate::observers::flight::hog(self, &task, hog, n);
             }
         }
         self.current.set(std::ptr::null());
@@ -346,7 +346,7 @@ impl Scheduler {
             }
             Ok(CoroutineResult::Return(())) => {
                 self.finish(&task);
-                crate::task_pool::recycle(task);
+                crate::kernel::task_pool::recycle(task);
             }
             Err(p) => self.escaped(&task, p),
         }
@@ -370,7 +370,7 @@ impl Scheduler {
         // Its payload's destructor could panic too: leak it.
         std::mem::forget(p);
         self.finish(task);
-        crate::panic_hook::caught(|| {
+        crate::kernel::panic_hook::caught(|| {
             log::error!(
                 target: "coro",
                 "green thread #{} '{}': a panic escaped the thread; it is finished",
@@ -385,8 +385,12 @@ impl Scheduler {
         task.state.set(ThreadState::Dead);
         let stack = {
             let mut slot = task.coroutine.borrow_mut();
-            if slot.as_ref().is_some_and(crate::task::GreenCoroutine::done) {
-                slot.take().map(crate::task::GreenCoroutine::into_stack)
+            if slot
+                .as_ref()
+                .is_some_and(crate::kernel::task::GreenCoroutine::done)
+            {
+                slot.take()
+                    .map(crate::kernel::task::GreenCoroutine::into_stack)
             } else {
                 // Never dropped unfinished: that would unwind it from here
                 // (see `Drop for Task`).
@@ -404,7 +408,7 @@ impl Scheduler {
         }
         drop(tasks);
         if self.waits.parked_on_held.get() > 0 {
-            crate::waits::thread_finished(self, task.id);
+            crate::observers::waits::thread_finished(self, task.id);
         }
         if let Some(w) = &self.watchdog {
             if task.name.is_some() {
@@ -438,7 +442,7 @@ impl Scheduler {
         // Wakers of futures run after the heap is released: they are user
         // code, which may touch the timers.
         let mut wakers = Vec::new();
-        let key = crate::flight::key(self);
+        let key = crate::observers::flight::key(self);
         self.flight.tick(key, now);
         while let Some(e) = timers.pop_expired(now) {
             if !e.is_live() {
@@ -514,9 +518,10 @@ impl Scheduler {
         if polls.is_multiple_of(RECALIBRATE_POLLS) {
             clock::recalibrate(RECALIBRATE_INTERVAL);
         }
-        let key = crate::flight::key(self);
+        let key = crate::observers::flight::key(self);
         self.flight.tick(key, clock::now().ticks());
-        let polled = crate::profile::around_poll(self, block, || self.reactor.poll(timeout));
+        let polled =
+            crate::observers::profile::around_poll(self, block, || self.reactor.poll(timeout));
         let after = clock::now().ticks();
         self.coarse_now.set(after);
         if let Ok(out) = &polled {
@@ -543,7 +548,7 @@ impl Scheduler {
         let next = self.waits.next_check.get();
         if next == 0 || now >= next {
             if next != 0 {
-                crate::waits::periodic_check(self);
+                crate::observers::waits::periodic_check(self);
             }
             let next = now + clock::duration_to_ticks(every);
             self.waits.next_check.set(next);
@@ -565,7 +570,7 @@ impl Scheduler {
     /// Nothing is ready and no timer is pending: if nothing else can wake
     /// a thread either, every parked thread is leaked (see `asleep`).
     fn check_deadlock(&self) {
-        crate::asleep::check(self);
+        crate::observers::asleep::check(self);
     }
 
     pub(crate) fn task_rc(&self, t: &Task) -> Rc<Task> {

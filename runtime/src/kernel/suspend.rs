@@ -13,16 +13,16 @@ use std::panic::Location;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::cancel;
-use crate::clock::{self, Instant};
-use crate::context;
-use crate::error::WaitError;
-use crate::sched::{ForcedUnwind, Scheduler, UNWIND_REFUSAL_LIMIT};
-use crate::spin;
-use crate::stack;
-use crate::task::{Task, ThreadState};
-use crate::timer::TimerKind;
-use crate::waits::WaitTarget;
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::context;
+use crate::kernel::error::WaitError;
+use crate::kernel::sched::{ForcedUnwind, Scheduler, UNWIND_REFUSAL_LIMIT};
+use crate::kernel::stack;
+use crate::kernel::task::{Task, ThreadState};
+use crate::observers::spin;
+use crate::observers::waits::WaitTarget;
+use crate::services::cancel;
+use crate::services::timer::TimerKind;
 
 /// Suspends the running task; returns when the scheduler resumes it.
 #[inline]

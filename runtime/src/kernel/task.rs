@@ -30,11 +30,11 @@ use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
 
-use crate::cancel::TaskCancel;
-use crate::context;
-use crate::error::ScheduleError;
-use crate::result_slot::ResultSlot;
-use crate::stack::{GreenStack, ThreadStack};
+use crate::kernel::context;
+use crate::kernel::error::ScheduleError;
+use crate::kernel::result_slot::ResultSlot;
+use crate::kernel::stack::{GreenStack, ThreadStack};
+use crate::services::cancel::TaskCancel;
 
 pub(crate) type GreenCoroutine = Coroutine<(), (), (), GreenStack>;
 
@@ -86,7 +86,7 @@ pub(crate) struct Task {
     /// An interrupt is pending: the current or next blocking call fails.
     pub(crate) interrupted: Cell<bool>,
     /// Shutdown asked this task to unwind: its next blocking call or yield
-    /// raises `sched::ForcedUnwind` (see `crate::suspend::forced_unwind_point`).
+    /// raises `sched::ForcedUnwind` (see `crate::kernel::suspend::forced_unwind_point`).
     pub(crate) unwinding: Cell<bool>,
     /// Set when a `Wake` timer of this task fires, cleared when a sleep
     /// registers one: tells a sleep whether its timer entry left the heap.
@@ -175,7 +175,7 @@ pub(crate) struct Tail {
     pub(crate) joiners: RefCell<Vec<Waiter>>,
     /// Who-waits-on-whom (see `waits`): the object it is parked on, set by
     /// [`park_on`](crate::park_on) for the length of the park.
-    pub(crate) wait_target: Cell<Option<Rc<crate::waits::WaitTarget>>>,
+    pub(crate) wait_target: Cell<Option<Rc<crate::observers::waits::WaitTarget>>>,
     /// The green thread it is parked joining (0: none).
     pub(crate) wait_thread: Cell<u64>,
     /// Times the task raised shutdown's unwind.
@@ -186,12 +186,12 @@ pub(crate) struct Tail {
     /// A refused `yield_now` was logged (it is logged once per thread).
     pub(crate) yield_refusal_logged: Cell<bool>,
     /// Its run of blocking calls refused at once (see `spin`).
-    pub(crate) spin: crate::spin::Streak,
+    pub(crate) spin: crate::observers::spin::Streak,
     /// Its `green_local!` values (see `local`).
-    pub(crate) locals: RefCell<crate::local::Locals>,
+    pub(crate) locals: RefCell<crate::kernel::local::Locals>,
     /// The waker state of its last `future::block_on`, kept for the next
     /// one when no clone of that waker survived (see `future`).
-    pub(crate) future_wake: Cell<Option<Arc<crate::future::FutureWake>>>,
+    pub(crate) future_wake: Cell<Option<Arc<crate::services::future::FutureWake>>>,
 }
 
 impl Tail {
@@ -248,7 +248,7 @@ impl Task {
         } = init;
         Task {
             id,
-            flight_tag: crate::flight::resume_tag(id),
+            flight_tag: crate::observers::flight::resume_tag(id),
             runtime,
             cold_used: Cell::new(name.is_some()),
             detached: Cell::new(false),
@@ -327,7 +327,7 @@ impl Task {
         leaked.set(false);
         cold_used.set(init.name.is_some());
         detached.set(false);
-        *flight_tag = crate::flight::resume_tag(init.id);
+        *flight_tag = crate::observers::flight::resume_tag(init.id);
         selfish_left.set(init.selfishness);
         no_suspend.set(0);
         selfish_max.set(init.selfishness);
@@ -430,7 +430,7 @@ pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
             return false;
         }
         task.state.set(ThreadState::Ready);
-        s.flight.woken(crate::flight::key(s), task.id);
+        s.flight.woken(crate::observers::flight::key(s), task.id);
         s.ready.borrow_mut().push_back(task.clone());
         true
     })
@@ -469,7 +469,10 @@ impl Waiter {
     /// would miss, and nothing else.
     #[inline]
     pub(crate) fn prefetch_task(&self) {
-        crate::stack::prefetch_range(Rc::as_ptr(&self.task).cast::<i8>().wrapping_sub(16), 64);
+        crate::kernel::stack::prefetch_range(
+            Rc::as_ptr(&self.task).cast::<i8>().wrapping_sub(16),
+            64,
+        );
     }
 
     /// The task has finished (or was leaked at shutdown).
@@ -599,7 +602,7 @@ impl Coro {
     /// * Inside a shielded [`CancelScope`](crate::CancelScope): it gets
     ///   there all the same. A shield keeps out the cancellations of the
     ///   scopes around it; an interrupt targets the thread.
-    /// * Waiting at the end of a [`scope`](crate::scope): the scope is
+    /// * Waiting at the end of a [`scope`](crate::api::scope): the scope is
     ///   cancelled (its threads end sooner) and goes on waiting; the
     ///   interrupt stays pending for the next blocking call after it.
     ///

@@ -56,9 +56,9 @@
 //! then every thread is unwound), so the caller may catch it, and a
 //! supervisor sees a failed process rather than a silent one.
 
-use crate::sched::Scheduler;
-use crate::task::{Task, ThreadState};
-use crate::waits;
+use crate::kernel::sched::Scheduler;
+use crate::kernel::task::{Task, ThreadState};
+use crate::observers::waits;
 
 /// Threads named in the panic message (the rest are counted).
 const NAMED: usize = 20;
@@ -118,6 +118,6 @@ fn describe(t: &Task) -> String {
         t.id,
         t.display_name(),
         t.waiting_on.get(),
-        crate::waits::site_suffix(t)
+        crate::observers::waits::site_suffix(t)
     )
 }

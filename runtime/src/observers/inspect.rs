@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use crate::clock::{self, Instant};
-use crate::context;
-use crate::task::Coro;
-use crate::timer::TimerKind;
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::context;
+use crate::kernel::task::Coro;
+use crate::services::timer::TimerKind;
 
 /// A pending timer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::clock::{self, Instant};
-use crate::context;
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::context;
 
 /// How many recent latency warnings a runtime keeps.
 pub const RECENT_WARNINGS: usize = 64;

@@ -37,9 +37,9 @@
 use std::cell::Cell;
 use std::panic::Location;
 
-use crate::error::WaitError;
-use crate::sched::Scheduler;
-use crate::task::Task;
+use crate::kernel::error::WaitError;
+use crate::kernel::sched::Scheduler;
+use crate::kernel::task::Task;
 
 /// How many blocking calls in a row may fail at once, without waiting,
 /// because the green thread's wait was cut short (a deadline passed, its

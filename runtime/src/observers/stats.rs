@@ -4,8 +4,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::context;
-use crate::task::ThreadState;
+use crate::kernel::context;
+use crate::kernel::task::ThreadState;
 
 /// A snapshot of a runtime's counters.
 ///
@@ -106,7 +106,7 @@ pub struct ThreadInfo {
     pub age: Duration,
     /// Usable bytes of its stack.
     pub stack_size: usize,
-    /// For a thread spawned in a [`scope`](crate::scope): the id of the
+    /// For a thread spawned in a [`scope`](crate::api::scope): the id of the
     /// thread that runs the scope.
     pub parent: Option<u64>,
     /// For a parked thread: the object it waits on, who holds it, how long
@@ -183,8 +183,8 @@ pub fn threads() -> Vec<ThreadInfo> {
                     .map(|r| Duration::from_nanos(r.get(&t.id).copied().unwrap_or(0))),
                 stack_size: t.stack_size,
                 parent: t.cancel.parent.get().map(|p| p.owner.id),
-                age: crate::clock::Instant::from_ticks(t.spawned_at).elapsed(),
-                wait: crate::waits::wait_info(s, t),
+                age: crate::kernel::clock::Instant::from_ticks(t.spawned_at).elapsed(),
+                wait: crate::observers::waits::wait_info(s, t),
             })
             .collect();
         v.sort_by_key(|t| t.id);

@@ -68,10 +68,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::clock::{self, Instant};
-use crate::context;
-use crate::sched::Scheduler;
-use crate::task::{Task, ThreadState};
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::context;
+use crate::kernel::sched::Scheduler;
+use crate::kernel::task::{Task, ThreadState};
 
 /// Ids of wait targets: unique per process.
 static NEXT_TARGET_ID: AtomicU64 = AtomicU64::new(1);
@@ -461,7 +461,7 @@ pub(crate) fn thread_finished(s: &Scheduler, gone: u64) {
 pub(crate) fn report_leaked(s: &Scheduler, t: &Task, reason: &str, end: &str) {
     t.leaked.set(true);
     s.waits.leaked.set(s.waits.leaked.get() + 1);
-    crate::panic_hook::caught(|| {
+    crate::kernel::panic_hook::caught(|| {
         log::warn!(
             target: "coro::leak",
             "green thread #{} '{}' is leaked: parked in {}{} and {reason}; {end}",
@@ -550,7 +550,7 @@ pub fn leaks() -> Vec<LeakedThread> {
                     call: t.waiting_on.get(),
                     site: t.wait_site.get(),
                     reason: if asleep {
-                        crate::asleep::REASON.to_owned()
+                        crate::observers::asleep::REASON.to_owned()
                     } else if kind == "thread" {
                         format!("joins #{h}, which is leaked")
                     } else {

@@ -55,7 +55,7 @@ pub(crate) struct WatchShared {
     /// Sampled run time per thread id, in nanoseconds.
     pub(crate) run_ns: Mutex<HashMap<u64, u64>>,
     /// The most recent warnings (`latency`).
-    pub(crate) recent: Mutex<crate::latency::Recent>,
+    pub(crate) recent: Mutex<crate::observers::latency::Recent>,
     stop: Mutex<bool>,
     cv: Condvar,
     threshold: Duration,
@@ -175,9 +175,9 @@ fn watch(s: Arc<WatchShared>) {
         if !warned && ran >= s.threshold {
             warned = true;
             s.warnings.fetch_add(1, Ordering::Relaxed);
-            let since = crate::clock::now()
+            let since = crate::kernel::clock::now()
                 .ticks()
-                .saturating_sub(crate::clock::duration_to_ticks(ran));
+                .saturating_sub(crate::kernel::clock::duration_to_ticks(ran));
             s.hog_since.store(since, Ordering::Relaxed);
             s.hog_slice.store(slice, Ordering::Release);
             let name = s

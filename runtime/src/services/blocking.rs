@@ -31,9 +31,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::context;
-use crate::error::WaitError;
-use crate::task::Waiter;
+use crate::kernel::context;
+use crate::kernel::error::WaitError;
+use crate::kernel::task::Waiter;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -180,7 +180,7 @@ impl BlockingPool {
         // `caught` (their destructors are user code).
         let queued = std::mem::take(&mut self.shared.lock().queue);
         for (_, job) in queued {
-            crate::panic_hook::caught(move || drop(job));
+            crate::kernel::panic_hook::caught(move || drop(job));
         }
     }
 
@@ -371,7 +371,7 @@ where
                         .borrow_mut()
                         .push_back(Waiter::current("coro::blocking"))
                 });
-                let r = crate::suspend::park_as("blocking pool queue");
+                let r = crate::kernel::suspend::park_as("blocking pool queue");
                 context::with_sched("coro::blocking", |s| {
                     s.blocking.room.borrow_mut().retain(Waiter::is_waiting);
                     if r.is_err() {
@@ -396,6 +396,6 @@ where
         context::with_sched("coro::blocking", |s| {
             s.blocking.waiting.borrow_mut()[key] = Some(Waiter::current("coro::blocking"))
         });
-        crate::suspend::park_as("blocking job")?;
+        crate::kernel::suspend::park_as("blocking job")?;
     }
 }

@@ -1,5 +1,5 @@
 //! The cancel tree: the scopes code runs inside (`with_timeout`,
-//! [`CancelScope`](crate::CancelScope), [`scope`](crate::scope)), how a
+//! [`CancelScope`](crate::CancelScope), [`scope`](crate::api::scope)), how a
 //! deadline or a cancel reaches the blocking calls inside them, and which
 //! scope a failed call reports to.
 //!
@@ -11,7 +11,7 @@
 //! the common case costs a push and a pop. A [`CancelScope`] entry also
 //! points at the scope's shared state ([`Shared`]), through which other
 //! green threads cancel it, move its deadline or toggle its shield, and
-//! which a [`scope`](crate::scope) (a nursery) uses to list the threads
+//! which a [`scope`](crate::api::scope) (a nursery) uses to list the threads
 //! spawned in it.
 //!
 //! A thread spawned in a nursery continues, below its own stack, into its
@@ -58,12 +58,12 @@ use std::time::Duration;
 
 use slab::Slab;
 
-use crate::clock::{self, Instant};
-use crate::context;
-use crate::error::WaitError;
-use crate::sched::Scheduler;
-use crate::task::{make_ready, Task, ThreadState};
-use crate::timer::TimerKind;
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::context;
+use crate::kernel::error::WaitError;
+use crate::kernel::sched::Scheduler;
+use crate::kernel::task::{make_ready, Task, ThreadState};
+use crate::services::timer::TimerKind;
 
 /// The deadline of a scope without one.
 pub(crate) const NO_DEADLINE: u64 = u64::MAX;
@@ -207,7 +207,7 @@ pub(crate) struct Parent {
 pub(crate) struct TaskCancel {
     /// # Invariant
     /// Whether a scope visible to the running code is cancelled (see the
-    /// module docs), kept up to date by [`recompute`]; `crate::suspend::check` fails
+    /// module docs), kept up to date by [`recompute`]; `crate::kernel::suspend::check` fails
     /// a blocking call while it is set.
     pub(crate) pending: Cell<bool>,
     /// The scopes this thread entered, innermost last.
@@ -540,7 +540,7 @@ pub(crate) fn pop(s: &Scheduler, t: &Task, id: u64) -> Left {
     }
     if recheck {
         recompute(t);
-        crate::spin::left_cut_short_scope(t);
+        crate::observers::spin::left_cut_short_scope(t);
     }
     left
 }
@@ -715,7 +715,7 @@ pub(crate) fn owns_live_threads(t: &Task) -> bool {
 }
 
 /// How many nurseries `t` is nested in (0 for a thread not spawned in a
-/// [`scope`](crate::scope)).
+/// [`scope`](crate::api::scope)).
 pub(crate) fn scope_depth(t: &Task) -> usize {
     let mut depth = 0;
     let mut p = t.cancel.parent.get();

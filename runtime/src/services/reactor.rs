@@ -28,10 +28,10 @@ use std::time::Duration;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
-use crate::context;
-use crate::sched;
-use crate::task::Waiter;
-use crate::waiter_queue::WaiterQueue;
+use crate::kernel::context;
+use crate::kernel::sched;
+use crate::kernel::task::Waiter;
+use crate::kernel::waiter_queue::WaiterQueue;
 
 pub(crate) const WAKER_TOKEN: Token = Token(usize::MAX);
 pub(crate) const TIMER_TOKEN: Token = Token(usize::MAX - 1);
@@ -200,7 +200,7 @@ impl Reactor {
             for slot in [&st.read_waker, &st.write_waker] {
                 let w = slot.borrow_mut().take();
                 if let Some(w) = w {
-                    crate::panic_hook::caught(move || w.wake());
+                    crate::kernel::panic_hook::caught(move || w.wake());
                 }
             }
         }
@@ -294,7 +294,10 @@ impl Reactor {
             n += 1;
             *slot = sources.get(ev.token().0 & 0xffff_ffff);
             if let Some(st) = slot {
-                crate::stack::prefetch_range(Rc::as_ptr(st).cast::<i8>().wrapping_sub(16), hot);
+                crate::kernel::stack::prefetch_range(
+                    Rc::as_ptr(st).cast::<i8>().wrapping_sub(16),
+                    hot,
+                );
             }
         }
         for st in states.iter().flatten() {
@@ -499,7 +502,7 @@ impl Registration {
     pub fn wait(&self, dir: Direction) -> io::Result<()> {
         loop {
             if self.state.closed.get() {
-                crate::suspend::failed_at_once_if_green();
+                crate::kernel::suspend::failed_at_once_if_green();
                 return Err(closed_error());
             }
             if self.is_ready(dir) {
@@ -513,7 +516,7 @@ impl Registration {
                 Direction::Read => "readable",
                 Direction::Write => "writable",
             };
-            if let Err(e) = crate::suspend::park_as(what) {
+            if let Err(e) = crate::kernel::suspend::park_as(what) {
                 self.remove_stale(dir);
                 return Err(e.into());
             }
@@ -651,7 +654,7 @@ impl Registration {
         let mut waited = false;
         loop {
             if self.state.closed.get() {
-                crate::suspend::failed_at_once_if_green();
+                crate::kernel::suspend::failed_at_once_if_green();
                 return Err(closed_error());
             }
             if dir == Direction::Read && !self.is_ready(dir) {
@@ -665,7 +668,7 @@ impl Registration {
                         self.clear(dir);
                     }
                     if !waited {
-                        crate::suspend::try_selfish_if_green();
+                        crate::kernel::suspend::try_selfish_if_green();
                     }
                     return Ok(v);
                 }
@@ -680,7 +683,7 @@ impl Registration {
                         // An error at once (EMFILE, ECONNRESET, ...) yields
                         // like a success at once: see "Calls that fail at
                         // once" in the crate docs.
-                        crate::suspend::failed_at_once_if_green();
+                        crate::kernel::suspend::failed_at_once_if_green();
                     }
                     return Err(e);
                 }

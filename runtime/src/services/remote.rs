@@ -39,11 +39,11 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::context;
-use crate::future::FutureWake;
-use crate::sched::Scheduler;
-use crate::spawn::Builder;
-use crate::task::{make_ready, ThreadState};
+use crate::api::spawn::Builder;
+use crate::kernel::context;
+use crate::kernel::sched::Scheduler;
+use crate::kernel::task::{make_ready, ThreadState};
+use crate::services::future::FutureWake;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 

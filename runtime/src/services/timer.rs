@@ -54,7 +54,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
-use crate::task::{Task, ThreadState};
+use crate::kernel::task::{Task, ThreadState};
 
 /// Stale entries tolerated before a rebuild is considered.
 const STALE_FLOOR: usize = 256;
@@ -98,8 +98,10 @@ impl Entry {
             TimerKind::Wake { gen } => {
                 self.task.state.get() == ThreadState::Parked && self.task.park_gen.get() == gen
             }
-            TimerKind::Scope { id } => crate::cancel::timer_is_live(&self.task, id, self.deadline),
-            TimerKind::Waker { key, seq } => crate::future::waker_timer_is_live(key, seq),
+            TimerKind::Scope { id } => {
+                crate::services::cancel::timer_is_live(&self.task, id, self.deadline)
+            }
+            TimerKind::Waker { key, seq } => crate::services::future::waker_timer_is_live(key, seq),
         }
     }
 
@@ -534,7 +536,7 @@ mod tests {
     use super::*;
 
     fn task() -> Rc<Task> {
-        let t = Rc::new(Task::new(crate::task::TaskInit {
+        let t = Rc::new(Task::new(crate::kernel::task::TaskInit {
             id: 1,
             runtime: 0,
             name: None,

@@ -52,7 +52,7 @@
 //! # Copying out
 //!
 //! A parked thread's live stack is the range from its stack pointer at the
-//! switch (recorded by `crate::suspend::suspend` in [`ThreadStack::sp`], less the
+//! switch (recorded by `crate::kernel::suspend::suspend` in [`ThreadStack::sp`], less the
 //! few words the switch itself pushes below it: [`switch_depth`]) up to
 //! the stack's base, usually a few hundred bytes to a few KiB, while the
 //! pages it keeps resident are whole 4 KiB pages (more if it once ran
@@ -93,8 +93,8 @@ use corosensei::{Coroutine, Yielder};
 use slab::Slab;
 
 use super::unix::{self, page_size};
-use crate::clock;
-use crate::task::{Task, ThreadState};
+use crate::kernel::clock;
+use crate::kernel::task::{Task, ThreadState};
 
 /// What the stack module keeps for each green thread (a field of its task).
 /// `repr(C)`: `sp`, written at every suspend, comes first (see `Task`'s
@@ -155,7 +155,7 @@ impl Drop for StackPin<'_> {
 /// not be measured sanely (copying out is then off).
 ///
 /// Measured once per process: a coroutine on a stack filled with a
-/// pattern records its stack pointer as `crate::suspend::suspend` does, then
+/// pattern records its stack pointer as `crate::kernel::suspend::suspend` does, then
 /// suspends through an out-of-line `Yielder::suspend` (the deepest way the
 /// switch can go); the lowest word no longer holding the pattern is the
 /// deepest the switch wrote.
@@ -241,7 +241,7 @@ pub(crate) fn trim_below_sp(t: &Task) -> bool {
     // its guard gap and below `sp`, which lies in the usable part of that
     // slot (`sp_on_own_stack`): so the range is this thread's stack and no
     // other thread's, and no other mapping. The thread is parked, so `sp`
-    // is the stack pointer `crate::suspend::suspend` recorded at its
+    // is the stack pointer `crate::kernel::suspend::suspend` recorded at its
     // switch, and the switch was made on the thread's own stack (see
     // "Parked on another stack" in the module docs): its live data is its
     // frames from `sp - depth` up (the switch's saved registers reach at

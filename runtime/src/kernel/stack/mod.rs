@@ -54,7 +54,7 @@ use corosensei::stack::valgrind::ValgrindStackRegistration;
 use corosensei::stack::{Stack, StackPointer};
 use slab::Slab;
 
-use crate::clock;
+use crate::kernel::clock;
 use unix::page_size;
 
 /// Smallest stack a green thread may ask for.

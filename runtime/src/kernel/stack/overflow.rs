@@ -29,7 +29,7 @@ use std::io;
 use std::ptr;
 use std::sync::OnceLock;
 
-use crate::context;
+use crate::kernel::context;
 
 const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 

@@ -70,10 +70,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::clock::{self, Instant};
-use crate::context;
-use crate::sched::Scheduler;
-use crate::task::{Task, ThreadState};
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::context;
+use crate::kernel::sched::Scheduler;
+use crate::kernel::task::{Task, ThreadState};
 
 /// Resumes, and other events, the recorder keeps (a power of two).
 pub const EVENTS: usize = 4096;
@@ -569,7 +569,7 @@ fn decode(
     Trace {
         reason,
         taken: SystemTime::now(),
-        start_wall: crate::clock::Instant::from_ticks(base).to_system_time(),
+        start_wall: crate::kernel::clock::Instant::from_ticks(base).to_system_time(),
         first_event: first,
         names,
         events,
@@ -702,7 +702,7 @@ impl Trace {
 
     /// Writes the trace as Chrome trace-event JSON to a new file at `path`
     /// and syncs it. Plain file I/O: on a green thread, run it inside
-    /// [`blocking`](crate::blocking) if the disk may be slow.
+    /// [`blocking`](crate::services::blocking) if the disk may be slow.
     ///
     /// # Errors
     ///
@@ -796,7 +796,7 @@ fn full_ticks(low: u64, now: u64) -> u64 {
 
 /// The recorder's resumes and polls since `start` (wall time), as the
 /// timeline of a profile whose interval began then.
-pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::profile::Slice> {
+pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::observers::profile::Slice> {
     let t = s.flight.trace(s, "profile".into(), None, None);
     // `at` of the trace, measured from the profile's start.
     let offset =
@@ -834,7 +834,7 @@ pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::profile::
                 ),
                 _ => return None,
             };
-            Some(crate::profile::Slice {
+            Some(crate::observers::profile::Slice {
                 track,
                 name,
                 start: offset(e.at)?,

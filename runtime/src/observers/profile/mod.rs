@@ -43,7 +43,7 @@
 //! many slices, and in total, they are right. CPU time below wall time means
 //! the OS thread did not run (a loaded machine), not that it waited.
 //!
-//! Jobs sent to [`blocking`](crate::blocking) run on other OS threads: their
+//! Jobs sent to [`blocking`](crate::services::blocking) run on other OS threads: their
 //! CPU time is not in the profile; the thread that waits for one is parked
 //! (`<wait>` while nothing else runs).
 //!
@@ -107,7 +107,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::context;
+use crate::kernel::context;
 
 pub use format::FORMAT_VERSION;
 pub(crate) use record::{around_poll, resume, Profiler};
@@ -202,12 +202,12 @@ pub struct Profile {
     /// Latency warnings whose slice overlapped the interval.
     pub latency_warnings: Vec<Warning>,
     /// The flight recorder's resumes and polls of the interval's end (the
-    /// ring keeps the last [`EVENTS`](crate::flight::EVENTS) events), oldest
+    /// ring keeps the last [`EVENTS`](crate::observers::flight::EVENTS) events), oldest
     /// first: the report's timeline.
     pub timeline: Vec<Slice>,
 }
 
-/// A span of the flight recorder's timeline (see [`crate::flight`]): a
+/// A span of the flight recorder's timeline (see [`crate::observers::flight`]): a
 /// green thread's resume, or a poll of the loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -266,7 +266,7 @@ impl Profile {
     /// syncs it to disk.
     ///
     /// This is plain file I/O: on a green thread, run it inside
-    /// [`blocking`](crate::blocking) if the disk may be slow.
+    /// [`blocking`](crate::services::blocking) if the disk may be slow.
     ///
     /// # Errors
     ///

@@ -27,9 +27,9 @@ use std::time::{Duration, SystemTime};
 
 use super::usage::{self, Sample, Usage};
 use super::{Entry, Kind, Profile, Warning};
-use crate::clock;
-use crate::sched::Scheduler;
-use crate::task::Task;
+use crate::kernel::clock;
+use crate::kernel::sched::Scheduler;
+use crate::kernel::task::Task;
 
 /// An account time is charged to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -190,7 +190,7 @@ impl Profiler {
         let r = self.rec.borrow_mut().take()?;
         self.on.set(false);
         let mut p = finish(r, s);
-        p.timeline = crate::flight::timeline(s, p.start);
+        p.timeline = crate::observers::flight::timeline(s, p.start);
         Some(p)
     }
 
@@ -203,7 +203,7 @@ impl Profiler {
         let (threshold, recent) = warnings(s);
         let mut p = r.profile(threshold, recent);
         drop(rec);
-        p.timeline = crate::flight::timeline(s, p.start);
+        p.timeline = crate::observers::flight::timeline(s, p.start);
         Some(p)
     }
 

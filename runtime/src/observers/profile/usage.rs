@@ -5,7 +5,7 @@
 use std::ops::{AddAssign, Sub};
 use std::time::Duration;
 
-use crate::clock;
+use crate::kernel::clock;
 
 #[cfg(any(
     target_os = "linux",

@@ -33,8 +33,8 @@ pub use sleep::{sleep, sleep_until, Sleep};
 pub(crate) use sleep::{waker_timer_is_live, TimerWakers};
 pub(crate) use waker::FutureWake;
 
-use crate::context;
-use crate::error::WaitError;
+use crate::kernel::context;
+use crate::kernel::error::WaitError;
 
 /// Runs `fut` to completion on the calling green thread and returns its
 /// output. While the future is pending, only this green thread is
@@ -146,7 +146,7 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
             // Woken during the poll (a cooperative yield, or an event that
             // came meanwhile): let the others run, then poll again. Where
             // the thread may not switch this fails, rather than spin.
-            crate::suspend::yield_in("future", "coro::future::block_on")?;
+            crate::kernel::suspend::yield_in("future", "coro::future::block_on")?;
             continue;
         }
         let gen = context::with_current("coro::future::block_on", |_, t| t.park_gen.get());
@@ -158,7 +158,7 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
         let r = if state.woken.load(Ordering::Acquire) {
             Ok(())
         } else {
-            crate::suspend::park_as("future")
+            crate::kernel::suspend::park_as("future")
         };
         state.parked.store(0, Ordering::Relaxed);
         r?;

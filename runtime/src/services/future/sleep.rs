@@ -29,10 +29,10 @@ use std::time::Duration;
 
 use slab::Slab;
 
-use crate::clock::{self, Instant};
-use crate::context;
-use crate::sched::Scheduler;
-use crate::timer::TimerKind;
+use crate::kernel::clock::{self, Instant};
+use crate::kernel::context;
+use crate::kernel::sched::Scheduler;
+use crate::services::timer::TimerKind;
 
 /// The wakers of pending [`Sleep`]s of one runtime, by the key their timer
 /// entry names.

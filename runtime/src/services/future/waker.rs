@@ -29,10 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Wake;
 
-use crate::context;
-use crate::remote::Outside;
-use crate::sched::Scheduler;
-use crate::task::{make_ready, ThreadState};
+use crate::kernel::context;
+use crate::kernel::sched::Scheduler;
+use crate::kernel::task::{make_ready, ThreadState};
+use crate::services::remote::Outside;
 
 /// The shared state behind one `block_on`'s `Waker`.
 pub(crate) struct FutureWake {

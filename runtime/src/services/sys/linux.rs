@@ -12,8 +12,8 @@ use std::time::Duration;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry};
 
-use crate::clock::{self, Instant};
-use crate::reactor::TIMER_TOKEN;
+use crate::kernel::clock::{self, Instant};
+use crate::services::reactor::TIMER_TOKEN;
 
 pub(crate) struct PreciseTimer {
     /// Made and registered at the first [`arm`](Self::arm).

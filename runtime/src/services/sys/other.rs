@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mio::Registry;
 
-use crate::clock::{self, Instant};
+use crate::kernel::clock::{self, Instant};
 
 pub(crate) struct PreciseTimer;
 

@@ -1,0 +1,15 @@
+//! KERNEL
+
+pub(crate) mod borrow;
+pub mod clock;
+pub(crate) mod context;
+pub(crate) mod error;
+pub(crate) mod local;
+pub(crate) mod panic_hook;
+pub(crate) mod result_slot;
+pub(crate) mod sched;
+pub(crate) mod stack;
+pub(crate) mod suspend;
+pub(crate) mod task;
+pub(crate) mod task_pool;
+pub(crate) mod waiter_queue;

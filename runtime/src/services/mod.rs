@@ -1,0 +1,9 @@
+//! SERVICES
+
+pub(crate) mod blocking;
+pub(crate) mod cancel;
+pub mod future;
+pub(crate) mod reactor;
+pub(crate) mod remote;
+pub(crate) mod sys;
+pub(crate) mod timer;
