@@ -133,6 +133,13 @@ pub use services::cancel::current_effective_deadline;
 pub use services::reactor::{Direction, Registration};
 pub use services::remote::{handle, Handle, RemoteWaker};
 
+/// The one place that names every layer: the kernel's scheduler holds the
+/// services' driver and the observers' hub through these.
+impl kernel::seams::Layers for kernel::seams::Wiring {
+    type Driver = services::driver::Driver;
+    type Observer = observers::hub::Hub;
+}
+
 /// Re-exported so `coro::net` and users can name mio's interest flags.
 pub use mio::Interest;
 

@@ -466,7 +466,7 @@ impl Runtime {
     /// A `Send` handle that spawns green threads into this runtime from
     /// other OS threads (see [`Handle`](crate::Handle)).
     pub fn handle(&self) -> crate::Handle {
-        self.sched.remote.handle()
+        self.sched.driver.remote.handle()
     }
 
     /// Runs `f` as the first green thread (named `main`) and drives the
@@ -573,7 +573,9 @@ impl Runtime {
         s.coarse_now.set(now);
         // The flight recorder's clock reading for the events before the
         // first poll (not the last reading of the previous run).
-        s.flight.tick(crate::observers::flight::key(s), now);
+        s.observers
+            .flight
+            .tick(crate::observers::flight::key(s), now);
         // SAFETY: `erase`'s contract holds: `stop` (declared after `out`,
         // before the main thread exists) finishes or abandons the main
         // thread on every path out of this frame, and `out` is read only
@@ -586,7 +588,7 @@ impl Runtime {
         let main = handle.thread().0.clone();
         // Spawns queued while the runtime was not running, or while its
         // last shutdown refused them (their wake of the loop is spent).
-        s.remote.drain(s);
+        s.driver.remote.drain(s);
         // A panic of the loop itself (the deadlock report) is held while the
         // other threads are stopped, so they are stopped as in an ordinary
         // shutdown (they may still yield: the OS thread is not panicking),
@@ -704,15 +706,15 @@ fn shutdown(s: &Scheduler) {
 /// stops that one too, and calls this again).
 fn end_of_run(s: &Scheduler) {
     s.ready.borrow_mut().clear();
-    s.timers.borrow_mut().clear();
-    let wakers = s.timer_wakers.borrow_mut().take_all();
+    s.driver.timers.borrow_mut().clear();
+    let wakers = s.driver.timer_wakers.borrow_mut().take_all();
     for w in wakers {
         caught(move || w.wake());
     }
-    s.reactor.end_of_run();
-    s.remote.end_of_run();
-    s.blocking.end_of_run();
-    s.waits.end_of_run();
+    s.driver.reactor.end_of_run();
+    s.driver.remote.end_of_run();
+    s.driver.blocking.end_of_run();
+    s.observers.waits.end_of_run();
     // A thread leaked while copied out stays so, but is no parked thread
     // of the runtime any more.
     s.stacks.borrow_mut().idle.out = 0;

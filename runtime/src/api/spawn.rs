@@ -24,8 +24,9 @@ use corosensei::{Coroutine, Yielder};
 use crate::kernel::context;
 use crate::kernel::error::{JoinError, WaitError};
 use crate::kernel::sched::{self, Scheduler};
+use crate::kernel::seams::Observer;
 use crate::kernel::stack::MIN_STACK_SIZE;
-use crate::kernel::task::{Coro, TaskInit, ThreadState, Waiter};
+use crate::kernel::task::{Coro, Task, TaskInit, ThreadState, Waiter};
 
 /// Closures up to this size are moved onto the new stack directly.
 const INLINE_CLOSURE: usize = 256;
@@ -186,15 +187,8 @@ impl Builder {
         drop(slot);
         let key = s.tasks.borrow_mut().insert(task.clone());
         task.key.set(key);
-        if let (Some(w), Some(n)) = (&s.watchdog, &task.name) {
-            w.shared
-                .names
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(id, n.clone());
-        }
         s.counters.spawned.set(s.counters.spawned.get() + 1);
-        s.flight.spawned(crate::observers::flight::key(s), &task);
+        s.observers.spawned(s, &task);
         s.ready.borrow_mut().push_back(task.clone());
         Ok(JoinHandle {
             coro: Coro(task),
@@ -387,7 +381,7 @@ impl<T> JoinHandle<T> {
         let task = self.coro.0.clone();
         drop(self);
         if task.state.get() == ThreadState::Dead {
-            crate::kernel::task_pool::recycle(task);
+            Task::recycle(task);
         }
         r
     }

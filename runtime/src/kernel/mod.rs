@@ -8,6 +8,7 @@ pub(crate) mod local;
 pub(crate) mod panic_hook;
 pub(crate) mod result_slot;
 pub(crate) mod sched;
+pub(crate) mod seams;
 pub(crate) mod stack;
 pub(crate) mod suspend;
 pub(crate) mod task;

@@ -49,14 +49,9 @@ use corosensei::CoroutineResult;
 use slab::Slab;
 
 use crate::kernel::clock::{self, Instant};
+use crate::kernel::seams::{Driver, Observer, TheDriver, TheObserver};
 use crate::kernel::stack::{self, StackPool};
-use crate::kernel::task::{make_ready, Task, ThreadState};
-use crate::observers::watchdog::Watchdog;
-use crate::services::blocking::BlockingPool;
-use crate::services::cancel;
-use crate::services::reactor::Reactor;
-use crate::services::sys::PreciseTimer;
-use crate::services::timer::{TimerHeap, TimerKind};
+use crate::kernel::task::{Task, ThreadState};
 
 /// Resumes between two non-blocking polls while threads are ready.
 pub(crate) const POLL_INTERVAL: u64 = 256;
@@ -78,6 +73,45 @@ const PREFETCH_AHEAD: usize = 8;
 /// Non-blocking polls between two stack-pool trims while threads keep the
 /// loop busy (see `stack`, "What the pool keeps").
 const TRIM_POLLS: u64 = 64;
+
+/// Largest thread table (and ready queue) kept for the OS thread's next
+/// runtime, in entries: after a burst of a million threads the next runtime
+/// starts small again.
+const KEEP_TABLE: usize = 1 << 16;
+
+/// A runtime's ready queue and thread table, emptied.
+type Tables = (VecDeque<Rc<Task>>, Slab<Rc<Task>>);
+
+thread_local! {
+    static TABLES: RefCell<Option<Tables>> = const { RefCell::new(None) };
+}
+
+/// The ready queue and thread table the last runtime on this OS thread
+/// left (empty, with their room: a new runtime does not grow them again,
+/// copying as it goes), or new ones.
+fn take_tables() -> Tables {
+    TABLES
+        .try_with(|t| t.borrow_mut().take())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Keeps a dropped runtime's ready queue and thread table for the next
+/// runtime on this OS thread, if they are empty and not too large.
+fn keep_tables((ready, tasks): Tables) {
+    if !ready.is_empty()
+        || !tasks.is_empty()
+        || ready.capacity() > KEEP_TABLE
+        || tasks.capacity() > KEEP_TABLE
+    {
+        return;
+    }
+    let mut tasks = tasks;
+    // Empty, but its vacant entries still count: start over.
+    tasks.clear();
+    let _ = TABLES.try_with(move |t| *t.borrow_mut() = Some((ready, tasks)));
+}
 
 /// Settings a runtime was built with.
 #[derive(Debug, Clone)]
@@ -134,19 +168,13 @@ pub(crate) struct Scheduler {
     /// Null, or the task being resumed (the scheduler holds an `Rc` to it for
     /// the whole resume).
     pub(crate) current: Cell<*const Task>,
-    pub(crate) timers: RefCell<TimerHeap>,
-    /// The wakers of pending `future::Sleep`s, named by their timer entries.
-    pub(crate) timer_wakers: RefCell<crate::services::future::TimerWakers>,
-    pub(crate) reactor: Reactor,
-    pub(crate) precise: PreciseTimer,
     pub(crate) stacks: RefCell<StackPool>,
-    pub(crate) blocking: BlockingPool,
-    /// The `Send` inbox: spawns and wake-ups from other OS threads.
-    pub(crate) remote: crate::services::remote::Remote,
-    pub(crate) watchdog: Option<Watchdog>,
-    pub(crate) profiler: crate::observers::profile::Profiler,
-    /// The flight recorder (always on).
-    pub(crate) flight: crate::observers::flight::Recorder,
+    /// The services the loop drives: timers, the reactor, the remote
+    /// inbox, the blocking pool (see `seams::Driver`).
+    pub(crate) driver: TheDriver,
+    /// What watches the threads run: the flight recorder, the profiler,
+    /// the watchdog, the wait graph (see `seams::Observer`).
+    pub(crate) observers: TheObserver,
     pub(crate) counters: Counters,
     pub(crate) next_id: Cell<u64>,
     /// Shutdown is stopping the threads (the main closure returned, or the
@@ -156,38 +184,26 @@ pub(crate) struct Scheduler {
     /// Clock ticks at the loop's last look at the clock (each poll): the
     /// start of a park, without a clock read on the park path.
     pub(crate) coarse_now: Cell<u64>,
-    /// Who waits on whom: leak counts, the periodic deadlock check.
-    pub(crate) waits: crate::observers::waits::Waits,
 }
 
 impl Drop for Scheduler {
     /// Leaves its ready queue and thread table, if empty, to the next
-    /// runtime on this OS thread (`task_pool::keep_tables`).
+    /// runtime on this OS thread (`keep_tables`).
     fn drop(&mut self) {
         let ready = std::mem::take(self.ready.get_mut());
         let tasks = std::mem::take(self.tasks.get_mut());
-        crate::kernel::task_pool::keep_tables((ready, tasks));
+        keep_tables((ready, tasks));
     }
 }
 
 impl Scheduler {
     pub(crate) fn new(config: Config) -> std::io::Result<Scheduler> {
-        let reactor = Reactor::new()?;
-        let precise = reactor.registry(PreciseTimer::new)?;
-        let blocking = BlockingPool::new(
-            config.blocking_threads,
-            config.blocking_keep_alive,
-            reactor.waker.clone(),
-        );
-        let watchdog = match config.latency_warning {
-            Some(t) => Some(Watchdog::start(t)?),
-            None => None,
-        };
         let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
-        let (ready, tasks) = crate::kernel::task_pool::take_tables();
+        let driver = TheDriver::new(id, &config)?;
+        let observers = TheObserver::new(&config)?;
+        let (ready, tasks) = take_tables();
         Ok(Scheduler {
             id,
-            remote: crate::services::remote::Remote::new(id, reactor.waker.clone()),
             stacks: RefCell::new(StackPool::new(
                 config.stack_size,
                 config.stack_guard,
@@ -199,20 +215,13 @@ impl Scheduler {
             ready: RefCell::new(ready),
             tasks: RefCell::new(tasks),
             current: Cell::new(std::ptr::null()),
-            timers: RefCell::new(TimerHeap::default()),
-            timer_wakers: RefCell::default(),
-            reactor,
-            precise,
-            blocking,
-            watchdog,
-            profiler: Default::default(),
-            flight: Default::default(),
+            driver,
+            observers,
             counters: Counters::default(),
             next_id: Cell::new(1),
             shutting_down: Cell::new(false),
             since_poll: Cell::new(0),
             coarse_now: Cell::new(clock::now().ticks()),
-            waits: Default::default(),
         })
     }
 
@@ -303,24 +312,21 @@ impl Scheduler {
     /// and counted as that thread's panic (the thread is then finished).
     #[inline]
     pub(crate) fn resume(&self, task: Rc<Task>) {
-        if self.profiler.on.get() {
-            return crate::observers::profile::resume(self, task);
+        if self.observers.brackets_resume() {
+            return self.observers.resume(self, task);
         }
-        self.resume_unprofiled(task)
+        self.resume_plain(task)
     }
 
-    /// [`resume`](Self::resume) without the profiler's samples around it.
+    /// [`resume`](Self::resume) without an observer's samples around it.
     #[inline(always)]
-    pub(crate) fn resume_unprofiled(&self, task: Rc<Task>) {
+    pub(crate) fn resume_plain(&self, task: Rc<Task>) {
         debug_assert_eq!(task.runtime, self.id, "a task resumed by another runtime");
         task.state.set(ThreadState::Running);
         self.current.set(Rc::as_ptr(&task));
         let n = self.counters.switches.get() + 1;
         self.counters.switches.set(n);
-        if let Some(w) = &self.watchdog {
-            w.shared.slice.store(n, Ordering::Relaxed);
-            w.shared.running.store(task.id, Ordering::Relaxed);
-        }
+        self.observers.resume_begins(self, &task, n);
         if task.stack.is_copied_out() {
             self.copy_in(&task);
         }
@@ -329,14 +335,8 @@ impl Scheduler {
             let co = co.as_mut().expect("ready task has a coroutine");
             panic::catch_unwind(AssertUnwindSafe(|| co.resume(())))
         };
-        self.flight.resume_ended(&task, n);
-        if let Some(w) = &self.watchdog {
-            w.shared.running.store(0, Ordering::Relaxed);
-            let hog = w.shared.hog_slice.load(Ordering::Acquire);
-            if hog != self.flight.hog_seen.get() {
-                crate::observers::flight::hog(self, &task, hog, n);
-            }
-        }
+        let returned = !matches!(result, Ok(CoroutineResult::Yield(())));
+        self.observers.resume_ended(self, &task, n, returned);
         self.current.set(std::ptr::null());
         match result {
             Ok(CoroutineResult::Yield(())) => {
@@ -346,7 +346,7 @@ impl Scheduler {
             }
             Ok(CoroutineResult::Return(())) => {
                 self.finish(&task);
-                crate::kernel::task_pool::recycle(task);
+                Task::recycle(task);
             }
             Err(p) => self.escaped(&task, p),
         }
@@ -370,14 +370,7 @@ impl Scheduler {
         // Its payload's destructor could panic too: leak it.
         std::mem::forget(p);
         self.finish(task);
-        crate::kernel::panic_hook::caught(|| {
-            log::error!(
-                target: "coro",
-                "green thread #{} '{}': a panic escaped the thread; it is finished",
-                task.id,
-                task.display_name(),
-            )
-        });
+        self.observers.escaped(self, task);
     }
 
     /// A task's coroutine returned: recycle its stack and forget it.
@@ -407,74 +400,13 @@ impl Scheduler {
             tasks.remove(key);
         }
         drop(tasks);
-        if self.waits.parked_on_held.get() > 0 {
-            crate::observers::waits::thread_finished(self, task.id);
-        }
-        if let Some(w) = &self.watchdog {
-            if task.name.is_some() {
-                w.shared
-                    .names
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&task.id);
-            }
-            w.shared
-                .run_ns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&task.id);
-        }
+        self.observers.finished(self, task);
     }
 
     /// Fires every timer whose deadline has passed, in deadline order.
     #[inline]
     pub(crate) fn fire_timers(&self) {
-        if self.timers.borrow().len() != 0 {
-            self.fire_due_timers();
-        }
-    }
-
-    /// [`fire_timers`](Self::fire_timers) when there are timers.
-    #[inline(never)]
-    fn fire_due_timers(&self) {
-        let mut timers = self.timers.borrow_mut();
-        let now = clock::now().ticks();
-        // Wakers of futures run after the heap is released: they are user
-        // code, which may touch the timers.
-        let mut wakers = Vec::new();
-        let key = crate::observers::flight::key(self);
-        self.flight.tick(key, now);
-        while let Some(e) = timers.pop_expired(now) {
-            if !e.is_live() {
-                continue;
-            }
-            timers.fired();
-            self.counters
-                .timers_fired
-                .set(self.counters.timers_fired.get() + 1);
-            match e.kind {
-                TimerKind::Wake { .. } => {
-                    self.flight.timer(key, e.task.id, 0);
-                    e.task.timer_fired.set(true);
-                    make_ready(&e.task);
-                }
-                TimerKind::Scope { id } => {
-                    self.flight.timer(key, e.task.id, 1);
-                    // A deadline moved later re-arms (see `cancel`).
-                    if let Some(d) = cancel::timer_fired(&e.task, id) {
-                        timers.insert(d, e.task, TimerKind::Scope { id });
-                    }
-                }
-                TimerKind::Waker { key: slot, seq } => {
-                    self.flight.timer(key, 0, 2);
-                    wakers.extend(self.timer_wakers.borrow_mut().take(slot, seq));
-                }
-            }
-        }
-        drop(timers);
-        for w in wakers {
-            w.wake();
-        }
+        self.driver.fire_due(self);
     }
 
     /// Polls the reactor; blocks until the next timer (or an event) if `block`.
@@ -483,17 +415,17 @@ impl Scheduler {
         self.counters.polls.set(polls);
         let now = clock::now();
         self.coarse_now.set(now.ticks());
-        let check_due = self.deadlock_check_due(now.ticks());
-        let timeout = if !block {
+        let check_due = self.observers.periodic(self, now.ticks());
+        let deadline = if !block {
             if polls.is_multiple_of(TRIM_POLLS) {
                 self.stacks_housekeeping(now.ticks());
             }
-            Some(Duration::ZERO)
+            Some(now)
         } else {
             let (sweeping, stacks_due) = self.stacks_housekeeping(now.ticks());
-            let next = self.timers.borrow_mut().next_live_deadline();
+            let next = self.driver.next_due();
             if next.is_none() {
-                self.check_deadlock();
+                self.observers.stalled(self);
             }
             // Wake for the next timer, or for the next stack trim or sweep
             // (at once while a sweep pass has threads left to visit).
@@ -505,12 +437,7 @@ impl Scheduler {
             match next.into_iter().chain(stacks_due).chain(check_due).min() {
                 Some(d) => {
                     let d = Instant::from_ticks(d);
-                    if d <= now {
-                        Some(Duration::ZERO)
-                    } else {
-                        self.reactor.registry(|r| self.precise.arm(r, d));
-                        self.precise.poll_timeout(d)
-                    }
+                    Some(d.max(now))
                 }
                 None => None,
             }
@@ -518,43 +445,19 @@ impl Scheduler {
         if polls.is_multiple_of(RECALIBRATE_POLLS) {
             clock::recalibrate(RECALIBRATE_INTERVAL);
         }
-        let key = crate::observers::flight::key(self);
-        self.flight.tick(key, clock::now().ticks());
-        let polled =
-            crate::observers::profile::around_poll(self, block, || self.reactor.poll(timeout));
+        self.observers.tick(self, clock::now().ticks());
+        let polled = self
+            .observers
+            .around_wait(self, block, || self.driver.wait(deadline, now));
         let after = clock::now().ticks();
         self.coarse_now.set(after);
-        if let Ok(out) = &polled {
-            self.flight.poll(key, after, out.events, block);
-        }
         match polled {
-            Ok(out) => {
-                if out.timer {
-                    self.precise.fired();
-                }
-                if out.woken {
-                    self.blocking.drain_completions();
-                }
-                self.remote.drain(self);
+            Ok(parked) => {
+                self.observers.waited(self, after, parked, block);
+                self.driver.dispatch(self);
             }
             Err(e) => panic!("coro: polling the OS for events failed: {e}"),
         }
-    }
-
-    /// Runs the periodic deadlock check when it is due; returns when it is
-    /// next due (`None` when it is off).
-    fn deadlock_check_due(&self, now: u64) -> Option<u64> {
-        let every = self.config.deadlock_check?;
-        let next = self.waits.next_check.get();
-        if next == 0 || now >= next {
-            if next != 0 {
-                crate::observers::waits::periodic_check(self);
-            }
-            let next = now + clock::duration_to_ticks(every);
-            self.waits.next_check.set(next);
-            return Some(next);
-        }
-        Some(next)
     }
 
     /// Trims the stack pool and sweeps idle threads' stacks (see `stack`).
@@ -565,12 +468,6 @@ impl Scheduler {
         let trim_due = stacks.trim(now);
         let (sweeping, sweep_due) = stacks.idle.step(&self.tasks.borrow(), now);
         (sweeping, trim_due.into_iter().chain(sweep_due).min())
-    }
-
-    /// Nothing is ready and no timer is pending: if nothing else can wake
-    /// a thread either, every parked thread is leaked (see `asleep`).
-    fn check_deadlock(&self) {
-        crate::observers::asleep::check(self);
     }
 
     pub(crate) fn task_rc(&self, t: &Task) -> Rc<Task> {

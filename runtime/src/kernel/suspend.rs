@@ -282,7 +282,10 @@ pub(crate) fn park_waiting(
         t.tail_to_fill().wait_target.set(Some(target.clone()));
     }
     if held {
-        s.waits.parked_on_held.set(s.waits.parked_on_held.get() + 1);
+        s.observers
+            .waits
+            .parked_on_held
+            .set(s.observers.waits.parked_on_held.get() + 1);
     }
     // The thread it joins is in the tail only for the length of the park
     // (reset below, before a forced unwind can start): nothing to mark.
@@ -294,7 +297,10 @@ pub(crate) fn park_waiting(
         drop(t.tail.wait_target.take());
     }
     if held {
-        s.waits.parked_on_held.set(s.waits.parked_on_held.get() - 1);
+        s.observers
+            .waits
+            .parked_on_held
+            .set(s.observers.waits.parked_on_held.get() - 1);
     }
     if wait.thread != 0 {
         t.tail.wait_thread.set(0);
@@ -568,16 +574,18 @@ fn sleep_until_named(deadline: Instant, call: &str) -> Result<(), WaitError> {
         let gen = t.park_gen.get();
         t.timer_fired.set(false);
         context::with_sched(call, |s| {
-            s.timers
-                .borrow_mut()
-                .insert(deadline.ticks(), t.clone(), TimerKind::Wake { gen })
+            s.driver.timers.borrow_mut().insert(
+                deadline.ticks(),
+                t.clone(),
+                TimerKind::Wake { gen },
+            )
         });
         let r = park_as("sleep");
         let fired = t.timer_fired.get();
         if !fired {
             // Woken otherwise (or the park failed): our entry stays in the
             // heap, and can never fire (the park generation moved on).
-            context::with_sched(call, |s| s.timers.borrow_mut().cancel_one());
+            context::with_sched(call, |s| s.driver.timers.borrow_mut().cancel_one());
         }
         r?;
         if fired || clock::now() >= deadline {

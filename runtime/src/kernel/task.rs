@@ -33,6 +33,7 @@ use corosensei::{Coroutine, Yielder};
 use crate::kernel::context;
 use crate::kernel::error::ScheduleError;
 use crate::kernel::result_slot::ResultSlot;
+use crate::kernel::seams::Observer;
 use crate::kernel::stack::{GreenStack, ThreadStack};
 use crate::services::cancel::TaskCancel;
 
@@ -75,7 +76,7 @@ impl ThreadState {
 /// core's L2, and every line a switch touches is a likely miss. The fields
 /// every spawn writes follow. Last comes the tail: fields a plain thread
 /// never fills (joiners, wait target, unwind counts, locals, future
-/// waker). A kept block's tail is always empty (`task_pool::recycle`
+/// waker). A kept block's tail is always empty (`Task::recycle`
 /// empties it when `cold_used` is set), so [`Task::reinit`] leaves it
 /// alone, and a plain thread's spawn, run, finish and join never touch its
 /// lines: about two fewer misses a thread in a cold spawn+join.
@@ -96,7 +97,7 @@ pub(crate) struct Task {
     /// One of the cold fields (its name, cancel scopes or nursery, or any
     /// field of the tail: joiners, wait target, future waker,
     /// green-thread locals, unwind counts) has been filled at some point.
-    /// `task_pool::recycle` empties those only then: keeping the block of
+    /// `Task::recycle` empties those only then: keeping the block of
     /// a plain thread reads none of their cache lines. Set by whatever
     /// fills them ([`Task::use_cold`]).
     pub(crate) cold_used: Cell<bool>,
@@ -164,7 +165,7 @@ pub(crate) struct Task {
 ///
 /// In every block `task_pool` keeps for reuse, the tail is empty
 /// ([`Tail::is_empty`]): whatever fills one of its fields reaches it
-/// through [`Task::tail_to_fill`], which marks the task `cold_used`, and `task_pool::recycle` resets
+/// through [`Task::tail_to_fill`], which marks the task `cold_used`, and `Task::recycle` resets
 /// the tail of a marked task before keeping it. So [`Task::reinit`] leaves
 /// the tail alone.
 #[derive(Default)]
@@ -282,7 +283,7 @@ impl Task {
     /// Makes a kept block into a new task, in place: what
     /// `*self = Task::new(init)` does, without building the task beside
     /// the block and copying it over, and without the drop checks of
-    /// fields `task_pool::recycle` left empty (when it keeps a block the
+    /// fields `Task::recycle` left empty (when it keeps a block the
     /// coroutine is gone and the cold fields are empty). Every field is
     /// named (the pattern is exhaustive), so a field added to `Task` fails
     /// to compile here until it is reset too; the tail is only checked
@@ -372,7 +373,7 @@ impl Task {
     }
 
     /// The tail, for filling one of its fields: marks the task first, so
-    /// that `task_pool::recycle` empties the tail again (the invariant on
+    /// that `Task::recycle` empties the tail again (the invariant on
     /// [`Tail`]). Every write that may leave a tail field filled when the
     /// thread ends goes through here.
     #[inline]
@@ -430,7 +431,7 @@ pub(crate) fn make_ready(task: &Rc<Task>) -> bool {
             return false;
         }
         task.state.set(ThreadState::Ready);
-        s.flight.woken(crate::observers::flight::key(s), task.id);
+        s.observers.woken(s, task);
         s.ready.borrow_mut().push_back(task.clone());
         true
     })

@@ -13,17 +13,14 @@
 //!
 //! # Invariant: a kept block has no other handle
 //!
-//! [`recycle`] keeps a block only through `Rc::get_mut`, which succeeds
+//! [`Task::recycle`] keeps a block only through `Rc::get_mut`, which succeeds
 //! only for the last strong handle with no weak ones: nobody else can see
 //! the block when [`new_task`] overwrites it. What a finished task still
 //! refers to (its name, its nursery, its future waker) is dropped when it
 //! is kept, not when it is reused, so keeping it holds nothing alive.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::rc::Rc;
-
-use slab::Slab;
 
 use crate::kernel::task::{Tail, Task, TaskInit, ThreadState};
 use crate::services::cancel::TaskCancel;
@@ -31,44 +28,8 @@ use crate::services::cancel::TaskCancel;
 /// Most blocks kept per OS thread (as many as the default stack pool).
 const KEEP: usize = 1024;
 
-/// Largest thread table (and ready queue) kept for the OS thread's next
-/// runtime, in entries: after a burst of a million threads the next runtime
-/// starts small again.
-const KEEP_TABLE: usize = 1 << 16;
-
-/// A runtime's ready queue and thread table, emptied.
-pub(crate) type Tables = (VecDeque<Rc<Task>>, Slab<Rc<Task>>);
-
 thread_local! {
     static FREE: RefCell<Vec<Rc<Task>>> = const { RefCell::new(Vec::new()) };
-    static TABLES: RefCell<Option<Tables>> = const { RefCell::new(None) };
-}
-
-/// The ready queue and thread table the last runtime on this OS thread
-/// left (empty, with their room: a new runtime does not grow them again,
-/// copying as it goes), or new ones.
-pub(crate) fn take_tables() -> Tables {
-    TABLES
-        .try_with(|t| t.borrow_mut().take())
-        .ok()
-        .flatten()
-        .unwrap_or_default()
-}
-
-/// Keeps a dropped runtime's ready queue and thread table for the next
-/// runtime on this OS thread, if they are empty and not too large.
-pub(crate) fn keep_tables((ready, tasks): Tables) {
-    if !ready.is_empty()
-        || !tasks.is_empty()
-        || ready.capacity() > KEEP_TABLE
-        || tasks.capacity() > KEEP_TABLE
-    {
-        return;
-    }
-    let mut tasks = tasks;
-    // Empty, but its vacant entries still count: start over.
-    tasks.clear();
-    let _ = TABLES.try_with(move |t| *t.borrow_mut() = Some((ready, tasks)));
 }
 
 /// A new task in a shared block: a kept one if there is any (made over in
@@ -87,44 +48,46 @@ pub(crate) fn new_task(init: TaskInit) -> Rc<Task> {
     }
 }
 
-/// Keeps the block of a finished task for a later spawn, if `task` is its
-/// last handle (see the module docs); otherwise just drops `task`.
-#[inline]
-pub(crate) fn recycle(mut task: Rc<Task>) {
-    let Some(t) = Rc::get_mut(&mut task) else {
-        return;
-    };
-    if t.state.get() != ThreadState::Dead {
-        // Not finished by its scheduler (which takes the coroutine out as
-        // it marks the task dead): the block's `Drop` deals with that.
-        return;
-    }
-    // Its handle emptied the slot before letting go (`result_slot`).
-    debug_assert!(!t.result.is_full());
-    // A plain thread never filled the cold fields (nor the tail, where
-    // joiners, wait targets and unwind counts live): nothing to empty, and
-    // their cache lines are not read. `Task::reinit` relies on the tail
-    // being empty.
-    if t.cold_used.get() {
-        if t.coroutine.get_mut().is_some() || !t.tail.locals.get_mut().is_empty() {
-            // Locals leaked with it: the block's `Drop` deals with that.
+impl Task {
+    /// Keeps the block of a finished task for a later spawn, if `task` is its
+    /// last handle (see the module docs); otherwise just drops `task`.
+    #[inline]
+    pub(crate) fn recycle(mut task: Rc<Task>) {
+        let Some(t) = Rc::get_mut(&mut task) else {
+            return;
+        };
+        if t.state.get() != ThreadState::Dead {
+            // Not finished by its scheduler (which takes the coroutine out as
+            // it marks the task dead): the block's `Drop` deals with that.
             return;
         }
-        t.name = None;
-        if t.cancel.parent.get().is_some() || !t.cancel.scopes.get_mut().is_empty() {
-            t.cancel = TaskCancel::default();
+        // Its handle emptied the slot before letting go (`result_slot`).
+        debug_assert!(!t.result.is_full());
+        // A plain thread never filled the cold fields (nor the tail, where
+        // joiners, wait targets and unwind counts live): nothing to empty, and
+        // their cache lines are not read. `Task::reinit` relies on the tail
+        // being empty.
+        if t.cold_used.get() {
+            if t.coroutine.get_mut().is_some() || !t.tail.locals.get_mut().is_empty() {
+                // Locals leaked with it: the block's `Drop` deals with that.
+                return;
+            }
+            t.name = None;
+            if t.cancel.parent.get().is_some() || !t.cancel.scopes.get_mut().is_empty() {
+                t.cancel = TaskCancel::default();
+            }
+            // The joiner list (stale entries of waits that gave up, each
+            // holding a task), too: the tail is empty again (see `Tail`).
+            t.tail = Tail::default();
         }
-        // The joiner list (stale entries of waits that gave up, each
-        // holding a task), too: the tail is empty again (see `Tail`).
-        t.tail = Tail::default();
+        // While the OS thread exits the list is gone: the block is freed.
+        let _ = FREE.try_with(|f| {
+            let mut f = f.borrow_mut();
+            if f.len() < KEEP {
+                f.push(task);
+            }
+        });
     }
-    // While the OS thread exits the list is gone: the block is freed.
-    let _ = FREE.try_with(|f| {
-        let mut f = f.borrow_mut();
-        if f.len() < KEEP {
-            f.push(task);
-        }
-    });
 }
 
 #[cfg(test)]

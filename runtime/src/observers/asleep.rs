@@ -72,9 +72,9 @@ pub(crate) const REASON: &str = "nothing in the runtime can wake it: no runnable
 /// as leaked and panics (see the module docs).
 pub(crate) fn check(s: &Scheduler) {
     if !s.ready.borrow().is_empty()
-        || s.remote.may_wake()
-        || s.blocking.awaited()
-        || s.reactor.awaited()
+        || s.driver.remote.may_wake()
+        || s.driver.blocking.awaited()
+        || s.driver.reactor.awaited()
     {
         return;
     }
@@ -90,7 +90,11 @@ pub(crate) fn check(s: &Scheduler) {
     }
     for (_, t) in tasks.iter() {
         if !t.leaked.get() {
-            s.waits.asleep.borrow_mut().push((t.id, t.park_gen.get()));
+            s.observers
+                .waits
+                .asleep
+                .borrow_mut()
+                .push((t.id, t.park_gen.get()));
             waits::report_leaked(s, t, REASON, "the runtime stops with a deadlock panic");
         }
     }

@@ -53,7 +53,7 @@ pub struct TimerInfo {
 #[track_caller]
 pub fn timers(limit: usize) -> Vec<TimerInfo> {
     context::with_sched("coro::timers", |s| {
-        let heap = s.timers.borrow();
+        let heap = s.driver.timers.borrow();
         let mut live: Vec<_> = heap.live_entries().collect();
         live.sort_unstable_by_key(|e| e.deadline);
         let now = clock::now();

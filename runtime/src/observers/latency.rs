@@ -116,7 +116,7 @@ impl Recent {
 #[track_caller]
 pub fn latency_warnings() -> Vec<LatencyWarning> {
     context::with_sched("coro::latency_warnings", |s| {
-        s.watchdog.as_ref().map_or_else(Vec::new, |w| {
+        s.observers.watchdog.as_ref().map_or_else(Vec::new, |w| {
             w.shared
                 .recent
                 .lock()

@@ -2,6 +2,7 @@
 
 pub(crate) mod asleep;
 pub mod flight;
+pub(crate) mod hub;
 pub(crate) mod inspect;
 pub(crate) mod latency;
 pub mod profile;

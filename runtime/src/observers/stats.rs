@@ -123,8 +123,8 @@ pub struct ThreadInfo {
 #[track_caller]
 pub fn stats() -> Stats {
     context::with_sched("coro::stats", |s| {
-        let timers = s.timers.borrow();
-        let (blocking_threads, blocking_queued) = s.blocking.threads_and_queued();
+        let timers = s.driver.timers.borrow();
+        let (blocking_threads, blocking_queued) = s.driver.blocking.threads_and_queued();
         Stats {
             live: s.tasks.borrow().len(),
             ready: s.ready.borrow().len(),
@@ -134,6 +134,7 @@ pub fn stats() -> Stats {
             polls: s.counters.polls.get(),
             forced_yields: s.counters.forced_yields.get(),
             latency_warnings: s
+                .observers
                 .watchdog
                 .as_ref()
                 .map_or(0, |w| w.shared.warnings.load(Ordering::Relaxed)),
@@ -141,15 +142,15 @@ pub fn stats() -> Stats {
             spawned: s.counters.spawned.get(),
             panicked: s.counters.panicked.get(),
             timers_fired: s.counters.timers_fired.get(),
-            io_sources: s.reactor.sources(),
-            blocking_in_flight: s.blocking.in_flight(),
+            io_sources: s.driver.reactor.sources(),
+            blocking_in_flight: s.driver.blocking.in_flight(),
             blocking_threads,
             blocking_queued,
             pooled_stacks: s.stacks.borrow().pooled(),
             idle_stacks: s.stacks.borrow().idle.out,
             idle_stack_trims: s.stacks.borrow().idle.trims,
             idle_stack_foreign: s.stacks.borrow().idle.foreign,
-            leaked: s.waits.leaked.get(),
+            leaked: s.observers.waits.leaked.get(),
         }
     })
 }
@@ -162,7 +163,7 @@ pub fn stats() -> Stats {
 #[track_caller]
 pub fn threads() -> Vec<ThreadInfo> {
     context::with_sched("coro::threads", |s| {
-        let run = s.watchdog.as_ref().map(|w| {
+        let run = s.observers.watchdog.as_ref().map(|w| {
             w.shared
                 .run_ns
                 .lock()

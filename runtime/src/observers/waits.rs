@@ -338,7 +338,7 @@ pub(crate) fn find_cycles(s: &Scheduler) -> Vec<Deadlock> {
 /// [`RuntimeBuilder::deadlock_check`]: crate::RuntimeBuilder::deadlock_check
 pub(crate) fn periodic_check(s: &Scheduler) {
     let found = find_cycles(s);
-    let mut reported = s.waits.reported_cycles.borrow_mut();
+    let mut reported = s.observers.waits.reported_cycles.borrow_mut();
     let keys: Vec<Vec<(u64, u64)>> = found
         .iter()
         .map(|d| d.threads.iter().map(|t| (t.id, t.object)).collect())
@@ -460,7 +460,10 @@ pub(crate) fn thread_finished(s: &Scheduler, gone: u64) {
 /// the wait. A logger that panics is not let through the scheduler.
 pub(crate) fn report_leaked(s: &Scheduler, t: &Task, reason: &str, end: &str) {
     t.leaked.set(true);
-    s.waits.leaked.set(s.waits.leaked.get() + 1);
+    s.observers
+        .waits
+        .leaked
+        .set(s.observers.waits.leaked.get() + 1);
     crate::kernel::panic_hook::caught(|| {
         log::warn!(
             target: "coro::leak",
@@ -543,7 +546,12 @@ pub fn leaks() -> Vec<LeakedThread> {
             .map(|(_, t)| {
                 let (kind, object, holder) = edge(t);
                 let h = holder.unwrap_or(0);
-                let asleep = s.waits.asleep.borrow().contains(&(t.id, t.park_gen.get()));
+                let asleep = s
+                    .observers
+                    .waits
+                    .asleep
+                    .borrow()
+                    .contains(&(t.id, t.park_gen.get()));
                 LeakedThread {
                     id: t.id,
                     name: t.name.as_deref().map(str::to_owned),

@@ -323,7 +323,7 @@ where
 {
     let slot: Arc<Slot<T>> = Arc::new(Mutex::new(None));
     let key = context::with_sched("coro::blocking", |s| {
-        s.blocking.waiting.borrow_mut().insert(None)
+        s.driver.blocking.waiting.borrow_mut().insert(None)
     });
     // Leaves the waiting table (and the queue, if the job never started) on
     // every path out: return, error, or an unwind at shutdown.
@@ -335,16 +335,16 @@ where
         fn drop(&mut self) {
             context::try_with_sched(|s| {
                 if let Some(seq) = self.seq {
-                    s.blocking.cancel(seq);
+                    s.driver.blocking.cancel(seq);
                 }
-                s.blocking.waiting.borrow_mut().try_remove(self.key);
+                s.driver.blocking.waiting.borrow_mut().try_remove(self.key);
             });
         }
     }
     let mut pending = Pending { key, seq: None };
     let mut job: Job = {
         let out = slot.clone();
-        let shared = context::with_sched("coro::blocking", |s| s.blocking.shared.clone());
+        let shared = context::with_sched("coro::blocking", |s| s.driver.blocking.shared.clone());
         Box::new(move || {
             let r = panic::catch_unwind(AssertUnwindSafe(f));
             *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
@@ -358,7 +358,7 @@ where
     };
     // Submit, waiting for room in the queue if it is full.
     loop {
-        match context::with_sched("coro::blocking", |s| s.blocking.try_submit(job)) {
+        match context::with_sched("coro::blocking", |s| s.driver.blocking.try_submit(job)) {
             Ok(seq) => {
                 pending.seq = Some(seq);
                 break;
@@ -366,18 +366,23 @@ where
             Err(back) => {
                 job = back;
                 context::with_sched("coro::blocking", |s| {
-                    s.blocking
+                    s.driver
+                        .blocking
                         .room
                         .borrow_mut()
                         .push_back(Waiter::current("coro::blocking"))
                 });
                 let r = crate::kernel::suspend::park_as("blocking pool queue");
                 context::with_sched("coro::blocking", |s| {
-                    s.blocking.room.borrow_mut().retain(Waiter::is_waiting);
+                    s.driver
+                        .blocking
+                        .room
+                        .borrow_mut()
+                        .retain(Waiter::is_waiting);
                     if r.is_err() {
                         // A wake-up meant for us (room) may have come before
                         // the error won: pass it on.
-                        s.blocking.make_room(1);
+                        s.driver.blocking.make_room(1);
                     }
                 });
                 r?;
@@ -394,7 +399,7 @@ where
             }
         }
         context::with_sched("coro::blocking", |s| {
-            s.blocking.waiting.borrow_mut()[key] = Some(Waiter::current("coro::blocking"))
+            s.driver.blocking.waiting.borrow_mut()[key] = Some(Waiter::current("coro::blocking"))
         });
         crate::kernel::suspend::park_as("blocking job")?;
     }

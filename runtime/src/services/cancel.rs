@@ -359,7 +359,7 @@ fn expire_due(s: &Scheduler, t: &Task) {
         })
         .flatten();
         if armed.is_some() {
-            s.timers.borrow_mut().cancel_one();
+            s.driver.timers.borrow_mut().cancel_one();
         }
         propagate(&owner, false);
     }
@@ -437,7 +437,8 @@ fn arm_scoped(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
         return Err(deliver(s, t).unwrap_or(WaitError::TimedOut));
     }
     with_scope(&owner, id, |sc| sc.armed = NonZeroU64::new(deadline));
-    s.timers
+    s.driver
+        .timers
         .borrow_mut()
         .insert(deadline, owner, TimerKind::Scope { id });
     Ok(())
@@ -536,7 +537,7 @@ pub(crate) fn pop(s: &Scheduler, t: &Task, id: u64) -> Left {
         out
     };
     if armed {
-        s.timers.borrow_mut().cancel_one();
+        s.driver.timers.borrow_mut().cancel_one();
     }
     if recheck {
         recompute(t);
@@ -627,7 +628,7 @@ pub(crate) fn cancel_entered(shared: &Shared, cause: Cause) {
     })
     .flatten();
     if armed.is_some() {
-        context::try_with_sched(|s| s.timers.borrow_mut().cancel_one());
+        context::try_with_sched(|s| s.driver.timers.borrow_mut().cancel_one());
     }
     propagate(&task, false);
 }
@@ -675,7 +676,7 @@ pub(crate) fn set_deadline_entered(shared: &Shared, new: u64) {
         }
     });
     context::try_with_sched(|s| {
-        let mut timers = s.timers.borrow_mut();
+        let mut timers = s.driver.timers.borrow_mut();
         if stale {
             timers.cancel_one();
         }

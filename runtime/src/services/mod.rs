@@ -2,6 +2,7 @@
 
 pub(crate) mod blocking;
 pub(crate) mod cancel;
+pub(crate) mod driver;
 pub mod future;
 pub(crate) mod reactor;
 pub(crate) mod remote;

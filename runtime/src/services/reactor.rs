@@ -362,7 +362,7 @@ impl Registration {
         interest: Interest,
     ) -> io::Result<Registration> {
         context::with_sched("registering a socket", |s| {
-            let r = &s.reactor;
+            let r = &s.driver.reactor;
             let gen = r.next_gen.get().wrapping_add(1);
             r.next_gen.set(gen);
             let state = Rc::new(IoState {
@@ -435,7 +435,7 @@ impl Registration {
     pub fn deregister<S: mio::event::Source + ?Sized>(&self, source: &mut S) -> io::Result<()> {
         context::with_sched("deregistering a socket", |s| {
             self.same_runtime(s)?;
-            s.reactor.registry(|reg| reg.deregister(source))
+            s.driver.reactor.registry(|reg| reg.deregister(source))
         })
     }
 

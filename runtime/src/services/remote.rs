@@ -439,7 +439,7 @@ fn gone() -> io::Error {
 /// Outside a runtime.
 #[track_caller]
 pub fn handle() -> Handle {
-    context::with_sched("coro::handle", |s| s.remote.handle())
+    context::with_sched("coro::handle", |s| s.driver.remote.handle())
 }
 
 /// Wakes one park of one green thread from any OS thread: the `Send`
@@ -486,7 +486,7 @@ impl RemoteWaker {
     #[track_caller]
     pub fn current() -> RemoteWaker {
         context::with_current("coro::RemoteWaker::current", |s, t| RemoteWaker {
-            shared: s.remote.outside(),
+            shared: s.driver.remote.outside(),
             wake: Wake {
                 key: t.key.get(),
                 id: t.id,

@@ -301,7 +301,7 @@ pub(crate) fn copy_out(t: &Task) -> Option<usize> {
     // range is dead frames of earlier calls, and by the opt-in's contract
     // (above) no one outside the thread reads or writes the live part until
     // it runs again. The thread does not run until `copy_in` has written
-    // its words back (`Scheduler::resume_unprofiled`, also on shutdown's
+    // its words back (`Scheduler::resume_plain`, also on shutdown's
     // unwind path, which resumes it the same way).
     unsafe { unix::release(usable_lo, hi - usable_lo) };
     Some(n)

@@ -722,7 +722,7 @@ impl Trace {
 /// Outside a runtime.
 pub fn snapshot() -> Trace {
     context::with_sched("coro::flight::snapshot", |s| {
-        s.flight.trace(s, "snapshot".into(), None, None)
+        s.observers.flight.trace(s, "snapshot".into(), None, None)
     })
 }
 
@@ -734,7 +734,13 @@ pub fn snapshot() -> Trace {
 /// Outside a runtime.
 pub fn latency_snapshots() -> Vec<Trace> {
     context::with_sched("coro::flight::latency_snapshots", |s| {
-        s.flight.latency.borrow().iter().cloned().collect()
+        s.observers
+            .flight
+            .latency
+            .borrow()
+            .iter()
+            .cloned()
+            .collect()
     })
 }
 
@@ -797,7 +803,7 @@ fn full_ticks(low: u64, now: u64) -> u64 {
 /// The recorder's resumes and polls since `start` (wall time), as the
 /// timeline of a profile whose interval began then.
 pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::observers::profile::Slice> {
-    let t = s.flight.trace(s, "profile".into(), None, None);
+    let t = s.observers.flight.trace(s, "profile".into(), None, None);
     // `at` of the trace, measured from the profile's start.
     let offset =
         |at: Duration| -> Option<Duration> { (t.start_wall + at).duration_since(start).ok() };
@@ -852,25 +858,27 @@ pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::observers
 #[cold]
 #[inline(never)]
 pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
-    let Some(w) = &s.watchdog else { return };
-    s.flight.hog_seen.set(hog);
+    let Some(w) = &s.observers.watchdog else {
+        return;
+    };
+    s.observers.flight.hog_seen.set(hog);
     let now = clock::now().ticks();
     // Late (the slice ended before the report was seen): the slice's
     // resume is found by its number when the ring is read.
     let since = w.shared.hog_since.load(Ordering::Relaxed);
     // After resume `slice`'s end (this runs before `current` is reset).
     let key = 4 * slice + 2;
-    s.flight.push(key, HOG | (hog & PAYLOAD) << 8);
-    s.flight.push(key, ARG | (since & PAYLOAD) << 8);
-    s.flight.tick(key, now);
+    s.observers.flight.push(key, HOG | (hog & PAYLOAD) << 8);
+    s.observers.flight.push(key, ARG | (since & PAYLOAD) << 8);
+    s.observers.flight.tick(key, now);
     let Some(every) = s.config.latency_snapshots else {
         return;
     };
-    let last = s.flight.last_auto.get();
+    let last = s.observers.flight.last_auto.get();
     if last != 0 && now.saturating_sub(last) < clock::duration_to_ticks(every) {
         return;
     }
-    s.flight.last_auto.set(now);
+    s.observers.flight.last_auto.set(now);
     let ran =
         clock::ticks_to_duration(now.saturating_sub(w.shared.hog_since.load(Ordering::Relaxed)));
     let reason = if hog == slice {
@@ -883,14 +891,17 @@ pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
     } else {
         "latency warning".to_owned()
     };
-    let trace = s.flight.trace(s, reason.clone(), Some(t), Some(slice));
+    let trace = s
+        .observers
+        .flight
+        .trace(s, reason.clone(), Some(t), Some(slice));
     log::info!(
         target: "coro::flight",
         "flight recorder: {} events before the end of the slice saved ({reason}); \
          read them with coro::flight::latency_snapshots() or the back door's `trace latency PATH`",
         trace.events.len()
     );
-    let mut kept = s.flight.latency.borrow_mut();
+    let mut kept = s.observers.flight.latency.borrow_mut();
     if kept.len() == KEPT_SNAPSHOTS {
         kept.pop_front();
     }

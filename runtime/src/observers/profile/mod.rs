@@ -299,7 +299,7 @@ impl Profile {
 #[track_caller]
 pub fn start() -> io::Result<()> {
     context::with_current("coro::profile::start", |s, t| {
-        if s.profiler.start(t) {
+        if s.observers.profiler.start(t) {
             Ok(())
         } else {
             Err(io::Error::new(
@@ -317,7 +317,7 @@ pub fn start() -> io::Result<()> {
 /// Outside a runtime.
 #[track_caller]
 pub fn stop() -> Option<Profile> {
-    context::with_sched("coro::profile::stop", |s| s.profiler.stop(s))
+    context::with_sched("coro::profile::stop", |s| s.observers.profiler.stop(s))
 }
 
 /// The recording so far, which goes on; `None` if none is in progress.
@@ -327,13 +327,15 @@ pub fn stop() -> Option<Profile> {
 /// Outside a runtime.
 #[track_caller]
 pub fn snapshot() -> Option<Profile> {
-    context::with_sched("coro::profile::snapshot", |s| s.profiler.snapshot(s))
+    context::with_sched("coro::profile::snapshot", |s| {
+        s.observers.profiler.snapshot(s)
+    })
 }
 
 /// Whether a recording is in progress in the current runtime (`false`
 /// outside a runtime).
 pub fn is_running() -> bool {
-    context::try_with_sched(|s| s.profiler.on.get()).unwrap_or(false)
+    context::try_with_sched(|s| s.observers.profiler.on.get()).unwrap_or(false)
 }
 
 /// Runs `f`, charging its time to the region `name` while a profile is

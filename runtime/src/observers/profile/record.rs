@@ -220,7 +220,7 @@ fn finish(mut r: Recording, s: &Scheduler) -> Profile {
 }
 
 fn warnings(s: &Scheduler) -> (Option<Duration>, Vec<crate::LatencyWarning>) {
-    let recent = s.watchdog.as_ref().map_or_else(Vec::new, |w| {
+    let recent = s.observers.watchdog.as_ref().map_or_else(Vec::new, |w| {
         w.shared
             .recent
             .lock()
@@ -236,27 +236,27 @@ fn warnings(s: &Scheduler) -> (Option<Duration>, Vec<crate::LatencyWarning>) {
 #[cold]
 #[inline(never)]
 pub(crate) fn resume(s: &Scheduler, task: Rc<Task>) {
-    s.profiler.with(|r| {
+    s.observers.profiler.with(|r| {
         r.call(Key::Thread(task.name.clone()));
         let k = r.key_of(&task);
         r.switch(k);
     });
-    s.resume_unprofiled(task);
-    s.profiler.with(|r| r.switch(Key::Scheduler));
+    s.resume_plain(task);
+    s.observers.profiler.with(|r| r.switch(Key::Scheduler));
 }
 
 /// Runs the loop's poll; a poll that may block is charged to `<wait>`.
 #[inline]
 pub(crate) fn around_poll<R>(s: &Scheduler, may_block: bool, poll: impl FnOnce() -> R) -> R {
-    if !may_block || !s.profiler.on.get() {
+    if !may_block || !s.observers.profiler.on.get() {
         return poll();
     }
-    s.profiler.with(|r| {
+    s.observers.profiler.with(|r| {
         r.call(Key::Wait);
         r.switch(Key::Wait);
     });
     let out = poll();
-    s.profiler.with(|r| r.switch(Key::Scheduler));
+    s.observers.profiler.with(|r| r.switch(Key::Scheduler));
     out
 }
 
@@ -269,10 +269,10 @@ pub(crate) struct RegionGuard {
 }
 
 pub(crate) fn enter(s: &Scheduler, t: &Task, name: &'static str) -> Option<RegionGuard> {
-    if !s.profiler.on.get() {
+    if !s.observers.profiler.on.get() {
         return None;
     }
-    s.profiler.with(|r| {
+    s.observers.profiler.with(|r| {
         r.regions.entry(t.id).or_default().push(name);
         r.call(Key::Region(name));
         r.switch(Key::Region(name));
@@ -285,7 +285,7 @@ pub(crate) fn enter(s: &Scheduler, t: &Task, name: &'static str) -> Option<Regio
 
 impl RegionGuard {
     pub(crate) fn exit(&self, s: &Scheduler, t: &Task) {
-        s.profiler.with(|r| {
+        s.observers.profiler.with(|r| {
             if r.epoch != self.epoch {
                 return; // opened in an earlier recording
             }

@@ -120,12 +120,20 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
         Some(mut cached) => {
             // Unshared (see `recycle`), so `get_mut` succeeds.
             if let Some(w) = Arc::get_mut(&mut cached) {
-                w.reset(Some(s.remote.outside()));
+                w.reset(Some(s.driver.remote.outside()));
                 return cached;
             }
-            Arc::new(FutureWake::new(t.key.get(), t.id, s.remote.outside()))
+            Arc::new(FutureWake::new(
+                t.key.get(),
+                t.id,
+                s.driver.remote.outside(),
+            ))
         }
-        None => Arc::new(FutureWake::new(t.key.get(), t.id, s.remote.outside())),
+        None => Arc::new(FutureWake::new(
+            t.key.get(),
+            t.id,
+            s.driver.remote.outside(),
+        )),
     }) else {
         outside()
     };

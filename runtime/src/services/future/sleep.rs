@@ -80,7 +80,7 @@ impl TimerWakers {
 /// Whether the `TimerKind::Waker` entry `(key, seq)` of the running runtime
 /// is still wanted (`false` outside a runtime: nothing can fire it).
 pub(crate) fn waker_timer_is_live(key: usize, seq: u64) -> bool {
-    context::try_with_sched(|s| s.timer_wakers.borrow().is_live(key, seq)).unwrap_or(false)
+    context::try_with_sched(|s| s.driver.timer_wakers.borrow().is_live(key, seq)).unwrap_or(false)
 }
 
 /// The timer entry a pending [`Sleep`] owns.
@@ -169,9 +169,9 @@ impl Sleep {
                 if s.id != a.runtime {
                     return None;
                 }
-                let old = s.timer_wakers.borrow_mut().take(a.key, a.seq);
+                let old = s.driver.timer_wakers.borrow_mut().take(a.key, a.seq);
                 if old.is_some() {
-                    s.timers.borrow_mut().cancel_one();
+                    s.driver.timers.borrow_mut().cancel_one();
                 }
                 old
             });
@@ -188,7 +188,7 @@ impl Sleep {
     fn arm(&mut self, s: &Scheduler, waker: &Waker) {
         if let Some(a) = self.armed {
             if a.runtime == s.id {
-                let same = match s.timer_wakers.borrow().slots.get(a.key) {
+                let same = match s.driver.timer_wakers.borrow().slots.get(a.key) {
                     Some((seq, w)) if *seq == a.seq => Some(w.will_wake(waker)),
                     _ => None,
                 };
@@ -196,7 +196,11 @@ impl Sleep {
                     Some(true) => return,
                     Some(false) => {
                         let new = waker.clone();
-                        let swapped = s.timer_wakers.borrow_mut().replace(a.key, a.seq, new);
+                        let swapped = s
+                            .driver
+                            .timer_wakers
+                            .borrow_mut()
+                            .replace(a.key, a.seq, new);
                         match swapped {
                             Ok(old) => {
                                 drop(old);
@@ -213,14 +217,16 @@ impl Sleep {
         }
         let task = context::current_task_rc("coro::future::Sleep");
         let waker = waker.clone();
-        let mut wakers = s.timer_wakers.borrow_mut();
+        let mut wakers = s.driver.timer_wakers.borrow_mut();
         wakers.next_seq += 1;
         let seq = wakers.next_seq;
         let key = wakers.slots.insert((seq, waker));
         drop(wakers);
-        s.timers
-            .borrow_mut()
-            .insert(self.deadline.ticks(), task, TimerKind::Waker { key, seq });
+        s.driver.timers.borrow_mut().insert(
+            self.deadline.ticks(),
+            task,
+            TimerKind::Waker { key, seq },
+        );
         self.armed = Some(Armed {
             runtime: s.id,
             key,
