@@ -109,25 +109,26 @@ pub use api::runtime::{
 };
 pub use api::scope::{scope, Scope, ScopeError, ScopedJoinHandle};
 pub use api::shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
-pub use api::spawn::{
-    current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
-};
-pub use api::timeout::{no_suspend, with_deadline, with_timeout};
+pub use api::timeout::{with_deadline, with_timeout};
 pub use kernel::error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
 pub use kernel::local::{AccessError, LocalKey};
 pub use kernel::panic_hook::panic_hook_line;
+pub use kernel::spawn::{
+    current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
+};
+pub use kernel::spin::SPIN_LIMIT;
 pub use kernel::stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
-pub use kernel::suspend::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};
+pub use kernel::suspend::{
+    no_suspend, park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now,
+};
 pub use kernel::task::{Coro, ThreadState};
+pub use kernel::wait_target::WaitTarget;
 pub use observers::inspect::{thread_by_id, timers, TimerInfo};
 pub use observers::latency::{
     latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS,
 };
-pub use observers::spin::SPIN_LIMIT;
 pub use observers::stats::{stats, threads, Stats, ThreadInfo};
-pub use observers::waits::{
-    deadlocks, leaks, BlockedThread, Deadlock, LeakedThread, WaitInfo, WaitTarget,
-};
+pub use observers::waits::{deadlocks, leaks, BlockedThread, Deadlock, LeakedThread, WaitInfo};
 pub use services::blocking::blocking;
 pub use services::cancel::current_effective_deadline;
 pub use services::reactor::{Direction, Registration};

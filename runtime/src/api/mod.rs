@@ -4,5 +4,4 @@ pub(crate) mod cancel_scope;
 pub(crate) mod runtime;
 pub(crate) mod scope;
 pub(crate) mod shutdown_hooks;
-pub(crate) mod spawn;
 pub(crate) mod timeout;

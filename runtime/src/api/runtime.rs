@@ -61,12 +61,12 @@ use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::api::spawn::{check_selfishness, check_stack_size, Builder};
 use crate::kernel::clock;
 use crate::kernel::context;
 use crate::kernel::error::JoinError;
 use crate::kernel::panic_hook::caught;
 use crate::kernel::sched::{Config, Scheduler};
+use crate::kernel::spawn::{check_selfishness, check_stack_size, Builder};
 use crate::kernel::task::{make_ready, Task, ThreadState};
 
 /// Default usable stack size of a green thread: 256 KiB of address space, of
@@ -715,6 +715,9 @@ fn end_of_run(s: &Scheduler) {
     s.driver.remote.end_of_run();
     s.driver.blocking.end_of_run();
     s.observers.waits.end_of_run();
+    // A thread leaked at shutdown never returns from its park to count
+    // itself out.
+    s.counters.parked_on_held.set(0);
     // A thread leaked while copied out stays so, but is no parked thread
     // of the runtime any more.
     s.stacks.borrow_mut().idle.out = 0;

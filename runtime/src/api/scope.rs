@@ -65,10 +65,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::api::cancel_scope::CancelScope;
-use crate::api::spawn::{Builder, JoinHandle};
 use crate::kernel::context;
 use crate::kernel::error::{JoinError, WaitError};
 use crate::kernel::sched::ForcedUnwind;
+use crate::kernel::spawn::{Builder, JoinHandle};
 use crate::kernel::task::{Coro, Task, ThreadState, Waiter};
 use crate::services::cancel::{self, Parent};
 

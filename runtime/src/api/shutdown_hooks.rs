@@ -23,10 +23,10 @@ use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
-use crate::api::spawn::Builder;
 use crate::api::timeout::with_timeout;
 use crate::kernel::context;
 use crate::kernel::sched::Scheduler;
+use crate::kernel::spawn::Builder;
 
 /// How long the hooks of one shutdown may block in all.
 pub const HOOKS_LIMIT: Duration = Duration::from_secs(2);

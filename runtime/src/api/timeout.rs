@@ -1,4 +1,4 @@
-//! `with_timeout` / `with_deadline` scopes and `no_suspend` regions.
+//! `with_timeout` / `with_deadline` scopes.
 //!
 //! # Design
 //!
@@ -138,43 +138,4 @@ impl Drop for ScopeGuard {
 
 fn pop_scope(id: u64) -> Left {
     context::with_current("with_timeout", |s, t| cancel::pop(s, t, id))
-}
-
-/// Runs `f` in a region where blocking is refused: a blocking call inside
-/// returns [`WaitError::SuspendForbidden`](crate::WaitError) at once and is
-/// logged. Use it around code that must not suspend (work done from `Drop`,
-/// code holding a borrow that another thread would need).
-///
-/// Blocking while a green thread unwinds from a panic is refused the same way.
-/// [`yield_now`](crate::yield_now) does nothing there, and the forced yield
-/// of [`try_selfish`](crate::try_selfish) is put off until after the region.
-///
-/// # Panics
-///
-/// Outside a green thread.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// coro::run(|| {
-///     let r = coro::no_suspend(|| coro::sleep(Duration::from_millis(1)));
-///     assert_eq!(r, Err(coro::WaitError::SuspendForbidden));
-/// });
-/// ```
-#[track_caller]
-pub fn no_suspend<R>(f: impl FnOnce() -> R) -> R {
-    struct Region;
-    impl Drop for Region {
-        fn drop(&mut self) {
-            context::with_current("no_suspend", |_, t| {
-                t.no_suspend.set(t.no_suspend.get() - 1)
-            });
-        }
-    }
-    context::with_current("coro::no_suspend", |_, t| {
-        t.no_suspend.set(t.no_suspend.get() + 1)
-    });
-    let _region = Region;
-    f()
 }

@@ -307,7 +307,7 @@ pub(crate) fn drop_all() {
 /// [`drop_all`], for a thread that may have locals.
 #[inline(never)]
 fn drop_all_now() {
-    crate::api::timeout::no_suspend(|| {
+    crate::kernel::suspend::no_suspend(|| {
         for _ in 0..DROP_ROUNDS {
             let values =
                 context::try_with_current(|_, t| std::mem::take(&mut *t.tail.locals.borrow_mut()))

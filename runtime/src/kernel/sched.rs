@@ -140,6 +140,11 @@ pub(crate) struct Counters {
     pub(crate) timers_fired: Cell<u64>,
     /// Threads warned about for spinning on refused calls (`spin`).
     pub(crate) spin_warnings: Cell<u64>,
+    /// Threads parked now on a wait target that had a holder when they
+    /// parked (a lock): when there are none, a finishing thread cannot
+    /// leave one leaked and the wait graph's O(threads) check is skipped
+    /// (threads parked on channels, condvars or events do not count).
+    pub(crate) parked_on_held: Cell<usize>,
 }
 
 /// Ids of runtimes: unique per process, never reused.

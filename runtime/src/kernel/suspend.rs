@@ -17,10 +17,10 @@ use crate::kernel::clock::{self, Instant};
 use crate::kernel::context;
 use crate::kernel::error::WaitError;
 use crate::kernel::sched::{ForcedUnwind, Scheduler, UNWIND_REFUSAL_LIMIT};
+use crate::kernel::spin;
 use crate::kernel::stack;
 use crate::kernel::task::{Task, ThreadState};
-use crate::observers::spin;
-use crate::observers::waits::WaitTarget;
+use crate::kernel::wait_target::WaitTarget;
 use crate::services::cancel;
 use crate::services::timer::TimerKind;
 
@@ -282,10 +282,9 @@ pub(crate) fn park_waiting(
         t.tail_to_fill().wait_target.set(Some(target.clone()));
     }
     if held {
-        s.observers
-            .waits
+        s.counters
             .parked_on_held
-            .set(s.observers.waits.parked_on_held.get() + 1);
+            .set(s.counters.parked_on_held.get() + 1);
     }
     // The thread it joins is in the tail only for the length of the park
     // (reset below, before a forced unwind can start): nothing to mark.
@@ -297,10 +296,9 @@ pub(crate) fn park_waiting(
         drop(t.tail.wait_target.take());
     }
     if held {
-        s.observers
-            .waits
+        s.counters
             .parked_on_held
-            .set(s.observers.waits.parked_on_held.get() - 1);
+            .set(s.counters.parked_on_held.get() - 1);
     }
     if wait.thread != 0 {
         t.tail.wait_thread.set(0);
@@ -411,6 +409,45 @@ fn park_suspended(t: &Task, what: &'static str) {
 /// so the switch here is always allowed.
 pub(crate) fn park_unchecked(what: &'static str) {
     context::with_current("coro::scope", |_, t| park_suspended(t, what))
+}
+
+/// Runs `f` in a region where blocking is refused: a blocking call inside
+/// returns [`WaitError::SuspendForbidden`](crate::WaitError) at once and is
+/// logged. Use it around code that must not suspend (work done from `Drop`,
+/// code holding a borrow that another thread would need).
+///
+/// Blocking while a green thread unwinds from a panic is refused the same way.
+/// [`yield_now`](crate::yield_now) does nothing there, and the forced yield
+/// of [`try_selfish`](crate::try_selfish) is put off until after the region.
+///
+/// # Panics
+///
+/// Outside a green thread.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// coro::run(|| {
+///     let r = coro::no_suspend(|| coro::sleep(Duration::from_millis(1)));
+///     assert_eq!(r, Err(coro::WaitError::SuspendForbidden));
+/// });
+/// ```
+#[track_caller]
+pub fn no_suspend<R>(f: impl FnOnce() -> R) -> R {
+    struct Region;
+    impl Drop for Region {
+        fn drop(&mut self) {
+            context::with_current("no_suspend", |_, t| {
+                t.no_suspend.set(t.no_suspend.get() - 1)
+            });
+        }
+    }
+    context::with_current("coro::no_suspend", |_, t| {
+        t.no_suspend.set(t.no_suspend.get() + 1)
+    });
+    let _region = Region;
+    f()
 }
 
 /// Whether the running task may block now; consumes a pending interrupt.

@@ -176,7 +176,7 @@ pub(crate) struct Tail {
     pub(crate) joiners: RefCell<Vec<Waiter>>,
     /// Who-waits-on-whom (see `waits`): the object it is parked on, set by
     /// [`park_on`](crate::park_on) for the length of the park.
-    pub(crate) wait_target: Cell<Option<Rc<crate::observers::waits::WaitTarget>>>,
+    pub(crate) wait_target: Cell<Option<Rc<crate::kernel::wait_target::WaitTarget>>>,
     /// The green thread it is parked joining (0: none).
     pub(crate) wait_thread: Cell<u64>,
     /// Times the task raised shutdown's unwind.
@@ -187,7 +187,7 @@ pub(crate) struct Tail {
     /// A refused `yield_now` was logged (it is logged once per thread).
     pub(crate) yield_refusal_logged: Cell<bool>,
     /// Its run of blocking calls refused at once (see `spin`).
-    pub(crate) spin: crate::observers::spin::Streak,
+    pub(crate) spin: crate::kernel::spin::Streak,
     /// Its `green_local!` values (see `local`).
     pub(crate) locals: RefCell<crate::kernel::local::Locals>,
     /// The waker state of its last `future::block_on`, kept for the next

@@ -90,7 +90,7 @@ impl seams::Observer for Hub {
 
     #[inline]
     fn finished(&self, s: &Scheduler, task: &Task) {
-        if self.waits.parked_on_held.get() > 0 {
+        if s.counters.parked_on_held.get() > 0 {
             waits::thread_finished(s, task.id);
         }
         if let Some(w) = &self.watchdog {

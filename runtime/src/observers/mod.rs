@@ -6,7 +6,6 @@ pub(crate) mod hub;
 pub(crate) mod inspect;
 pub(crate) mod latency;
 pub mod profile;
-pub(crate) mod spin;
 pub(crate) mod stats;
 pub(crate) mod waits;
 pub(crate) mod watchdog;

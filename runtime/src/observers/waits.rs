@@ -1,11 +1,11 @@
-//! Who waits on whom: the objects parked threads wait on ([`WaitTarget`]),
+//! Who waits on whom: the objects parked threads wait on ([`WaitTarget`](crate::WaitTarget)),
 //! who holds them, the waits-for graph's cycles ([`deadlocks`]) and the
 //! threads that can never be handed what they wait for ([`leaks`]).
 //!
 //! # Design
 //!
 //! A primitive that can be *held* (a lock, a thread being joined) keeps a
-//! [`WaitTarget`]: an `Rc` it makes when a thread first has to wait on it,
+//! [`WaitTarget`](crate::WaitTarget): an `Rc` it makes when a thread first has to wait on it,
 //! with a kind, an id and the id of the green thread holding it, which the
 //! primitive updates when ownership changes hands while threads wait. A
 //! thread parks on it with [`park_on`](crate::park_on), which records the
@@ -64,75 +64,13 @@
 
 use std::cell::Cell;
 use std::panic::Location;
-use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::Duration;
 
 use crate::kernel::clock::{self, Instant};
 use crate::kernel::context;
 use crate::kernel::sched::Scheduler;
 use crate::kernel::task::{Task, ThreadState};
-
-/// Ids of wait targets: unique per process.
-static NEXT_TARGET_ID: AtomicU64 = AtomicU64::new(1);
-
-/// An object green threads park on and another thread can hold: a lock, a
-/// queue, a thread being joined. [`threads`](crate::threads) shows it as
-/// what a thread waits on, [`deadlocks`] and [`leaks`] follow its holder.
-///
-/// Primitives make one (an `Rc`, shared with the threads parked on it) when
-/// a thread first waits, keep its holder up to date while threads wait,
-/// and park with [`park_on`](crate::park_on).
-///
-/// # Examples
-///
-/// ```
-/// coro::run(|| {
-///     let t = coro::WaitTarget::new("Mutex");
-///     assert_eq!(t.holder(), None);
-///     t.set_holder(coro::current_id().unwrap());
-///     assert_eq!(t.holder(), coro::current_id());
-/// });
-/// ```
-#[derive(Debug)]
-pub struct WaitTarget {
-    id: u64,
-    kind: &'static str,
-    /// The green thread holding it (0: none, or not known).
-    holder: Cell<u64>,
-}
-
-impl WaitTarget {
-    /// A target of this kind (`"Mutex"`, `"RwLock"`, ...), held by nobody.
-    pub fn new(kind: &'static str) -> Rc<WaitTarget> {
-        Rc::new(WaitTarget {
-            id: NEXT_TARGET_ID.fetch_add(1, Ordering::Relaxed),
-            kind,
-            holder: Cell::new(0),
-        })
-    }
-
-    /// Its id, unique in the process.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// Its kind.
-    pub fn kind(&self) -> &'static str {
-        self.kind
-    }
-
-    /// Records the green thread (by [`Coro::id`](crate::Coro::id)) that
-    /// holds it now; 0 for nobody.
-    pub fn set_holder(&self, thread: u64) {
-        self.holder.set(thread);
-    }
-
-    /// The green thread holding it, if any.
-    pub fn holder(&self) -> Option<u64> {
-        Some(self.holder.get()).filter(|&h| h != 0)
-    }
-}
 
 /// What a parked green thread waits on: part of
 /// [`ThreadInfo`](crate::ThreadInfo).
@@ -144,7 +82,7 @@ pub struct WaitInfo {
     /// The kind of object (`"Mutex"`, `"thread"`), or `""` when the park
     /// names no object.
     pub kind: &'static str,
-    /// The object's id ([`WaitTarget::id`]; for a join, the joined
+    /// The object's id ([`WaitTarget::id`](crate::WaitTarget::id); for a join, the joined
     /// thread's id); 0 when the park names no object.
     pub object: u64,
     /// The green thread holding the object, if known.
@@ -191,7 +129,7 @@ fn edge(t: &Task) -> (&'static str, u64, Option<u64>) {
     }
     let target = t.tail.wait_target.take();
     let r = match &target {
-        Some(x) => (x.kind, x.id, x.holder()),
+        Some(x) => (x.kind(), x.id(), x.holder()),
         None => ("", 0, None),
     };
     t.tail.wait_target.set(target);
@@ -378,11 +316,6 @@ pub(crate) struct Waits {
     pub(crate) leaked: Cell<u64>,
     /// Ticks of the next periodic deadlock check (0: not scheduled).
     pub(crate) next_check: Cell<u64>,
-    /// Threads parked now on a [`WaitTarget`] that had a holder when they
-    /// parked (a lock): when there are none, a finishing thread cannot
-    /// leave one leaked and the O(threads) check is skipped (threads
-    /// parked on channels, condvars or events do not count).
-    pub(crate) parked_on_held: Cell<usize>,
     /// The parks (thread id, park generation) found with nothing left in
     /// the runtime to wake them (see `asleep`).
     pub(crate) asleep: std::cell::RefCell<Vec<(u64, u64)>>,
@@ -391,11 +324,9 @@ pub(crate) struct Waits {
 impl Waits {
     /// Forgets what a run's threads left here once they are all gone
     /// (counters of the runtime's whole life stay): a thread leaked at
-    /// shutdown never returns from its park to count itself out of
-    /// `parked_on_held`, and the parks and cycles reported name threads
+    /// shutdown never returns from its park, and the parks and cycles reported name threads
     /// that no longer exist.
     pub(crate) fn end_of_run(&self) {
-        self.parked_on_held.set(0);
         self.asleep.borrow_mut().clear();
         self.reported_cycles.borrow_mut().clear();
         self.next_check.set(0);

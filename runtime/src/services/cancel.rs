@@ -541,7 +541,7 @@ pub(crate) fn pop(s: &Scheduler, t: &Task, id: u64) -> Left {
     }
     if recheck {
         recompute(t);
-        crate::observers::spin::left_cut_short_scope(t);
+        crate::kernel::spin::left_cut_short_scope(t);
     }
     left
 }

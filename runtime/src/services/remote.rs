@@ -39,9 +39,9 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::api::spawn::Builder;
 use crate::kernel::context;
 use crate::kernel::sched::Scheduler;
+use crate::kernel::spawn::Builder;
 use crate::kernel::task::{make_ready, ThreadState};
 use crate::services::future::FutureWake;
 
