@@ -118,9 +118,7 @@ pub use kernel::spawn::{
 };
 pub use kernel::spin::SPIN_LIMIT;
 pub use kernel::stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
-pub use kernel::suspend::{
-    no_suspend, park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now,
-};
+pub use kernel::suspend::{no_suspend, park, park_as, park_on, try_selfish, yield_now};
 pub use kernel::task::{Coro, ThreadState};
 pub use kernel::wait_target::WaitTarget;
 pub use observers::inspect::{thread_by_id, timers, TimerInfo};
@@ -133,12 +131,15 @@ pub use services::blocking::blocking;
 pub use services::cancel::current_effective_deadline;
 pub use services::reactor::{Direction, Registration};
 pub use services::remote::{handle, Handle, RemoteWaker};
+pub use services::sleep::{sleep, sleep_until};
 
 /// The one place that names every layer: the kernel's scheduler holds the
 /// services' driver and the observers' hub through these.
 impl kernel::seams::Layers for kernel::seams::Wiring {
     type Driver = services::driver::Driver;
     type Observer = observers::hub::Hub;
+    type Cancel = services::cancel::TaskCancel;
+    type FutureWake = services::future::FutureWake;
 }
 
 /// Re-exported so `coro::net` and users can name mio's interest flags.

@@ -465,7 +465,7 @@ impl Runtime {
 
     /// A `Send` handle that spawns green threads into this runtime from
     /// other OS threads (see [`Handle`](crate::Handle)).
-    pub fn handle(&self) -> crate::Handle {
+    pub fn handle(&self) -> crate::services::remote::Handle {
         self.sched.driver.remote.handle()
     }
 

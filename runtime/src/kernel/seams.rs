@@ -13,6 +13,7 @@ use std::io;
 use std::rc::Rc;
 
 use crate::kernel::clock::Instant;
+use crate::kernel::error::WaitError;
 use crate::kernel::sched::{Config, Scheduler};
 use crate::kernel::task::Task;
 
@@ -23,6 +24,12 @@ pub(crate) trait Layers {
     type Driver: Driver;
     /// The observers, as one.
     type Observer: Observer;
+    /// The services' state in each control block: its cancel scopes and
+    /// deadlines.
+    type Cancel: CancelSlot;
+    /// The services' state in a control block's tail: the waker a future
+    /// polled on the thread hands out.
+    type FutureWake;
 }
 
 /// The one implementor of [`Layers`]: the runtime as the crate builds it.
@@ -33,6 +40,27 @@ pub(crate) type TheDriver = <Wiring as Layers>::Driver;
 
 /// The observers of the runtime being built.
 pub(crate) type TheObserver = <Wiring as Layers>::Observer;
+
+/// The services' per-thread cancellation state of the runtime being built.
+pub(crate) type TheCancel = <Wiring as Layers>::Cancel;
+
+/// The services' per-thread future waker of the runtime being built.
+pub(crate) type TheFutureWake = <Wiring as Layers>::FutureWake;
+
+/// A thread's cancellation state, as the kernel sees it: whether a blocking
+/// call must be refused, and what to do when a control block is reused.
+pub(crate) trait CancelSlot: Default {
+    /// A cancellation or a passed deadline waits for the thread's next
+    /// blocking call (which then fails).
+    fn pending(&self) -> bool;
+
+    /// Drops what a finished thread's state refers to (its scopes, its
+    /// nursery), so that a kept block holds nothing alive.
+    fn release(&mut self);
+
+    /// Makes the state of a reused block as new.
+    fn renew(&mut self);
+}
 
 /// What one wait in the OS returned, as the loop's observers see it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -61,6 +89,15 @@ pub(crate) trait Driver: Sized {
     /// Waits in the OS until an event, or until `deadline` (`None`: no
     /// limit); a deadline at or before `now` only looks.
     fn wait(&self, deadline: Option<Instant>, now: Instant) -> io::Result<Parked>;
+
+    /// Before `t` parks: gives the innermost deadline visible to it a
+    /// timer, or fails the park if that deadline has passed.
+    fn arm(&self, s: &Scheduler, t: &Task) -> Result<(), WaitError>;
+
+    /// The error a blocking call of `t` fails with because a scope visible
+    /// to it is cancelled (`None`: none is, any more). Asked only while
+    /// `t`'s cancellation state is [pending](CancelSlot::pending).
+    fn deliver(&self, s: &Scheduler, t: &Task) -> Option<WaitError>;
 
     /// Hands what the last [`wait`](Self::wait) brought to the waiters:
     /// the precise timer, the blocking pool's completions, the remote

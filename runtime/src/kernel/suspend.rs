@@ -1,6 +1,6 @@
 //! The suspend points green threads use to give the CPU back: `yield_now`,
 //! `park` and its variants (with what the park waits on, for
-//! who-waits-on-whom), `sleep`, and the checks every blocking call makes
+//! who-waits-on-whom), and the checks every blocking call makes
 //! first (interrupts, cancel scopes, shutdown's forced unwind, sections
 //! that must not suspend).
 //!
@@ -11,18 +11,15 @@
 use std::panic;
 use std::panic::Location;
 use std::rc::Rc;
-use std::time::Duration;
 
-use crate::kernel::clock::{self, Instant};
 use crate::kernel::context;
 use crate::kernel::error::WaitError;
 use crate::kernel::sched::{ForcedUnwind, Scheduler, UNWIND_REFUSAL_LIMIT};
+use crate::kernel::seams::{CancelSlot, Driver};
 use crate::kernel::spin;
 use crate::kernel::stack;
 use crate::kernel::task::{Task, ThreadState};
 use crate::kernel::wait_target::WaitTarget;
-use crate::services::cancel;
-use crate::services::timer::TimerKind;
 
 /// Suspends the running task; returns when the scheduler resumes it.
 #[inline]
@@ -116,7 +113,7 @@ pub(crate) fn yield_in(what: &'static str, call: &'static str) -> Result<(), Wai
     let (s, t) = unsafe { context::current_unbound(call) };
     // The deadline of an enclosing scope is armed here as for a park: a
     // caller that only ever yields must see it pass too.
-    if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
+    if let Err(e) = check(s, t).and_then(|()| s.driver.arm(s, t)) {
         // Read here, not in a closure: only here is it the caller's.
         return park_refused(s, t, e, what, call, Location::caller());
     }
@@ -268,7 +265,7 @@ pub(crate) fn park_waiting(
     // SAFETY: `s` and `t` are used only inside this call of the running
     // thread, across its suspend (see `context::current_unbound`).
     let (s, t) = unsafe { context::current_unbound(call) };
-    if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
+    if let Err(e) = check(s, t).and_then(|()| s.driver.arm(s, t)) {
         // Read here, not in a closure: only here is it the caller's.
         let site = wait.site.unwrap_or(Location::caller());
         return park_refused(s, t, e, what, call, site);
@@ -455,7 +452,7 @@ pub fn no_suspend<R>(f: impl FnOnce() -> R) -> R {
 fn check(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
     // The common case in a few loads; the reasons (and the logging, whose
     // formatting would keep this from being inlined) are out of line.
-    if t.interrupted.get() || s.shutting_down.get() || t.cancel.pending.get() || !may_suspend(t) {
+    if t.interrupted.get() || s.shutting_down.get() || t.cancel.pending() || !may_suspend(t) {
         return refusal(s, t);
     }
     Ok(())
@@ -495,8 +492,8 @@ fn refusal(s: &Scheduler, t: &Task) -> Result<(), WaitError> {
         }
         return Err(WaitError::Interrupted);
     }
-    if t.cancel.pending.get() {
-        if let Some(e) = cancel::deliver(s, t) {
+    if t.cancel.pending() {
+        if let Some(e) = s.driver.deliver(s, t) {
             return Err(e);
         }
     }
@@ -576,83 +573,4 @@ fn count_refusal_while_stopping(t: &Task) {
         );
         std::process::abort();
     }
-}
-
-/// Suspends the running thread until `deadline`.
-///
-/// Timers never fire early but may fire late (by the time the loop takes to
-/// come round; see BENCHMARKS.md for the measured overshoot).
-///
-/// A deadline that has already passed still goes through the timer heap: the
-/// thread yields, and due timers fire in deadline order, so a thread whose
-/// sleep is due never runs ahead of one whose earlier deadline has not fired
-/// yet. It is a blocking call like any other: an expired `with_timeout` scope
-/// or a pending interrupt makes it fail, also for `sleep(Duration::ZERO)`.
-///
-/// # Errors
-///
-/// As [`park`]: a timeout of an enclosing scope or an interrupt ends the sleep
-/// early.
-///
-/// # Panics
-///
-/// Outside a green thread.
-#[track_caller]
-pub fn sleep_until(deadline: Instant) -> Result<(), WaitError> {
-    sleep_until_named(deadline, "coro::sleep_until")
-}
-
-/// [`sleep_until`]; `call` names the public call in the panic outside a
-/// green thread.
-#[track_caller]
-fn sleep_until_named(deadline: Instant, call: &str) -> Result<(), WaitError> {
-    let t = context::current_task_rc(call);
-    loop {
-        let gen = t.park_gen.get();
-        t.timer_fired.set(false);
-        context::with_sched(call, |s| {
-            s.driver.timers.borrow_mut().insert(
-                deadline.ticks(),
-                t.clone(),
-                TimerKind::Wake { gen },
-            )
-        });
-        let r = park_as("sleep");
-        let fired = t.timer_fired.get();
-        if !fired {
-            // Woken otherwise (or the park failed): our entry stays in the
-            // heap, and can never fire (the park generation moved on).
-            context::with_sched(call, |s| s.driver.timers.borrow_mut().cancel_one());
-        }
-        r?;
-        if fired || clock::now() >= deadline {
-            return Ok(());
-        }
-    }
-}
-
-/// Suspends the running green thread for at least `d`.
-///
-/// # Errors
-///
-/// As [`park`]: a timeout of an enclosing scope or an interrupt ends the
-/// sleep early.
-///
-/// # Panics
-///
-/// Outside a green thread.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// coro::run(|| {
-///     let t = coro::clock::now();
-///     coro::sleep(Duration::from_millis(5)).unwrap();
-///     assert!(t.elapsed() >= Duration::from_millis(5));
-/// });
-/// ```
-#[track_caller]
-pub fn sleep(d: Duration) -> Result<(), WaitError> {
-    sleep_until_named(clock::now() + d, "coro::sleep")
 }

@@ -33,9 +33,8 @@ use corosensei::{Coroutine, Yielder};
 use crate::kernel::context;
 use crate::kernel::error::ScheduleError;
 use crate::kernel::result_slot::ResultSlot;
-use crate::kernel::seams::Observer;
+use crate::kernel::seams::{CancelSlot, Observer, TheCancel, TheFutureWake};
 use crate::kernel::stack::{GreenStack, ThreadStack};
-use crate::services::cancel::TaskCancel;
 
 pub(crate) type GreenCoroutine = Coroutine<(), (), (), GreenStack>;
 
@@ -135,7 +134,7 @@ pub(crate) struct Task {
     pub(crate) stack: ThreadStack,
     /// The scopes it runs inside (`with_timeout`, cancel scopes, nurseries)
     /// and whether one of them is cancelled (see `cancel`).
-    pub(crate) cancel: TaskCancel,
+    pub(crate) cancel: TheCancel,
     /// The coroutine; borrowed mutably only by the scheduler while it resumes
     /// it, taken out when the thread finishes or is unwound.
     pub(crate) coroutine: RefCell<Option<GreenCoroutine>>,
@@ -192,7 +191,7 @@ pub(crate) struct Tail {
     pub(crate) locals: RefCell<crate::kernel::local::Locals>,
     /// The waker state of its last `future::block_on`, kept for the next
     /// one when no clone of that waker survived (see `future`).
-    pub(crate) future_wake: Cell<Option<Arc<crate::services::future::FutureWake>>>,
+    pub(crate) future_wake: Cell<Option<Arc<TheFutureWake>>>,
 }
 
 impl Tail {
@@ -261,7 +260,7 @@ impl Task {
             yielder: Cell::new(std::ptr::null()),
             park_gen: Cell::new(0),
             interrupted: Cell::new(false),
-            cancel: TaskCancel::default(),
+            cancel: TheCancel::default(),
             selfish_left: Cell::new(selfishness),
             selfish_max: Cell::new(selfishness),
             no_suspend: Cell::new(0),
@@ -341,14 +340,7 @@ impl Task {
         wait_site.set(None);
         waiting_on.set("");
         *stack = ThreadStack::default();
-        if cancel.pending.get()
-            || cancel.parent.get().is_some()
-            || !cancel.scopes.get_mut().is_empty()
-        {
-            *cancel = TaskCancel::default();
-        } else {
-            cancel.reset_seq();
-        }
+        cancel.renew();
         *stack_limit = init.stack_limit;
         *stack_guard = init.stack_guard;
         *stack_size = init.stack_size;

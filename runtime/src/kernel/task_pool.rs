@@ -22,8 +22,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use crate::kernel::seams::CancelSlot;
 use crate::kernel::task::{Tail, Task, TaskInit, ThreadState};
-use crate::services::cancel::TaskCancel;
 
 /// Most blocks kept per OS thread (as many as the default stack pool).
 const KEEP: usize = 1024;
@@ -73,9 +73,7 @@ impl Task {
                 return;
             }
             t.name = None;
-            if t.cancel.parent.get().is_some() || !t.cancel.scopes.get_mut().is_empty() {
-                t.cancel = TaskCancel::default();
-            }
+            t.cancel.release();
             // The joiner list (stale entries of waits that gave up, each
             // holding a task), too: the tail is empty again (see `Tail`).
             t.tail = Tail::default();

@@ -112,7 +112,7 @@ pub struct ThreadInfo {
     /// For a parked thread: the object it waits on, who holds it, how long
     /// it has waited and where the call was made (see
     /// [`park_on`](crate::park_on)).
-    pub wait: Option<crate::WaitInfo>,
+    pub wait: Option<crate::observers::waits::WaitInfo>,
 }
 
 /// Counters of the current runtime.

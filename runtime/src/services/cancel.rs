@@ -62,6 +62,7 @@ use crate::kernel::clock::{self, Instant};
 use crate::kernel::context;
 use crate::kernel::error::WaitError;
 use crate::kernel::sched::Scheduler;
+use crate::kernel::seams::CancelSlot;
 use crate::kernel::task::{make_ready, Task, ThreadState};
 use crate::services::timer::TimerKind;
 
@@ -218,12 +219,29 @@ pub(crate) struct TaskCancel {
     seq: Cell<u64>,
 }
 
-impl TaskCancel {
-    /// Starts scope ids again (a kept task block reused: `Task::reinit`).
-    pub(crate) fn reset_seq(&self) {
-        self.seq.set(0);
+impl CancelSlot for TaskCancel {
+    #[inline(always)]
+    fn pending(&self) -> bool {
+        self.pending.get()
     }
 
+    fn release(&mut self) {
+        if self.parent.get().is_some() || !self.scopes.get_mut().is_empty() {
+            *self = TaskCancel::default();
+        }
+    }
+
+    fn renew(&mut self) {
+        if self.pending.get() || self.parent.get().is_some() || !self.scopes.get_mut().is_empty() {
+            *self = TaskCancel::default();
+        } else {
+            // Scope ids start again.
+            self.seq.set(0);
+        }
+    }
+}
+
+impl TaskCancel {
     #[inline]
     fn next_id(&self) -> u64 {
         let id = self.seq.get() + 1;

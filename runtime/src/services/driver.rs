@@ -12,9 +12,10 @@ use std::io;
 use std::time::Duration;
 
 use crate::kernel::clock::{self, Instant};
+use crate::kernel::error::WaitError;
 use crate::kernel::sched::{Config, Scheduler};
 use crate::kernel::seams::{self, Observer, Parked};
-use crate::kernel::task::make_ready;
+use crate::kernel::task::{make_ready, Task};
 use crate::services::blocking::BlockingPool;
 use crate::services::cancel;
 use crate::services::future::TimerWakers;
@@ -82,6 +83,15 @@ impl seams::Driver for Driver {
         let out = self.reactor.poll(timeout)?;
         self.waited.set((out.timer, out.woken));
         Ok(Parked { events: out.events })
+    }
+
+    #[inline(always)]
+    fn arm(&self, s: &Scheduler, t: &Task) -> Result<(), WaitError> {
+        cancel::arm(s, t)
+    }
+
+    fn deliver(&self, s: &Scheduler, t: &Task) -> Option<WaitError> {
+        cancel::deliver(s, t)
     }
 
     fn dispatch(&self, s: &Scheduler) {

@@ -92,7 +92,11 @@ impl Recording {
     }
 
     /// The interval up to the last boundary, as a [`Profile`].
-    fn profile(&self, threshold: Option<Duration>, recent: Vec<crate::LatencyWarning>) -> Profile {
+    fn profile(
+        &self,
+        threshold: Option<Duration>,
+        recent: Vec<crate::observers::latency::LatencyWarning>,
+    ) -> Profile {
         let ticks = self.last.ticks.saturating_sub(self.start.ticks);
         let wall = clock::ticks_to_duration(ticks);
         let mut entries: Vec<Entry> = self
@@ -219,7 +223,12 @@ fn finish(mut r: Recording, s: &Scheduler) -> Profile {
     r.profile(threshold, recent)
 }
 
-fn warnings(s: &Scheduler) -> (Option<Duration>, Vec<crate::LatencyWarning>) {
+fn warnings(
+    s: &Scheduler,
+) -> (
+    Option<Duration>,
+    Vec<crate::observers::latency::LatencyWarning>,
+) {
     let recent = s.observers.watchdog.as_ref().map_or_else(Vec::new, |w| {
         w.shared
             .recent
