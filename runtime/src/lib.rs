@@ -12,24 +12,38 @@
 //!
 //! # Implementation
 //!
+//! The source is in four layers, one folder each, and a file uses only
+//! its own layer and those below it: `kernel` (green threads: the control
+//! block, the ready queue and the loop, suspend and wake, stacks, the
+//! clock), `services` (what the loop drives: timers, cancellation, the
+//! reactor, the remote inbox, the blocking pool), `observers` (what
+//! watches threads run: the flight recorder, the profiler, the watchdog,
+//! the wait graph, stats) and `api` (`Runtime`, `scope`, timeouts). The
+//! kernel reaches the layers above only through its seams
+//! (`kernel::seams`: one driver for the services, one hub for the
+//! observers, per-thread slots), which this file wires; calls through
+//! them are resolved at compile time.
+//!
 //! * The OS thread that calls [`run`] (or [`Runtime::block_on`]) runs the
-//!   scheduler loop (`sched`): fire due timers (`timer`, keyed by the TSC
-//!   [`clock`]), run every ready green thread once in FIFO order, poll mio
-//!   (`reactor`; epoll on Linux with a timerfd for sub-millisecond timers,
-//!   kqueue on BSD and macOS).
+//!   scheduler loop (`kernel::sched`): fire due timers (`services::timer`,
+//!   keyed by the TSC [`clock`]), run every ready green thread once in FIFO
+//!   order, poll mio (`services::reactor`; epoll on Linux with a timerfd
+//!   for sub-millisecond timers, kqueue on BSD and macOS).
 //! * Green threads are corosensei coroutines on stacks carved from large
 //!   mappings, each with a guard page (guard regions on Linux 6.13+), from a
-//!   per-OS-thread pool (`stack`); a guard-page hit prints the thread's name
-//!   and stack size and aborts. A thread parked for long has its stack
-//!   copied out to the heap and its pages released (`stack::copy`).
+//!   per-OS-thread pool (`kernel::stack`); a guard-page hit prints the
+//!   thread's name and stack size and aborts. A thread parked for long has
+//!   its stack copied out to the heap and its pages released
+//!   (`kernel::stack::copy`).
 //! * Each green thread keeps a stack of the scopes it runs inside
 //!   (`with_timeout`, cancel scopes, nurseries); a thread spawned in a
 //!   [`scope`] continues into its owner's stack, so cancellations reach it
-//!   (`cancel`, `scope`). Deadlines get a timer only when a thread parks.
-//! * A watchdog OS thread per runtime (`watchdog`) reports a green thread
+//!   (`services::cancel`, `api::scope`). Deadlines get a timer only when a
+//!   thread parks.
+//! * A watchdog OS thread per runtime (`observers::watchdog`) reports a green thread
 //!   that runs past the latency threshold without yielding, while it still
 //!   runs.
-//! * A pool of OS threads (`blocking`), started on demand up to 512 and
+//! * A pool of OS threads (`services::blocking`), started on demand up to 512 and
 //!   shrunk when idle, runs [`blocking`] jobs.
 //! * The [`profile`]r, off by default, charges the OS thread's time and
 //!   `getrusage` counters to threads, regions and the loop while it records.
@@ -58,7 +72,7 @@
 //! And a thread that makes [`SPIN_LIMIT`] blocking calls in a row that all
 //! fail at once that way, without waiting, is named in a warning (with
 //! the call site) and counted in [`Stats::spin_warnings`]: it is a loop
-//! that ignores the error it keeps getting (see `spin`).
+//! that ignores the error it keeps getting (see `kernel::spin`).
 //!
 //! `try_*` calls (`try_lock`, `try_recv`, ...) never switch threads, for
 //! success or failure: destructors use them. A loop that polls them must
@@ -66,7 +80,7 @@
 //! immediate failure with [`failed_at_once`].
 //!
 //! Four invariants make the unsafe code sound, and are enforced by guards,
-//! not convention (see the `context` module for where): tasks are resumed
+//! not convention (see the `kernel::context` module for where): tasks are resumed
 //! and unwound only by their own scheduler with its runtime current; no panic
 //! ever leaves a coroutine; a task is only woken by the runtime that owns it;
 //! nothing outside a parked thread uses its stack (so an idle thread's stack

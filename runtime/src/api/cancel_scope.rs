@@ -33,7 +33,7 @@ use crate::services::cancel::{self, Cause, Deadline, Phase, Shared, NO_DEADLINE}
 ///   that was cancelled first (the outermost on ties). Only that scope's
 ///   `run` converts it (returns `Err(Cancelled)`); the scopes in between
 ///   return the closure's value (which carries the error) unchanged.
-/// * **Threads.** A [`coro::scope`](crate::api::scope) opened inside puts its
+/// * **Threads.** A [`coro::scope`](crate::scope) opened inside puts its
 ///   threads inside too: cancelling this scope reaches them, and the
 ///   nurseries they open, wherever they are blocked.
 /// * **Shield.** A [shielded](CancelScope::set_shield) scope is not reached

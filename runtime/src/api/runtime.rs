@@ -182,7 +182,7 @@ impl RuntimeBuilder {
     /// [`Stats::latency_warnings`](crate::Stats). The usual cause is a
     /// blocking std call (`std::thread::sleep`, `std::fs`, a std lock) that
     /// stops the whole OS thread; the warning says so and names
-    /// [`blocking`](crate::services::blocking), the fix. Install a logger
+    /// [`blocking`](crate::blocking), the fix. Install a logger
     /// (`env_logger`, ...) to see every warning there; without one, each
     /// also goes to stderr, rate-limited (a burst of 10, then one a second,
     /// with a count of those not shown), so a hog is never silent.
@@ -191,7 +191,7 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Most OS threads of the [`blocking`](crate::services::blocking) pool (at least
+    /// Most OS threads of the [`blocking`](crate::blocking) pool (at least
     /// 1; 512 by default, as tokio's). The pool starts with no thread;
     /// each job that finds no idle thread starts one, up to this bound (jobs
     /// beyond it queue), and a thread exits after
@@ -204,7 +204,7 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How long an idle thread of the [`blocking`](crate::services::blocking) pool
+    /// How long an idle thread of the [`blocking`](crate::blocking) pool
     /// waits for work before it exits (10 s by default; above zero).
     pub fn blocking_keep_alive(mut self, idle: Duration) -> Self {
         self.blocking_keep_alive = idle;
@@ -276,7 +276,7 @@ impl RuntimeBuilder {
     /// out, usually a few hundred bytes to a few KiB) instead of the pages
     /// they occupy, and pays one copy and a page fault or two when it next
     /// runs; it resumes at the same addresses. The stack of a thread that
-    /// owns a running [`coro::scope`](crate::api::scope) stays in place (its
+    /// owns a running [`coro::scope`](crate::scope) stays in place (its
     /// threads borrow from it) and is only trimmed.
     ///
     /// # Safety
@@ -299,7 +299,7 @@ impl RuntimeBuilder {
     /// Otherwise those threads would read zeros from a copied-out stack and
     /// their writes would be lost when it is copied back: undefined
     /// behaviour. Borrows among green threads of this runtime through
-    /// [`coro::scope`](crate::api::scope), and data moved into `spawn`ed,
+    /// [`coro::scope`](crate::scope), and data moved into `spawn`ed,
     /// `blocking` or `Handle::spawn`ed closures (which are `'static`), are
     /// fine.
     ///

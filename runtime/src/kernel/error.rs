@@ -34,7 +34,7 @@ pub enum WaitError {
     /// the scope returns.
     TimedOut,
     /// An enclosing [`CancelScope`](crate::CancelScope) (or the scope of a
-    /// [`coro::scope`](crate::api::scope) this thread runs in) was
+    /// [`coro::scope`](crate::scope) this thread runs in) was
     /// [cancelled](crate::CancelScope::cancel). Level-triggered like
     /// `TimedOut`. As an `io::Error` its kind is `Other`: std's retry loops
     /// stop on it.

@@ -595,7 +595,7 @@ impl Coro {
     /// * Inside a shielded [`CancelScope`](crate::CancelScope): it gets
     ///   there all the same. A shield keeps out the cancellations of the
     ///   scopes around it; an interrupt targets the thread.
-    /// * Waiting at the end of a [`scope`](crate::api::scope): the scope is
+    /// * Waiting at the end of a [`scope`](crate::scope): the scope is
     ///   cancelled (its threads end sooner) and goes on waiting; the
     ///   interrupt stays pending for the next blocking call after it.
     ///

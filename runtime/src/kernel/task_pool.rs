@@ -166,7 +166,7 @@ mod tests {
             });
             // A future's waker state stays with its thread for the next
             // `block_on`: it goes when the block is kept.
-            let h = crate::spawn(|| crate::services::future::block_on(async { 7 }).unwrap());
+            let h = crate::spawn(|| crate::future::block_on(async { 7 }).unwrap());
             assert_eq!(h.join().unwrap(), 7);
             super::FREE.with(|f| {
                 let f = f.borrow();
@@ -271,7 +271,7 @@ mod tests {
                 assert!(!t.cold_used.get());
             });
             // Any use of a cold field marks the thread (and is emptied).
-            let h = crate::spawn(|| crate::services::future::block_on(async {}).unwrap());
+            let h = crate::spawn(|| crate::future::block_on(async {}).unwrap());
             let b = block(h.thread());
             assert_eq!(b, first, "the kept block is reused");
             h.join().unwrap();

@@ -106,7 +106,7 @@ pub struct ThreadInfo {
     pub age: Duration,
     /// Usable bytes of its stack.
     pub stack_size: usize,
-    /// For a thread spawned in a [`scope`](crate::api::scope): the id of the
+    /// For a thread spawned in a [`scope`](crate::scope): the id of the
     /// thread that runs the scope.
     pub parent: Option<u64>,
     /// For a parked thread: the object it waits on, who holds it, how long

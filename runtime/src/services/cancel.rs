@@ -1,5 +1,5 @@
 //! The cancel tree: the scopes code runs inside (`with_timeout`,
-//! [`CancelScope`](crate::CancelScope), [`scope`](crate::api::scope)), how a
+//! [`CancelScope`](crate::CancelScope), [`scope`](crate::scope)), how a
 //! deadline or a cancel reaches the blocking calls inside them, and which
 //! scope a failed call reports to.
 //!
@@ -11,7 +11,7 @@
 //! the common case costs a push and a pop. A [`CancelScope`] entry also
 //! points at the scope's shared state ([`Shared`]), through which other
 //! green threads cancel it, move its deadline or toggle its shield, and
-//! which a [`scope`](crate::api::scope) (a nursery) uses to list the threads
+//! which a [`scope`](crate::scope) (a nursery) uses to list the threads
 //! spawned in it.
 //!
 //! A thread spawned in a nursery continues, below its own stack, into its
@@ -734,7 +734,7 @@ pub(crate) fn owns_live_threads(t: &Task) -> bool {
 }
 
 /// How many nurseries `t` is nested in (0 for a thread not spawned in a
-/// [`scope`](crate::api::scope)).
+/// [`scope`](crate::scope)).
 pub(crate) fn scope_depth(t: &Task) -> usize {
     let mut depth = 0;
     let mut p = t.cancel.parent.get();

@@ -702,7 +702,7 @@ impl Trace {
 
     /// Writes the trace as Chrome trace-event JSON to a new file at `path`
     /// and syncs it. Plain file I/O: on a green thread, run it inside
-    /// [`blocking`](crate::services::blocking) if the disk may be slow.
+    /// [`blocking`](crate::blocking) if the disk may be slow.
     ///
     /// # Errors
     ///

@@ -43,7 +43,7 @@
 //! many slices, and in total, they are right. CPU time below wall time means
 //! the OS thread did not run (a loaded machine), not that it waited.
 //!
-//! Jobs sent to [`blocking`](crate::services::blocking) run on other OS threads: their
+//! Jobs sent to [`blocking`](crate::blocking) run on other OS threads: their
 //! CPU time is not in the profile; the thread that waits for one is parked
 //! (`<wait>` while nothing else runs).
 //!
@@ -266,7 +266,7 @@ impl Profile {
     /// syncs it to disk.
     ///
     /// This is plain file I/O: on a green thread, run it inside
-    /// [`blocking`](crate::services::blocking) if the disk may be slow.
+    /// [`blocking`](crate::blocking) if the disk may be slow.
     ///
     /// # Errors
     ///
