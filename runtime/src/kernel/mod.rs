@@ -1,4 +1,9 @@
-//! KERNEL
+//! The kernel: green threads themselves. The control block (`task`), the
+//! ready queue and the loop (`sched`), suspend and wake (`suspend`,
+//! `task::make_ready`), spawn and join (`spawn`), stacks (`stack`), the
+//! clock (`clock`), green-thread locals (`local`) and the rule for calls
+//! that fail at once (`spin`). It names no service, observer or API item:
+//! it reaches them through `seams`.
 
 pub(crate) mod borrow;
 pub mod clock;

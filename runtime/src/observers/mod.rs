@@ -1,4 +1,9 @@
-//! OBSERVERS
+//! What watches threads run and never steers them: the flight recorder
+//! (`flight`), the profiler (`profile`), the watchdog and latency warnings
+//! (`watchdog`, `latency`), who waits on whom with its deadlock and leak
+//! reports (`waits`, `asleep`), stats and inspection (`stats`,
+//! `inspect`). The kernel's events reach them through one hub (`hub`, the
+//! kernel's `seams::Observer`); they use the kernel and the services.
 
 pub(crate) mod asleep;
 pub mod flight;
