@@ -133,8 +133,9 @@ pub use kernel::spawn::{
 pub use kernel::spin::SPIN_LIMIT;
 pub use kernel::stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
 pub use kernel::suspend::{no_suspend, park, park_as, park_on, try_selfish, yield_now};
-pub use kernel::task::{Coro, ThreadState};
+pub use kernel::task::ThreadState;
 pub use kernel::wait_target::WaitTarget;
+pub use kernel::wake::Coro;
 pub use observers::inspect::{thread_by_id, timers, TimerInfo};
 pub use observers::latency::{
     latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS,

@@ -67,7 +67,8 @@ use crate::kernel::error::JoinError;
 use crate::kernel::panic_hook::caught;
 use crate::kernel::sched::{Config, Scheduler};
 use crate::kernel::spawn::{check_selfishness, check_stack_size, Builder};
-use crate::kernel::task::{make_ready, Task, ThreadState};
+use crate::kernel::task::{Task, ThreadState};
+use crate::kernel::wake::make_ready;
 
 /// Default usable stack size of a green thread: 256 KiB of address space, of
 /// which only touched pages use memory (see README, "Memory").

@@ -69,7 +69,8 @@ use crate::kernel::context;
 use crate::kernel::error::{JoinError, WaitError};
 use crate::kernel::sched::ForcedUnwind;
 use crate::kernel::spawn::{Builder, JoinHandle};
-use crate::kernel::task::{Coro, Task, ThreadState, Waiter};
+use crate::kernel::task::{Task, ThreadState};
+use crate::kernel::wake::{Coro, Waiter};
 use crate::services::cancel::{self, Parent};
 
 type BoxError = Box<dyn Error + Send + Sync>;

@@ -28,9 +28,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::kernel::context;
 use crate::kernel::task::Task;
 
-/// The values of one green thread's locals, by key id.
-pub(crate) type Locals = Vec<(usize, Rc<dyn Any>)>;
-
 /// Ids of keys: unique per process, never 0.
 static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
 

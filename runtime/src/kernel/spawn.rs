@@ -26,7 +26,8 @@ use crate::kernel::error::{JoinError, WaitError};
 use crate::kernel::sched::{self, Scheduler};
 use crate::kernel::seams::Observer;
 use crate::kernel::stack::MIN_STACK_SIZE;
-use crate::kernel::task::{Coro, Task, TaskInit, ThreadState, Waiter};
+use crate::kernel::task::{Task, TaskInit, ThreadState};
+use crate::kernel::wake::{Coro, Waiter};
 
 /// Closures up to this size are moved onto the new stack directly.
 const INLINE_CLOSURE: usize = 256;

@@ -17,7 +17,7 @@
 //! with no park that really suspended in between and no cancelled scope
 //! left in between. Every park bumps the thread's `park_gen`, refused or
 //! not, so a refusal that finds `park_gen` where the previous refusal left
-//! it knows no other park came between ([`Streak::gen`]); leaving a
+//! it knows no other park came between (`Streak::gen`, in the task's tail); leaving a
 //! cancelled scope, a slow path already, resets the streak ([`left_cut_short_scope`]).
 //! When a streak reaches [`SPIN_LIMIT`] the thread is warned about once
 //! (at WARN, target `coro`) and counted in
@@ -34,7 +34,6 @@
 //! same cut-short error, none of them waiting: a loop that ignores the
 //! error it keeps getting.
 
-use std::cell::Cell;
 use std::panic::Location;
 
 use crate::kernel::error::WaitError;
@@ -73,23 +72,6 @@ use crate::kernel::task::Task;
 /// });
 /// ```
 pub const SPIN_LIMIT: u32 = 10_000;
-
-/// A thread's run of refused blocking calls (a field of the task's tail).
-#[derive(Default)]
-pub(crate) struct Streak {
-    /// The task's `park_gen` just after the last refused call: a refusal
-    /// that finds it unchanged follows the last one with no park between.
-    pub(crate) gen: Cell<u64>,
-    /// Refused calls in the current run.
-    pub(crate) count: Cell<u32>,
-}
-
-impl Streak {
-    /// Whether it holds what `Streak::default()` holds.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.gen.get() == 0 && self.count.get() == 0
-    }
-}
 
 /// A blocking call of `t` is refused at once with `err` (before the park
 /// generation moves on for it); `site` is its caller, `what` what it would

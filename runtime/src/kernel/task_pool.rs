@@ -23,7 +23,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::kernel::seams::CancelSlot;
-use crate::kernel::task::{Tail, Task, TaskInit, ThreadState};
+use crate::kernel::tail::Tail;
+use crate::kernel::task::{Task, TaskInit, ThreadState};
 
 /// Most blocks kept per OS thread (as many as the default stack pool).
 const KEEP: usize = 1024;

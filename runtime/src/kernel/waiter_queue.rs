@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 
-use crate::kernel::task::Waiter;
+use crate::kernel::wake::Waiter;
 
 /// A FIFO of [`Waiter`]s whose head is stored inline.
 ///
@@ -86,7 +86,7 @@ impl WaiterQueue {
 #[cfg(test)]
 mod tests {
     use super::WaiterQueue;
-    use crate::kernel::task::Waiter;
+    use crate::kernel::wake::Waiter;
 
     /// `n` parked threads' waiters, their ids in order.
     fn queue_of(n: usize) -> (WaiterQueue, Vec<u64>) {

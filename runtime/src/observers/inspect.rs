@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::kernel::clock::{self, Instant};
 use crate::kernel::context;
-use crate::kernel::task::Coro;
+use crate::kernel::wake::Coro;
 use crate::services::timer::TimerKind;
 
 /// A pending timer.

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use crate::kernel::context;
 use crate::kernel::error::WaitError;
-use crate::kernel::task::Waiter;
+use crate::kernel::wake::Waiter;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 

@@ -63,7 +63,8 @@ use crate::kernel::context;
 use crate::kernel::error::WaitError;
 use crate::kernel::sched::Scheduler;
 use crate::kernel::seams::CancelSlot;
-use crate::kernel::task::{make_ready, Task, ThreadState};
+use crate::kernel::task::{Task, ThreadState};
+use crate::kernel::wake::make_ready;
 use crate::services::timer::TimerKind;
 
 /// The deadline of a scope without one.

@@ -30,8 +30,8 @@ use slab::Slab;
 
 use crate::kernel::context;
 use crate::kernel::sched;
-use crate::kernel::task::Waiter;
 use crate::kernel::waiter_queue::WaiterQueue;
+use crate::kernel::wake::Waiter;
 
 pub(crate) const WAKER_TOKEN: Token = Token(usize::MAX);
 pub(crate) const TIMER_TOKEN: Token = Token(usize::MAX - 1);

@@ -42,7 +42,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::kernel::context;
 use crate::kernel::sched::Scheduler;
 use crate::kernel::spawn::Builder;
-use crate::kernel::task::{make_ready, ThreadState};
+use crate::kernel::task::ThreadState;
+use crate::kernel::wake::make_ready;
 use crate::services::future::FutureWake;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;

@@ -31,7 +31,8 @@ use std::task::Wake;
 
 use crate::kernel::context;
 use crate::kernel::sched::Scheduler;
-use crate::kernel::task::{make_ready, ThreadState};
+use crate::kernel::task::ThreadState;
+use crate::kernel::wake::make_ready;
 use crate::services::remote::Outside;
 
 /// The shared state behind one `block_on`'s `Waker`.
