@@ -73,7 +73,7 @@ pub(crate) struct Parked {
 /// something is.
 ///
 /// A service wakes threads only through the kernel's wake rules
-/// (`task::make_ready`, `task::Waiter`), so a late or foreign wake does
+/// (`wake::make_ready`, `wake::Waiter`), so a late or foreign wake does
 /// nothing.
 pub(crate) trait Driver: Sized {
     /// The services of a new runtime with this id and configuration.
