@@ -572,8 +572,9 @@ impl Runtime {
         // `block_on` or the build, however long ago those were.
         let now = clock::now().ticks();
         s.coarse_now.set(now);
-        // The flight recorder's clock reading for the events before the
-        // first poll (not the last reading of the previous run).
+        // The flight recorder's first clock reading of this run: where its
+        // first resume begins (see `flight`), not at the last reading of the
+        // previous run.
         s.observers
             .flight
             .tick(crate::observers::flight::key(s), now);
@@ -631,6 +632,8 @@ impl Runtime {
 /// guard aborts the process on it rather than let `block_on` unwind with
 /// threads alive that may borrow from its caller's frame.
 fn shutdown(s: &Scheduler) {
+    // The loop stops: the ticker need not run for this runtime meanwhile.
+    s.observers.flight.rest();
     crate::api::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
         end_of_run(s);

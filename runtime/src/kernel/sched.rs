@@ -347,13 +347,19 @@ impl Scheduler {
             Ok(CoroutineResult::Yield(())) => {
                 if task.state.get() == ThreadState::Ready {
                     self.ready.borrow_mut().push_back(task);
+                } else {
+                    self.observers.left(self, &task, n);
                 }
             }
             Ok(CoroutineResult::Return(())) => {
                 self.finish(&task);
+                self.observers.left(self, &task, n);
                 Task::recycle(task);
             }
-            Err(p) => self.escaped(&task, p),
+            Err(p) => {
+                self.escaped(&task, p);
+                self.observers.left(self, &task, n);
+            }
         }
     }
 
@@ -403,6 +409,7 @@ impl Scheduler {
         let mut tasks = self.tasks.borrow_mut();
         if tasks.get(key).is_some_and(|t| Rc::ptr_eq(t, task)) {
             tasks.remove(key);
+            self.observers.untag(self, task.flight_tag);
         }
         drop(tasks);
         self.observers.finished(self, task);

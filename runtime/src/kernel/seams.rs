@@ -137,6 +137,27 @@ pub(crate) trait Observer: Sized {
     #[inline(always)]
     fn resume_ended(&self, _s: &Scheduler, _task: &Task, _n: u64, _returned: bool) {}
 
+    /// Resume number `n` was `task`'s last for now: it parked, or it is
+    /// finished (told after [`finished`](Self::finished)).
+    #[inline(always)]
+    fn left(&self, _s: &Scheduler, _task: &Task, _n: u64) {}
+
+    /// The tag by which the observers' records name thread `id`, kept in
+    /// its control block (`Task::flight_tag`) until [`untag`](Self::untag).
+    ///
+    /// # Errors
+    ///
+    /// When no tag can be had (the spawn then fails with this error).
+    #[inline(always)]
+    fn tag(&self, _s: &Scheduler, _id: u64) -> io::Result<u32> {
+        Ok(0)
+    }
+
+    /// A tag from [`tag`](Self::tag) whose thread is gone (or never
+    /// started) is free again.
+    #[inline(always)]
+    fn untag(&self, _s: &Scheduler, _tag: u32) {}
+
     /// `task` was spawned.
     #[inline(always)]
     fn spawned(&self, _s: &Scheduler, _task: &Task) {}

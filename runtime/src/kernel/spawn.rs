@@ -139,8 +139,15 @@ impl Builder {
             Some(n) => check_selfishness(n)?,
             None => s.config.selfishness,
         };
-        let stack = s.stacks.borrow_mut().get(size)?;
         let id = s.next_id.get();
+        let flight_tag = s.observers.tag(s, id)?;
+        let stack = match s.stacks.borrow_mut().get(size) {
+            Ok(stack) => stack,
+            Err(e) => {
+                s.observers.untag(s, flight_tag);
+                return Err(e);
+            }
+        };
         s.next_id.set(id + 1);
         let name: Option<Arc<str>> = self.name.map(Into::into);
         let limit = stack.limit_addr();
@@ -148,6 +155,7 @@ impl Builder {
         let guard = stack.guard_size();
         let task = crate::kernel::task_pool::new_task(TaskInit {
             id,
+            flight_tag,
             runtime: s.id,
             name,
             selfishness,

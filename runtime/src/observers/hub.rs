@@ -60,15 +60,30 @@ impl seams::Observer for Hub {
     }
 
     #[inline(always)]
-    fn resume_ended(&self, s: &Scheduler, task: &Task, n: u64, _returned: bool) {
+    fn resume_ended(&self, s: &Scheduler, task: &Task, n: u64, returned: bool) {
         self.flight.resume_ended(task, n);
         if let Some(w) = &self.watchdog {
             w.shared.running.store(0, Ordering::Relaxed);
             let hog = w.shared.hog_slice.load(Ordering::Acquire);
             if hog != self.flight.hog_seen.get() {
-                flight::hog(s, task, hog, n);
+                flight::hog(s, task, hog, n, returned);
             }
         }
+    }
+
+    #[inline(always)]
+    fn left(&self, _s: &Scheduler, task: &Task, n: u64) {
+        self.flight.ended(task, n);
+    }
+
+    #[inline]
+    fn tag(&self, s: &Scheduler, id: u64) -> io::Result<u32> {
+        Recorder::tag(s, id)
+    }
+
+    #[inline]
+    fn untag(&self, s: &Scheduler, tag: u32) {
+        Recorder::untag(s, tag);
     }
 
     #[inline]
