@@ -46,7 +46,7 @@ pub enum ThreadState {
     Running,
     /// Suspended in a blocking call until something wakes it.
     Parked,
-    /// Finished; only seen through a stale [`Coro`] handle.
+    /// Finished; only seen through a stale [`Coro`](crate::Coro) handle.
     Dead,
 }
 
