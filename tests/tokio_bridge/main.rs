@@ -24,6 +24,13 @@ mod with_redis;
 mod with_reqwest;
 
 use std::process::Command;
+use std::time::Duration;
+
+/// The bound on a wait that ends "at once" (a call cut short by a
+/// deadline, a cancel): loose, since the machine may be loaded; what
+/// matters is that it ends long before the call would (never, or at the
+/// test's limit). The bridge's figures are in its benchmark.
+pub const AT_ONCE: Duration = Duration::from_secs(10);
 
 /// How many threads of this process have `name` (their `comm`, which
 /// Linux cuts to 15 bytes).

@@ -49,9 +49,10 @@ fn two_hundred_green_threads_get_together_while_another_keeps_ticking() {
         let ticks = ticker.stop() - ticks_at_start;
         assert_eq!(server.requests(), N + 1);
         // Each answer takes 300 ms: together, not one after another
-        // (200 x 300 ms = 60 s).
+        // (200 x 300 ms = 60 s). Bounded loosely, for a loaded machine;
+        // the bridge's benchmark has the figure.
         assert!(took >= Duration::from_millis(300), "{took:?}");
-        assert!(took < Duration::from_secs(3), "{N} GETs took {took:?}");
+        assert!(took < Duration::from_secs(20), "{N} GETs took {took:?}");
         // The runtime ran the ticker all along: a call that held the OS
         // thread would have stopped it for 300 ms each.
         assert!(ticks >= 5, "the ticker ticked {ticks} times in {took:?}");
@@ -73,7 +74,7 @@ fn a_get_under_a_timeout_returns_at_once_and_the_server_sees_the_connection_clos
         let waited = t.elapsed();
         assert!(matches!(r, Err(coro::Timeout)), "{r:?}");
         assert!(waited >= Duration::from_millis(50), "{waited:?}");
-        assert!(waited < Duration::from_secs(1), "{waited:?}");
+        assert!(waited < crate::AT_ONCE, "{waited:?}");
         // The request was abandoned on the tokio side: its connection is
         // closed, not kept for the client's pool.
         util::wait_until("the server to see the connection closed", || {
