@@ -60,7 +60,10 @@ fn main() -> Result<(), Error> {
         let r = coro::with_timeout(Duration::from_millis(50), || {
             coro::tokio::run(async move { client.get(url).send().await.map(|r| r.status()) })
         });
-        println!("a GET that never gets an answer: {r:?} after {:?}", t.elapsed());
+        println!(
+            "a GET that never gets an answer: {r:?} after {:?}",
+            t.elapsed()
+        );
 
         if let Some(url) = redis_url {
             with_redis(&url)?;
@@ -98,7 +101,10 @@ fn with_redis(url: &str) -> Result<(), Error> {
         let got = c.join().map_err(|e| e.to_string())???;
         assert_eq!(got, Some(i.to_string()));
     }
-    println!("{CALLERS} SET+GET+DEL over one connection: {:?}", t.elapsed());
+    println!(
+        "{CALLERS} SET+GET+DEL over one connection: {:?}",
+        t.elapsed()
+    );
 
     // BLPOP blocks the connection it is sent on: it gets its own, which
     // the abandoned call drops (the server stops blocking for it).

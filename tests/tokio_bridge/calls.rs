@@ -197,7 +197,7 @@ fn several_calls_in_flight_from_one_green_thread() {
             })
             .collect();
         let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-        assert_eq!(sum, (0..50).sum());
+        assert_eq!(sum, (0..50u64).sum::<u64>());
         assert!(t.elapsed() >= Duration::from_millis(100));
     });
 }

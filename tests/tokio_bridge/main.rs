@@ -8,10 +8,10 @@
 //!   the wait at once and drops the tokio task.
 //! * `lifecycle`: lazy start, settings, shutdown and process exit, each in
 //!   a child process of its own (the bridge is one per process).
-//! * `with_reqwest`, `with_redis`: the real clients against servers the
-//!   tests start (`servers`).
+//! * `with_reqwest`, `with_redis`, `with_sqlx`: the real clients against
+//!   servers the tests start (`servers`, `util::postgres`).
 //!
-//! One test binary for all of them: reqwest and redis are linked once.
+//! One test binary for all of them: the clients are linked once.
 
 #[path = "../util/mod.rs"]
 mod util;
@@ -22,6 +22,7 @@ mod lifecycle;
 mod servers;
 mod with_redis;
 mod with_reqwest;
+mod with_sqlx;
 
 use std::process::Command;
 use std::time::Duration;
