@@ -99,9 +99,9 @@
 //!   call under `with_timeout`.
 //! * **Do not call back into coro from the tokio side.** A future on the
 //!   bridge runs on a tokio worker, not on a green thread: coro's blocking
-//!   calls (`coro::sleep`, a coro socket, [`coro::future::block_on`]
-//!   (coro_runtime::future::block_on), a bridge call's [`join`](JoinHandle::join))
-//!   panic there, and a future that waits for something only a green
+//!   calls (`coro::sleep`, a coro socket,
+//!   [`coro::future::block_on`](coro_runtime::future::block_on), a bridge
+//!   call's [`join`](JoinHandle::join)) panic there, and a future that waits for something only a green
 //!   thread does after its call returns never finishes (it waits for
 //!   itself). What is `Send` may cross: `coro::Handle::spawn` starts a
 //!   green thread from the tokio side, a `coro::sync::remote` channel or a
