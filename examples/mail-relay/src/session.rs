@@ -41,6 +41,7 @@
 use std::cell::Cell;
 use std::io;
 use std::net::IpAddr;
+use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -183,7 +184,7 @@ impl Session {
 
     fn serve(&mut self) -> End {
         if self.port.is_submission() {
-            if let Some(end) = self.submission_start() {
+            if let ControlFlow::Break(end) = self.submission_start() {
                 return end;
             }
         }
@@ -229,7 +230,8 @@ impl Session {
                 Line::Text if !long => {}
                 Line::Eof => return self.lost(),
                 Line::Text | Line::TooLong => {
-                    if let Some(end) = self.reject(Reply::new(500, "5.5.2", "Error: line too long"))
+                    if let ControlFlow::Break(end) =
+                        self.reject(Reply::new(500, "5.5.2", "Error: line too long"))
                     {
                         return end;
                     }
@@ -242,21 +244,21 @@ impl Session {
                 Ok(c) => c,
                 Err(reply) => {
                     self.last = protocol::verb_of(self.wire.line());
-                    if let Some(end) = self.reject(reply) {
+                    if let ControlFlow::Break(end) = self.reject(reply) {
                         return end;
                     }
                     continue;
                 }
             };
             self.last = cmd.verb();
-            if let Some(end) = self.command(cmd) {
+            if let ControlFlow::Break(end) = self.command(cmd) {
                 return end;
             }
         }
     }
 
-    /// Answers one command; `Some` ends the session.
-    fn command(&mut self, cmd: Command) -> Option<End> {
+    /// Answers one command; `Break` ends the session.
+    fn command(&mut self, cmd: Command) -> ControlFlow<End> {
         match cmd {
             Command::Ehlo(name) => {
                 self.helo = Some(name);
@@ -314,15 +316,15 @@ impl Session {
             }
             Command::Quit => {
                 self.ok(221, "2.0.0", "Bye");
-                return Some(End::Quit);
+                return ControlFlow::Break(End::Quit);
             }
             Command::StartTls => return self.starttls(),
             Command::Auth(mech, initial) => return self.auth(mech, initial),
         }
-        None
+        ControlFlow::Continue(())
     }
 
-    fn mail(&mut self, from: String, params: MailParams) -> Option<End> {
+    fn mail(&mut self, from: String, params: MailParams) -> ControlFlow<End> {
         if self.helo.is_none() {
             return self.reject(Reply::new(503, "5.5.1", "Error: send HELO/EHLO first"));
         }
@@ -330,7 +332,7 @@ impl Session {
             return self.reject(Reply::new(503, "5.5.1", "Error: nested MAIL command"));
         }
         if self.relay.stopping.get() {
-            return Some(self.shutting_down());
+            return ControlFlow::Break(self.shutting_down());
         }
         if let Err(reply) = self.submission_mail(&from) {
             return self.reject_with(reply, &format!(" from=<{}>", crate::escape::escape(&from)));
@@ -356,10 +358,10 @@ impl Session {
             dsn,
         });
         self.ok(250, "2.1.0", "Ok");
-        None
+        ControlFlow::Continue(())
     }
 
-    fn rcpt(&mut self, to: String, dsn: RcptDsn) -> Option<End> {
+    fn rcpt(&mut self, to: String, dsn: RcptDsn) -> ControlFlow<End> {
         let Some(txn) = &self.txn else {
             return self.reject(Reply::new(503, "5.5.1", "Error: need MAIL command"));
         };
@@ -373,7 +375,7 @@ impl Session {
                 self.client
             );
             self.ok(250, "2.1.5", "Ok");
-            return None;
+            return ControlFlow::Continue(());
         }
         if txn.rcpts.len() >= self.relay.config().max_recipients {
             // The client sends the rest in another transaction; still, a
@@ -397,10 +399,10 @@ impl Session {
         txn.dsn.set_rcpt(txn.rcpts.len(), dsn);
         txn.rcpts.push(to);
         self.ok(250, "2.1.5", "Ok");
-        None
+        ControlFlow::Continue(())
     }
 
-    fn data(&mut self) -> Option<End> {
+    fn data(&mut self) -> ControlFlow<End> {
         let Some(txn) = &self.txn else {
             return self.reject(Reply::new(503, "5.5.1", "Error: need MAIL command"));
         };
@@ -461,7 +463,7 @@ impl Session {
             // does not count (RFC 5321 §4.5.3.1.6); Body checks the rest.
             let line = match self.wire.read_line(MAX_TEXT_LINE + 1, &deadline) {
                 Ok(l) => l,
-                Err(e) => return Some(self.wait_failed(e)),
+                Err(e) => return ControlFlow::Break(self.wait_failed(e)),
             };
             match line {
                 Line::Text => {
@@ -471,12 +473,12 @@ impl Session {
                     }
                     let text = text.strip_prefix(b".").unwrap_or(text);
                     if let Err(e) = body.line(text, &spool, &env) {
-                        return Some(self.wait_failed(e));
+                        return ControlFlow::Break(self.wait_failed(e));
                     }
                 }
                 Line::TooLong => body.too_long = true,
-                Line::BareLf | Line::BareCr => return Some(self.bare(line)),
-                Line::Eof => return Some(self.lost()),
+                Line::BareLf | Line::BareCr => return ControlFlow::Break(self.bare(line)),
+                Line::Eof => return ControlFlow::Break(self.lost()),
             }
         }
         self.txn = None;
@@ -518,7 +520,7 @@ impl Session {
         env.has_8bit = body.has_8bit;
         let content = match body.finish(&env) {
             Ok(c) => c,
-            Err(e) if is_interrupt(&e) => return Some(self.wait_failed(e)),
+            Err(e) if is_interrupt(&e) => return ControlFlow::Break(self.wait_failed(e)),
             Err(e) => {
                 log::warn!("{id}: writing the message into the spool failed: {e}");
                 return self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"));
@@ -567,9 +569,9 @@ impl Session {
                 self.ok(250, "2.0.0", &format!("Ok: queued as {id}"));
                 crate::metrics::get().accepted.inc();
                 self.junk = 0;
-                None
+                ControlFlow::Continue(())
             }
-            Err(e) if is_interrupt(&e) => Some(self.wait_failed(e)),
+            Err(e) if is_interrupt(&e) => ControlFlow::Break(self.wait_failed(e)),
             Err(e) => {
                 log::warn!("{id}: commit to the spool failed or took too long: {e}");
                 self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"))
@@ -577,7 +579,7 @@ impl Session {
         }
     }
 
-    fn starttls(&mut self) -> Option<End> {
+    fn starttls(&mut self) -> ControlFlow<End> {
         let Some(tls) = self.relay.tls.clone() else {
             return self.reject(Reply::new(454, "4.7.0", "TLS not available"));
         };
@@ -586,7 +588,7 @@ impl Session {
         }
         self.ok(220, "2.0.0", "Ready to start TLS");
         if let Err(e) = self.wire.flush() {
-            return Some(self.wait_failed(e));
+            return ControlFlow::Break(self.wait_failed(e));
         }
         let injected = self.wire.discard_buffered();
         if injected > 0 {
@@ -597,7 +599,7 @@ impl Session {
         }
         if let Err(e) = self.wire.start_tls(tls) {
             log::info!("TLS handshake with [{}] failed: {e}", self.client);
-            return Some(End::Closed("TLS handshake failed"));
+            return ControlFlow::Break(End::Closed("TLS handshake failed"));
         }
         log::info!(
             "TLS connection established from [{}]:{}: {}",
@@ -610,7 +612,7 @@ impl Session {
         self.esmtp = false;
         self.txn = None;
         self.login = None;
-        None
+        ControlFlow::Continue(())
     }
 
     /// Whether this session's mail comes from a trusted source, which the
@@ -679,13 +681,13 @@ impl Session {
         self.wire.reply(code, &[&format!("{status} {text}")]);
     }
 
-    /// Queues a rejection, logs it, counts it; `Some` if that was one
+    /// Queues a rejection, logs it, counts it; `Break` if that was one
     /// error too many.
-    fn reject(&mut self, reply: Reply) -> Option<End> {
+    fn reject(&mut self, reply: Reply) -> ControlFlow<End> {
         self.reject_with(reply, "")
     }
 
-    fn reject_with(&mut self, reply: Reply, extra: &str) -> Option<End> {
+    fn reject_with(&mut self, reply: Reply, extra: &str) -> ControlFlow<End> {
         log::info!(
             "NOQUEUE: reject: {} from [{}]: {reply};{extra} helo=<{}>",
             self.last,
@@ -699,7 +701,7 @@ impl Session {
 
     /// A NOOP, RSET, VRFY or HELP: past `junk_command_limit` of them, each
     /// counts as an error (Postfix's `smtpd_junk_command_limit`).
-    fn junk(&mut self) -> Option<End> {
+    fn junk(&mut self) -> ControlFlow<End> {
         self.junk += 1;
         if self.junk > self.relay.config().junk_command_limit {
             log::info!(
@@ -710,11 +712,11 @@ impl Session {
             );
             return self.count_error();
         }
-        None
+        ControlFlow::Continue(())
     }
 
     /// Counts an error; ends the session with 421 at `error_limit`.
-    fn count_error(&mut self) -> Option<End> {
+    fn count_error(&mut self) -> ControlFlow<End> {
         self.errors += 1;
         if self.errors >= self.relay.config().error_limit {
             log::info!("too many errors after {} from [{}]", self.last, self.client);
@@ -723,9 +725,9 @@ impl Session {
                 "4.7.0",
                 &format!("{} Error: too many errors", self.host()),
             );
-            return Some(End::Closed("too many errors"));
+            return ControlFlow::Break(End::Closed("too many errors"));
         }
-        None
+        ControlFlow::Continue(())
     }
 
     /// A bare LF or CR: the session ends (Postfix's `smtpd_forbid_bare_newline`).
