@@ -291,15 +291,15 @@ impl Session {
             Command::Data => return self.data(),
             Command::Rset => {
                 self.txn = None;
-                self.ok(250, "2.0.0", "Ok");
+                self.reply(250, "2.0.0", "Ok");
                 return self.junk();
             }
             Command::Noop => {
-                self.ok(250, "2.0.0", "Ok");
+                self.reply(250, "2.0.0", "Ok");
                 return self.junk();
             }
             Command::Vrfy => {
-                self.ok(
+                self.reply(
                     252,
                     "2.0.0",
                     "Cannot VRFY user, but will accept message and attempt delivery",
@@ -307,7 +307,7 @@ impl Session {
                 return self.junk();
             }
             Command::Help => {
-                self.ok(
+                self.reply(
                     214,
                     "2.0.0",
                     "Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS",
@@ -315,7 +315,7 @@ impl Session {
                 return self.junk();
             }
             Command::Quit => {
-                self.ok(221, "2.0.0", "Bye");
+                self.reply(221, "2.0.0", "Bye");
                 return ControlFlow::Break(End::Quit);
             }
             Command::StartTls => return self.starttls(),
@@ -357,7 +357,7 @@ impl Session {
             rcpts: Vec::new(),
             dsn,
         });
-        self.ok(250, "2.1.0", "Ok");
+        self.reply(250, "2.1.0", "Ok");
         ControlFlow::Continue(())
     }
 
@@ -374,14 +374,14 @@ impl Session {
                 "duplicate recipient <{to}> from [{}] collapsed",
                 self.client
             );
-            self.ok(250, "2.1.5", "Ok");
+            self.reply(250, "2.1.5", "Ok");
             return ControlFlow::Continue(());
         }
         if txn.rcpts.len() >= self.relay.config().max_recipients {
             // The client sends the rest in another transaction; still, a
             // client that keeps trying counts toward the error limit (as in
             // Postfix), so that it cannot loop on 452 for ever.
-            self.ok(452, "4.5.3", "Error: too many recipients");
+            self.reply(452, "4.5.3", "Error: too many recipients");
             return self.count_error();
         }
         let allowed = self.may_relay();
@@ -398,7 +398,7 @@ impl Session {
         let txn = self.txn.as_mut().expect("checked");
         txn.dsn.set_rcpt(txn.rcpts.len(), dsn);
         txn.rcpts.push(to);
-        self.ok(250, "2.1.5", "Ok");
+        self.reply(250, "2.1.5", "Ok");
         ControlFlow::Continue(())
     }
 
@@ -566,7 +566,7 @@ impl Session {
                 if let Some(mid) = message_id.filter(|m| !m.is_empty()) {
                     log::info!("{id}: message-id=<{mid}>");
                 }
-                self.ok(250, "2.0.0", &format!("Ok: queued as {id}"));
+                self.reply(250, "2.0.0", &format!("Ok: queued as {id}"));
                 crate::metrics::get().accepted.inc();
                 self.junk = 0;
                 ControlFlow::Continue(())
@@ -586,7 +586,7 @@ impl Session {
         if self.wire.is_tls() {
             return self.reject(Reply::new(503, "5.5.1", "Error: TLS already active"));
         }
-        self.ok(220, "2.0.0", "Ready to start TLS");
+        self.reply(220, "2.0.0", "Ready to start TLS");
         if let Err(e) = self.wire.flush() {
             return ControlFlow::Break(self.wait_failed(e));
         }
@@ -676,8 +676,10 @@ impl Session {
         .into_bytes()
     }
 
-    /// Queues a positive (or 452) reply.
-    fn ok(&mut self, code: u16, status: &str, text: &str) {
+    /// Queues a one-line reply of any class with its enhanced status code
+    /// (RFC 2034): `250 2.0.0 Ok`, and as well the 421 and 521 that end a
+    /// session.
+    fn reply(&mut self, code: u16, status: &str, text: &str) {
         self.wire.reply(code, &[&format!("{status} {text}")]);
     }
 
@@ -694,8 +696,7 @@ impl Session {
             self.client,
             self.helo.as_deref().unwrap_or("")
         );
-        self.wire
-            .reply(reply.code, &[&format!("{} {}", reply.status, reply.text)]);
+        self.reply(reply.code, reply.status, &reply.text);
         self.count_error()
     }
 
@@ -720,7 +721,7 @@ impl Session {
         self.errors += 1;
         if self.errors >= self.relay.config().error_limit {
             log::info!("too many errors after {} from [{}]", self.last, self.client);
-            self.ok(
+            self.reply(
                 421,
                 "4.7.0",
                 &format!("{} Error: too many errors", self.host()),
@@ -738,7 +739,7 @@ impl Session {
             self.last,
             self.client
         );
-        self.ok(
+        self.reply(
             521,
             "5.5.2",
             &format!("{} Error: bare {what} received", self.host()),
@@ -756,7 +757,7 @@ impl Session {
             "{} Service shutting down, closing transmission channel",
             self.host()
         );
-        self.ok(421, "4.3.2", &text);
+        self.reply(421, "4.3.2", &text);
         End::Closed("shutdown")
     }
 
@@ -766,7 +767,7 @@ impl Session {
         if e.kind() == io::ErrorKind::TimedOut {
             log::info!("timeout after {} from [{}]", self.last, self.client);
             let text = format!("{} Error: timeout exceeded", self.host());
-            self.ok(421, "4.4.2", &text);
+            self.reply(421, "4.4.2", &text);
             End::Closed("timeout")
         } else if is_interrupt(&e) && !self.relay.stopping.get() {
             // Not the stop: someone ended this session by hand (the back
@@ -778,7 +779,7 @@ impl Session {
                 self.last
             );
             let text = format!("{} Error: session ended by the administrator", self.host());
-            self.ok(421, "4.3.0", &text);
+            self.reply(421, "4.3.0", &text);
             End::Closed("interrupted by the administrator")
         } else if is_interrupt(&e) {
             self.shutting_down()

@@ -85,7 +85,7 @@ impl Session {
             "{} Error: too many failed logins from your address; try again later",
             self.host()
         );
-        self.ok(421, "4.7.0", &text);
+        self.reply(421, "4.7.0", &text);
         ControlFlow::Break(End::Closed("locked out"))
     }
 
@@ -182,7 +182,7 @@ impl Session {
                     escape(&user.name)
                 );
                 self.login = Some((user, m));
-                self.ok(235, "2.7.0", "Authentication successful");
+                self.reply(235, "2.7.0", "Authentication successful");
                 ControlFlow::Continue(())
             }
             Login::Failed { known } => self.login_failed(&auth, m, &name, known),
@@ -236,7 +236,7 @@ impl Session {
                     "{} Error: too many failed logins; try again later",
                     self.host()
                 );
-                self.ok(421, "4.7.0", &text);
+                self.reply(421, "4.7.0", &text);
                 ControlFlow::Break(End::Closed("too many failed logins"))
             }
         }
