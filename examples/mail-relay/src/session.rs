@@ -123,7 +123,8 @@ pub struct Session {
     txn: Option<Txn>,
     /// Rejected commands so far.
     errors: u32,
-    /// NOOP, RSET, VRFY and HELP since the last accepted message.
+    /// Junk commands ([`protocol::Spec::junk`]) since the last accepted
+    /// message.
     junk: u32,
     /// Commands seen, for the disconnect line.
     commands: u32,
@@ -257,8 +258,10 @@ impl Session {
         }
     }
 
-    /// Answers one command; `Break` ends the session.
+    /// Answers one command, then counts it if its entry in the command
+    /// table says it is junk; `Break` ends the session.
     fn command(&mut self, cmd: Command) -> ControlFlow<End> {
+        let junk = cmd.spec().junk;
         match cmd {
             Command::Ehlo(name) => {
                 self.helo = Some(name);
@@ -286,17 +289,15 @@ impl Session {
                 let host = self.host().to_owned();
                 self.wire.reply(250, &[&host]);
             }
-            Command::Mail(from, params) => return self.mail(from, params),
-            Command::Rcpt(to, dsn) => return self.rcpt(to, dsn),
-            Command::Data => return self.data(),
+            Command::Mail(from, params) => self.mail(from, params)?,
+            Command::Rcpt(to, dsn) => self.rcpt(to, dsn)?,
+            Command::Data => self.data()?,
             Command::Rset => {
                 self.txn = None;
                 self.reply(250, "2.0.0", "Ok");
-                return self.junk();
             }
             Command::Noop => {
                 self.reply(250, "2.0.0", "Ok");
-                return self.junk();
             }
             Command::Vrfy => {
                 self.reply(
@@ -304,7 +305,6 @@ impl Session {
                     "2.0.0",
                     "Cannot VRFY user, but will accept message and attempt delivery",
                 );
-                return self.junk();
             }
             Command::Help => {
                 self.reply(
@@ -312,16 +312,19 @@ impl Session {
                     "2.0.0",
                     "Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS",
                 );
-                return self.junk();
             }
             Command::Quit => {
                 self.reply(221, "2.0.0", "Bye");
                 return ControlFlow::Break(End::Quit);
             }
-            Command::StartTls => return self.starttls(),
-            Command::Auth(mech, initial) => return self.auth(mech, initial),
+            Command::StartTls => self.starttls()?,
+            Command::Auth(mech, initial) => self.auth(mech, initial)?,
         }
-        ControlFlow::Continue(())
+        if junk {
+            self.junk()
+        } else {
+            ControlFlow::Continue(())
+        }
     }
 
     fn mail(&mut self, from: String, params: MailParams) -> ControlFlow<End> {
@@ -700,8 +703,8 @@ impl Session {
         self.count_error()
     }
 
-    /// A NOOP, RSET, VRFY or HELP: past `junk_command_limit` of them, each
-    /// counts as an error (Postfix's `smtpd_junk_command_limit`).
+    /// Counts a junk command ([`protocol::Spec::junk`]): past
+    /// `junk_command_limit` of them, each counts as an error too.
     fn junk(&mut self) -> ControlFlow<End> {
         self.junk += 1;
         if self.junk > self.relay.config().junk_command_limit {
