@@ -53,6 +53,7 @@ mod auth;
 use crate::auth::sasl::Mechanism;
 use crate::auth::User;
 use crate::body::{Body, MAX_TEXT_LINE};
+use crate::config::Config;
 use crate::dsn::{Dsn, RcptDsn};
 use crate::protocol::{self, Command, MailParams, Reply};
 use crate::server::Relay;
@@ -405,6 +406,8 @@ impl Session {
         ControlFlow::Continue(())
     }
 
+    /// DATA: the message up to the final dot, the checks of its content,
+    /// and its commit into the spool.
     fn data(&mut self) -> ControlFlow<End> {
         let Some(txn) = &self.txn else {
             return self.reject(Reply::new(503, "5.5.1", "Error: need MAIL command"));
@@ -412,10 +415,24 @@ impl Session {
         if txn.rcpts.is_empty() {
             return self.reject(Reply::new(554, "5.5.1", "Error: no valid recipients"));
         }
-        let id = crate::id::next();
         let started = txn.started;
-        let mut env = Envelope {
-            id: id.clone(),
+        let mut env = self.envelope(txn);
+        self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
+        let c = self.relay.config();
+        let body = self.receive(&env, &c)?;
+        self.txn = None;
+        if let Some((reply, extra)) = refusal(&body, &env, &c) {
+            return self.reject_with(reply, &extra);
+        }
+        env.arrival = SystemTime::now();
+        env.has_8bit = body.has_8bit;
+        self.commit(body, env, started, c.timeouts.final_dot)
+    }
+
+    /// The envelope of `txn`'s message, under a new queue id.
+    fn envelope(&self, txn: &Txn) -> Envelope {
+        Envelope {
+            id: crate::id::next(),
             arrival: SystemTime::now(),
             client: self.wire.peer(),
             helo: self.helo.clone().unwrap_or_default(),
@@ -426,15 +443,19 @@ impl Session {
             has_8bit: false,
             trusted: self.trusted_source(),
             dsn: txn.dsn.clone(),
-        };
-        self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
-        let c = self.relay.config();
-        let (max, t) = (c.max_message_size, c.timeouts.clone());
-        let (hop_limit, rate) = (c.hopcount_limit, c.min_data_rate.max(1));
+        }
+    }
+
+    /// Reads the message after the 354 up to the final dot into a
+    /// [`Body`], under the DATA block's deadline. `Break` ends the session
+    /// (a timeout, a bare CR or LF, the connection lost).
+    fn receive(&mut self, env: &Envelope, c: &Config) -> ControlFlow<End, Body> {
+        let t = &c.timeouts;
+        let rate = c.min_data_rate.max(1);
         let trusted = c.add_missing_headers && self.trusted_source();
         let mut body = Body::new(
-            self.received_header(&id),
-            max,
+            self.received_header(&env.id),
+            c.max_message_size,
             trusted.then(|| self.host().to_owned()),
         );
         // One deadline for the whole DATA block: the first data within
@@ -472,10 +493,10 @@ impl Session {
                 Line::Text => {
                     let text = self.wire.line();
                     if text == b"." {
-                        break;
+                        return ControlFlow::Continue(body);
                     }
                     let text = text.strip_prefix(b".").unwrap_or(text);
-                    if let Err(e) = body.line(text, &spool, &env) {
+                    if let Err(e) = body.line(text, &spool, env) {
                         return ControlFlow::Break(self.wait_failed(e));
                     }
                 }
@@ -484,43 +505,20 @@ impl Session {
                 Line::Eof => return ControlFlow::Break(self.lost()),
             }
         }
-        self.txn = None;
-        if body.too_big {
-            return self.reject(Reply::new(
-                552,
-                "5.3.4",
-                format!("Error: message exceeds fixed limit of {max} octets"),
-            ));
-        }
-        if body.too_long {
-            return self.reject(Reply::new(
-                554,
-                "5.6.0",
-                "Error: message has a line longer than 1000 octets",
-            ));
-        }
-        let hops = body.hops;
-        if hops >= hop_limit {
-            // RFC 5321 §6.3: a message that has passed this many relays is
-            // looping. Refused here, it goes back to its sender from the
-            // relay that sent it; a looping bounce (from <>) is dropped
-            // there, never bounced again.
-            let from = env.from.clone();
-            return self.reject_with(
-                Reply::new(
-                    554,
-                    "5.4.6",
-                    format!(
-                        "Error: too many hops ({hops} Received: headers): mail forwarding loop"
-                    ),
-                ),
-                &format!(" from=<{from}>"),
-            );
-        }
+    }
+
+    /// Makes the received message durable in the spool, waiting at most
+    /// `final_dot`, and answers: 250 with its queue id, or 451 when the
+    /// spool failed or took too long.
+    fn commit(
+        &mut self,
+        body: Body,
+        env: Envelope,
+        started: Instant,
+        final_dot: Duration,
+    ) -> ControlFlow<End> {
         let (size, message_id) = (body.size, body.message_id.clone());
-        let (from, nrcpt) = (env.from.clone(), env.rcpts.len());
-        env.arrival = SystemTime::now();
-        env.has_8bit = body.has_8bit;
+        let (id, from, nrcpt) = (env.id.clone(), env.from.clone(), env.rcpts.len());
         let content = match body.finish(&env) {
             Ok(c) => c,
             Err(e) if is_interrupt(&e) => return ControlFlow::Break(self.wait_failed(e)),
@@ -536,42 +534,20 @@ impl Session {
                     env,
                     data: Vec::new(),
                 });
-                timed(t.final_dot, || {
+                timed(final_dot, || {
                     spool.commit_received(msg, Some(spilled), Some(started))
                 })
             }
             Err(data) => {
                 let msg = Arc::new(Message { env, data });
-                timed(t.final_dot, || {
+                timed(final_dot, || {
                     spool.commit_received(msg, None, Some(started))
                 })
             }
         };
         match r {
             Ok(()) => {
-                let sasl = match &self.login {
-                    Some((user, m)) => format!(
-                        ", sasl_method={}, sasl_username={}",
-                        m.name(),
-                        crate::escape::escape(&user.name)
-                    ),
-                    None => String::new(),
-                };
-                log::info!(
-                    "{id}: client=[{}]:{}{sasl}, from=<{}>, size={size}, nrcpt={} (queue active)",
-                    self.client,
-                    self.wire.peer().port(),
-                    from,
-                    nrcpt
-                );
-                // (Empty when the header's value is folded onto its next
-                // line, which the scan does not follow.)
-                if let Some(mid) = message_id.filter(|m| !m.is_empty()) {
-                    log::info!("{id}: message-id=<{mid}>");
-                }
-                self.reply(250, "2.0.0", &format!("Ok: queued as {id}"));
-                crate::metrics::get().accepted.inc();
-                self.junk = 0;
+                self.queued(&id, &from, size, nrcpt, message_id);
                 ControlFlow::Continue(())
             }
             Err(e) if is_interrupt(&e) => ControlFlow::Break(self.wait_failed(e)),
@@ -580,6 +556,40 @@ impl Session {
                 self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"))
             }
         }
+    }
+
+    /// A message is in the spool: logged, counted, answered 250.
+    fn queued(
+        &mut self,
+        id: &str,
+        from: &str,
+        size: u64,
+        nrcpt: usize,
+        message_id: Option<String>,
+    ) {
+        let sasl = match &self.login {
+            Some((user, m)) => format!(
+                ", sasl_method={}, sasl_username={}",
+                m.name(),
+                crate::escape::escape(&user.name)
+            ),
+            None => String::new(),
+        };
+        log::info!(
+            "{id}: client=[{}]:{}{sasl}, from=<{}>, size={size}, nrcpt={} (queue active)",
+            self.client,
+            self.wire.peer().port(),
+            from,
+            nrcpt
+        );
+        // (Empty when the header's value is folded onto its next
+        // line, which the scan does not follow.)
+        if let Some(mid) = message_id.filter(|m| !m.is_empty()) {
+            log::info!("{id}: message-id=<{mid}>");
+        }
+        self.reply(250, "2.0.0", &format!("Ok: queued as {id}"));
+        crate::metrics::get().accepted.inc();
+        self.junk = 0;
     }
 
     fn starttls(&mut self) -> ControlFlow<End> {
@@ -804,6 +814,48 @@ fn sender_routed(rcpt: &str) -> bool {
         Some(at) => rcpt[..at].contains(['%', '!', '@']),
         None => false,
     }
+}
+
+/// Why a received message is refused, if it is: too big, a line too
+/// long, or too many hops; with what the log's line adds.
+fn refusal(body: &Body, env: &Envelope, c: &Config) -> Option<(Reply, String)> {
+    let max = c.max_message_size;
+    if body.too_big {
+        return Some((
+            Reply::new(
+                552,
+                "5.3.4",
+                format!("Error: message exceeds fixed limit of {max} octets"),
+            ),
+            String::new(),
+        ));
+    }
+    if body.too_long {
+        return Some((
+            Reply::new(
+                554,
+                "5.6.0",
+                "Error: message has a line longer than 1000 octets",
+            ),
+            String::new(),
+        ));
+    }
+    let hops = body.hops;
+    if hops >= c.hopcount_limit {
+        // RFC 5321 §6.3: a message that has passed this many relays is
+        // looping. Refused here, it goes back to its sender from the
+        // relay that sent it; a looping bounce (from <>) is dropped
+        // there, never bounced again.
+        return Some((
+            Reply::new(
+                554,
+                "5.4.6",
+                format!("Error: too many hops ({hops} Received: headers): mail forwarding loop"),
+            ),
+            format!(" from=<{}>", env.from),
+        ));
+    }
+    None
 }
 
 /// Whether `e` is an interruption (the server stopping this session).
