@@ -30,6 +30,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::ffi::c_int;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -37,6 +38,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use coro::net::backdoor::BackDoor;
 use coro::net::{is_fd_exhaustion, TcpListener, TcpStream};
 use coro::signal::{Signals, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use coro::sync::WaitGroup;
@@ -182,43 +184,88 @@ pub fn run(
         usize::MAX
     });
     crate::fds::check(nofile, &config);
-    let tls = match (&config.tls.cert, &config.tls.key) {
-        (Some(c), Some(k)) => {
-            crate::files::check_private_key("tls.key", k, config.require_safe_keys)
-                .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
-            Some(crate::tls::server_config(c, k)?)
-        }
-        _ => None,
-    };
     // What can fail without touching the disk comes first: a relay that
     // cannot start leaves no spool or Maildir behind.
-    let listener = Rc::new(
-        TcpListener::bind(config.listen)
-            .map_err(|e| io::Error::new(e.kind(), format!("listen {}: {e}", config.listen)))?,
-    );
-    let metrics = match config.metrics {
-        Some(a) => Some(Rc::new(crate::metrics::bind(a)?)),
-        None => None,
-    };
-    let submission = bind_submission(&config)?;
-    let auth = crate::auth::Auth::load(&config.submission)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
-        .map(Rc::new);
-    // As root if started so: check the directories, read the keys, make
-    // what is missing (for `who`); then drop to `who` for good.
-    let dkim = load_dkim(&config)?;
-    let dirs = private_dirs(&config, &who)?;
+    let endpoints = Endpoints::open(&config)?;
+    let dkim = prepare_as(&config, &who)?;
+    let _lock = crate::control::lock_spool(&config.spool_dir)
+        .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
+    let (spool, queue, smtp) = open_spool(&config, &dkim)?;
+    let door = announce(&config, &endpoints, &spool, &queue, &smtp)?;
+    let running = Running::start(config, endpoints, spool, queue, smtp, door)?;
+    let sig = running.wait_for_stop(&signals, &*load, &dkim)?;
+    running.stop(sig, signals);
+    Ok(())
+}
+
+/// What the relay listens on and answers with, set up before anything
+/// touches the disk.
+struct Endpoints {
+    /// STARTTLS (and the TLS port's handshake), when configured.
+    tls: Option<Arc<rustls::ServerConfig>>,
+    /// The MTA listener.
+    listener: Rc<TcpListener>,
+    /// The metrics endpoint's listener, when configured.
+    metrics: Option<Rc<TcpListener>>,
+    /// The submission service's listeners.
+    submission: Vec<(Rc<TcpListener>, Port)>,
+    /// The submission service's users.
+    auth: Option<Rc<crate::auth::Auth>>,
+}
+
+impl Endpoints {
+    /// Reads the TLS files and the users, binds the listeners.
+    fn open(config: &Config) -> io::Result<Endpoints> {
+        let tls = match (&config.tls.cert, &config.tls.key) {
+            (Some(c), Some(k)) => {
+                crate::files::check_private_key("tls.key", k, config.require_safe_keys)
+                    .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
+                Some(crate::tls::server_config(c, k)?)
+            }
+            _ => None,
+        };
+        let listener = Rc::new(
+            TcpListener::bind(config.listen)
+                .map_err(|e| io::Error::new(e.kind(), format!("listen {}: {e}", config.listen)))?,
+        );
+        let metrics = match config.metrics {
+            Some(a) => Some(Rc::new(crate::metrics::bind(a)?)),
+            None => None,
+        };
+        let submission = bind_submission(config)?;
+        let auth = crate::auth::Auth::load(&config.submission)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
+            .map(Rc::new);
+        Ok(Endpoints {
+            tls,
+            listener,
+            metrics,
+            submission,
+            auth,
+        })
+    }
+}
+
+/// As root if started so: checks the directories, reads the DKIM keys,
+/// makes what is missing (for `who`); then drops to `who` for good.
+fn prepare_as(config: &Config, who: &RunAs) -> io::Result<Rc<Dkim>> {
+    let dkim = load_dkim(config)?;
+    let dirs = private_dirs(config, who)?;
     for (key, dir, exists) in &dirs {
         if !exists {
-            crate::files::make_dir(key, dir, &who)?;
+            crate::files::make_dir(key, dir, who)?;
         }
     }
     who.drop_privileges()?;
     if who.drops {
         log::info!("running as {who} from now on");
     }
-    let _lock = crate::control::lock_spool(&config.spool_dir)
-        .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
+    Ok(dkim)
+}
+
+/// The destinations and the queue, and the spool opened: what the last
+/// run left in it is back in the queue, to deliver.
+fn open_spool(config: &Config, dkim: &Rc<Dkim>) -> io::Result<(Spool, Queue, Option<Rc<Smtp>>)> {
     let router = Router::new(
         &config.routes,
         &config.local_domains,
@@ -229,7 +276,7 @@ pub fn run(
     } else {
         router
     };
-    let (transports, smtp, dkim) = transports(&config, &router, dkim)?;
+    let (transports, smtp, _) = transports(config, &router, dkim.clone())?;
     warn_unresolved(&router);
     let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
     let (spool, recovered) = {
@@ -259,9 +306,21 @@ pub fn run(
         queue.restore(q);
     }
     queue.retry_at_start();
-    let addr = listener.local_addr()?;
+    Ok((spool, queue, smtp))
+}
+
+/// Opens the back door, writes the pid file and says where the relay
+/// listens (stdout and the log).
+fn announce(
+    config: &Config,
+    endpoints: &Endpoints,
+    spool: &Spool,
+    queue: &Queue,
+    smtp: &Option<Rc<Smtp>>,
+) -> io::Result<Option<BackDoor>> {
+    let addr = endpoints.listener.local_addr()?;
     let mut submission_at = String::new();
-    for (l, port) in &submission {
+    for (l, port) in &endpoints.submission {
         let how = if *port == Port::SubmissionTls {
             "TLS"
         } else {
@@ -270,7 +329,7 @@ pub fn run(
         submission_at.push_str(&format!("; submission on {} ({how})", l.local_addr()?));
     }
     let door = match &config.backdoor {
-        Some(path) => Some(crate::control::serve_backdoor(path, &queue, smtp.clone())?),
+        Some(path) => Some(crate::control::serve_backdoor(path, queue, smtp.clone())?),
         None => None,
     };
     crate::control::write_pid(spool.dir())
@@ -279,161 +338,246 @@ pub fn run(
         "mail-relay: listening on {addr}{submission_at}; spool in {}; {}{}",
         spool.dir().display(),
         queue.describe(),
-        if tls.is_some() { "; STARTTLS on" } else { "" }
+        if endpoints.tls.is_some() {
+            "; STARTTLS on"
+        } else {
+            ""
+        }
     );
     log::info!("daemon started -- listening on {addr}");
+    Ok(door)
+}
 
-    let relay = Rc::new(Relay {
-        config: RefCell::new(Rc::new(config)),
-        spool: spool.clone(),
-        tls,
-        auth,
-        stopping: Cell::new(false),
-        sessions: RefCell::new(HashMap::new()),
-        per_client: RefCell::new(HashMap::new()),
-        group: WaitGroup::new(),
-        stressed: Cell::new(false),
-    });
-    // Set when the stop sequence ends the core threads on purpose.
-    let ending = Rc::new(Cell::new(false));
-    let committer = {
-        let spool = spool.clone();
-        let ending = ending.clone();
-        supervised(
-            "committer",
-            move || ending.get(),
-            move || spool.run_committer(),
-        )?
-    };
-    let journal = {
-        let spool = spool.clone();
-        let ending = ending.clone();
-        supervised("journal", move || ending.get(), move || spool.run_journal())?
-    };
-    queue.start()?;
-    if let Some(l) = &metrics {
-        let (l, q, r) = (l.clone(), queue.clone(), relay.clone());
-        let sessions: Rc<dyn Fn() -> usize> = Rc::new(move || r.group.len());
-        log::info!("metrics at http://{}/metrics", l.local_addr()?);
-        coro::Builder::new()
-            .name("metrics".into())
-            .spawn(move || crate::metrics::serve(l, q, sessions))?;
-    }
-    let acceptor = {
-        let (relay, listener) = (relay.clone(), listener.clone());
-        let l = listener.clone();
-        // Ended by the stop closing the listener.
-        supervised(
-            "acceptor",
-            move || listener.is_closed(),
-            move || accept_loop(&relay, &l, Port::Mta),
-        )?
-    };
-    let mut submission_acceptors = Vec::new();
-    for (listener, port) in &submission {
-        let (relay, listener, port) = (relay.clone(), listener.clone(), *port);
-        let l = listener.clone();
-        submission_acceptors.push(supervised(
-            "submission acceptor",
-            move || listener.is_closed(),
-            move || accept_loop(&relay, &l, port),
-        )?);
-    }
+/// The relay at work: its shared state, its core threads and what the
+/// stop sequence closes.
+struct Running {
+    relay: Rc<Relay>,
+    spool: Spool,
+    queue: Queue,
+    smtp: Option<Rc<Smtp>>,
+    door: Option<BackDoor>,
+    /// The MTA listener and the submission ones.
+    listeners: Vec<Rc<TcpListener>>,
+    metrics: Option<Rc<TcpListener>>,
+    /// One per listener.
+    acceptors: Vec<coro::JoinHandle<()>>,
+    committer: coro::JoinHandle<()>,
+    journal: coro::JoinHandle<()>,
+    /// Set when the stop sequence ends the core threads on purpose.
+    ending: Rc<Cell<bool>>,
+}
 
-    let sig = loop {
-        let sig = match signals.recv() {
-            Ok(s) => s,
-            Err(e) if coro::WaitError::from_io(&e) == Some(coro::WaitError::Interrupted) => {
-                // The back door's `interrupt` on main: main only waits for
-                // signals here; ending it would end the relay without a
-                // graceful stop.
-                log::warn!(
-                    "main thread interrupted (by the back door?): ignored; SIGTERM stops the relay"
-                );
-                continue;
-            }
-            Err(e) => return Err(e),
+impl Running {
+    /// Starts the core threads (committer, journal, queue runner, metrics)
+    /// and then the acceptors.
+    fn start(
+        config: Config,
+        endpoints: Endpoints,
+        spool: Spool,
+        queue: Queue,
+        smtp: Option<Rc<Smtp>>,
+        door: Option<BackDoor>,
+    ) -> io::Result<Running> {
+        let Endpoints {
+            tls,
+            listener,
+            metrics,
+            submission,
+            auth,
+        } = endpoints;
+        let relay = Rc::new(Relay {
+            config: RefCell::new(Rc::new(config)),
+            spool: spool.clone(),
+            tls,
+            auth,
+            stopping: Cell::new(false),
+            sessions: RefCell::new(HashMap::new()),
+            per_client: RefCell::new(HashMap::new()),
+            group: WaitGroup::new(),
+            stressed: Cell::new(false),
+        });
+        let ending = Rc::new(Cell::new(false));
+        let committer = {
+            let spool = spool.clone();
+            let ending = ending.clone();
+            supervised(
+                "committer",
+                move || ending.get(),
+                move || spool.run_committer(),
+            )?
         };
-        match sig {
-            SIGUSR1 => {
-                queue.flush();
-            }
-            SIGHUP => {
-                let old = relay.config();
-                if let Some(new) = crate::reload::reload(&old, &*load, &dkim) {
-                    *relay.config.borrow_mut() = Rc::new(new);
-                }
-                if let Some(auth) = &relay.auth {
-                    auth.reload(&relay.config().submission);
-                }
-            }
-            sig => break sig,
+        let journal = {
+            let spool = spool.clone();
+            let ending = ending.clone();
+            supervised("journal", move || ending.get(), move || spool.run_journal())?
+        };
+        queue.start()?;
+        if let Some(l) = &metrics {
+            let (l, q, r) = (l.clone(), queue.clone(), relay.clone());
+            let sessions: Rc<dyn Fn() -> usize> = Rc::new(move || r.group.len());
+            log::info!("metrics at http://{}/metrics", l.local_addr()?);
+            coro::Builder::new()
+                .name("metrics".into())
+                .spawn(move || crate::metrics::serve(l, q, sessions))?;
         }
-    };
-    let t0 = coro::clock::now();
-    let deadline = relay.config().stop_deadline;
-    log::info!(
-        "signal {sig}: stopping -- no new sessions or deliveries; {} and {} in flight get {deadline:?}",
-        crate::logger::count(relay.group.len(), "session"),
-        crate::logger::count(queue.in_flight(), "delivery")
-    );
-    relay.stopping.set(true);
-    queue.halt();
-    listener.close();
-    for (l, _) in &submission {
-        l.close();
-    }
-    if let Some(l) = &metrics {
-        l.close();
-    }
-    let _ = acceptor.join();
-    for a in submission_acceptors {
-        let _ = a.join();
-    }
-    // Sessions waiting for a command between transactions end now.
-    for live in relay.sessions.borrow().values() {
-        if live.phase.get() == Phase::Idle {
-            let _ = live.thread.interrupt();
+        let mut listeners = vec![listener];
+        let mut acceptors = vec![acceptor("acceptor", &relay, &listeners[0], Port::Mta)?];
+        for (listener, port) in submission {
+            acceptors.push(acceptor("submission acceptor", &relay, &listener, port)?);
+            listeners.push(listener);
         }
-    }
-    let second = {
-        let (relay, queue) = (relay.clone(), queue.clone());
-        coro::spawn(move || {
-            while let Ok(sig) = signals.recv() {
-                if sig != SIGUSR1 && sig != SIGHUP {
-                    log::info!("second signal: ending the sessions and deliveries in flight now");
-                    interrupt_all(&relay);
-                    queue.cut();
-                    return;
-                }
-            }
+        Ok(Running {
+            relay,
+            spool,
+            queue,
+            smtp,
+            door,
+            listeners,
+            metrics,
+            acceptors,
+            committer,
+            journal,
+            ending,
         })
-    };
-    if coro::with_timeout(deadline, || relay.group.wait()).is_err() {
-        interrupt_all(&relay);
     }
-    let _ = relay.group.wait();
-    queue.finish(deadline.saturating_sub(t0.elapsed()));
-    let _ = second.thread().interrupt();
-    // Every 250 sent is durable already; this also waits for commits of
-    // sessions cut short at the deadline, and for bounces.
-    if let Err(e) = spool.flush() {
-        log::warn!("flushing the spool: {e}");
+
+    /// Serves SIGUSR1 (flush) and SIGHUP (reload) until a stop signal,
+    /// which it returns.
+    fn wait_for_stop(
+        &self,
+        signals: &Signals,
+        load: &dyn Fn() -> Result<Config, ConfigError>,
+        dkim: &Dkim,
+    ) -> io::Result<c_int> {
+        let relay = &self.relay;
+        loop {
+            let sig = match signals.recv() {
+                Ok(s) => s,
+                Err(e) if coro::WaitError::from_io(&e) == Some(coro::WaitError::Interrupted) => {
+                    // The back door's `interrupt` on main: main only waits for
+                    // signals here; ending it would end the relay without a
+                    // graceful stop.
+                    log::warn!(
+                        "main thread interrupted (by the back door?): ignored; SIGTERM stops the relay"
+                    );
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            match sig {
+                SIGUSR1 => {
+                    self.queue.flush();
+                }
+                SIGHUP => {
+                    let old = relay.config();
+                    if let Some(new) = crate::reload::reload(&old, load, dkim) {
+                        *relay.config.borrow_mut() = Rc::new(new);
+                    }
+                    if let Some(auth) = &relay.auth {
+                        auth.reload(&relay.config().submission);
+                    }
+                }
+                sig => return Ok(sig),
+            }
+        }
     }
-    if let Err(e) = spool.sync_journal() {
-        log::warn!("flushing the spool's journal: {e}");
+
+    /// The graceful stop after `sig` (see the module's header); a second
+    /// signal on `signals` cuts the deadline short.
+    fn stop(mut self, sig: c_int, signals: Signals) {
+        let t0 = coro::clock::now();
+        let deadline = self.relay.config().stop_deadline;
+        log::info!(
+            "signal {sig}: stopping -- no new sessions or deliveries; {} and {} in flight get {deadline:?}",
+            crate::logger::count(self.relay.group.len(), "session"),
+            crate::logger::count(self.queue.in_flight(), "delivery")
+        );
+        self.stop_accepting();
+        let second = self.drain(signals, deadline);
+        self.queue.finish(deadline.saturating_sub(t0.elapsed()));
+        let _ = second.thread().interrupt();
+        self.end_core();
+        report_spool(&self.spool, &self.queue);
     }
-    ending.set(true);
-    let _ = committer.thread().interrupt();
-    let _ = journal.thread().interrupt();
-    if let Some(smtp) = smtp {
-        smtp.close_all();
+
+    /// No new session or delivery: the listeners close, their acceptors
+    /// end.
+    fn stop_accepting(&mut self) {
+        self.relay.stopping.set(true);
+        self.queue.halt();
+        for l in &self.listeners {
+            l.close();
+        }
+        if let Some(l) = &self.metrics {
+            l.close();
+        }
+        for a in self.acceptors.drain(..) {
+            let _ = a.join();
+        }
     }
-    if let Some(door) = door {
-        door.close();
+
+    /// Ends the sessions: those waiting between transactions now, the
+    /// others by `deadline`, or at once on a second signal. Returns the
+    /// thread that waits for that signal (which also cuts the deliveries
+    /// in flight short), still waiting.
+    fn drain(&self, signals: Signals, deadline: Duration) -> coro::JoinHandle<()> {
+        let relay = &self.relay;
+        // Sessions waiting for a command between transactions end now.
+        for live in relay.sessions.borrow().values() {
+            if live.phase.get() == Phase::Idle {
+                let _ = live.thread.interrupt();
+            }
+        }
+        let second = {
+            let (relay, queue) = (relay.clone(), self.queue.clone());
+            coro::spawn(move || {
+                while let Ok(sig) = signals.recv() {
+                    if sig != SIGUSR1 && sig != SIGHUP {
+                        log::info!(
+                            "second signal: ending the sessions and deliveries in flight now"
+                        );
+                        interrupt_all(&relay);
+                        queue.cut();
+                        return;
+                    }
+                }
+            })
+        };
+        if coro::with_timeout(deadline, || relay.group.wait()).is_err() {
+            interrupt_all(relay);
+        }
+        let _ = relay.group.wait();
+        second
     }
-    crate::control::remove_pid(spool.dir());
-    // The disk says what the next start will find.
+
+    /// Flushes the committer and the journal (every message that got its
+    /// 250 is durable), ends the core threads, says QUIT to cached
+    /// upstream connections, closes the back door, removes the pid file.
+    fn end_core(&mut self) {
+        // Every 250 sent is durable already; this also waits for commits of
+        // sessions cut short at the deadline, and for bounces.
+        if let Err(e) = self.spool.flush() {
+            log::warn!("flushing the spool: {e}");
+        }
+        if let Err(e) = self.spool.sync_journal() {
+            log::warn!("flushing the spool's journal: {e}");
+        }
+        self.ending.set(true);
+        let _ = self.committer.thread().interrupt();
+        let _ = self.journal.thread().interrupt();
+        if let Some(smtp) = self.smtp.take() {
+            smtp.close_all();
+        }
+        if let Some(door) = self.door.take() {
+            door.close();
+        }
+        crate::control::remove_pid(self.spool.dir());
+    }
+}
+
+/// Says what the spool holds at the stop, read from the disk (what the
+/// next start will find), and warns if that is not what this run tracked.
+fn report_spool(spool: &Spool, queue: &Queue) {
     let tracked = (queue.len(), spool.batches());
     let (messages, batches) = spool.on_disk().unwrap_or_else(|e| {
         log::warn!("reading the spool's queue/ at stop: {e}");
@@ -453,7 +597,22 @@ pub fn run(
         crate::logger::count(messages, "message"),
         crate::logger::count(batches, "batch file")
     );
-    Ok(())
+}
+
+/// Spawns the acceptor of `listener`, ended by the stop closing it.
+fn acceptor(
+    name: &'static str,
+    relay: &Rc<Relay>,
+    listener: &Rc<TcpListener>,
+    port: Port,
+) -> io::Result<coro::JoinHandle<()>> {
+    let (relay, listener) = (relay.clone(), listener.clone());
+    let l = listener.clone();
+    supervised(
+        name,
+        move || listener.is_closed(),
+        move || accept_loop(&relay, &l, port),
+    )
 }
 
 /// A transport for each destination the router can name: the Maildir, and
