@@ -112,6 +112,7 @@ mod lookup;
 mod sendfile;
 pub mod signal;
 mod source;
+mod sys;
 mod tcp;
 mod udp;
 mod unix;
