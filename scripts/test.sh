@@ -17,12 +17,15 @@ cd "$(dirname "$0")/.."
 tools=(
   "socat:socat"          # net/tests/backdoor.rs: the back door's client
   "setpriv:util-linux"   # net/tests/backdoor.rs: a client running as another user
+  "prlimit:util-linux"   # mail-relay's tests under a low open-file limit
   "chromium:chromium"    # tests/coro_profile.rs: renders the HTML report headless
   "swaks:swaks"          # mail-relay's client tests
   "python3:python3"      # mail-relay's smtplib tests (smtplib is in the standard library)
   "curl:curl"            # tests/hyper.rs: the HTTP client of the hyper-on-coro server
   "dnsmasq:dnsmasq-base" # net/tests/dns_dnsmasq.rs, mail-relay's MX tests: the DNS server
   "openssl:openssl"      # mail-relay's DKIM test: makes the keys
+  "cc:gcc"               # mail-relay's storage fault test: builds its LD_PRELOAD shim
+  "flock:util-linux"     # mail-relay's local-user tests (setpriv too): another process holding the spool's lock
 )
 
 missing=()

@@ -38,6 +38,12 @@ pub struct Stats {
     pub forced_yields: u64,
     /// Green threads that ran past the latency threshold without yielding.
     pub latency_warnings: u64,
+    /// Green threads warned about for spinning: [`SPIN_LIMIT`](crate::SPIN_LIMIT)
+    /// blocking calls in a row failed at once, without waiting, because
+    /// their wait was cut short (a deadline passed, a scope was cancelled,
+    /// shutdown), as in a loop that skips errors. Counted once per run of
+    /// such calls.
+    pub spin_warnings: u64,
     /// Green threads spawned since the runtime started.
     pub spawned: u64,
     /// Green threads that ended with a panic.
@@ -62,6 +68,14 @@ pub struct Stats {
     /// given back, since the runtime started (see
     /// [`RuntimeBuilder::idle_stack_release`](crate::RuntimeBuilder::idle_stack_release)).
     pub idle_stack_trims: u64,
+    /// Parks in which a thread's stack was left whole, neither trimmed nor
+    /// copied out, because the thread parked while running on a stack
+    /// other than its own (a `corosensei` coroutine resumed inside it,
+    /// `stacker::maybe_grow`, a generator): where its own live frames end
+    /// is unknown then. Counted by the idle sweep, once per park, since
+    /// the runtime started (see
+    /// [`RuntimeBuilder::idle_stack_release`](crate::RuntimeBuilder::idle_stack_release)).
+    pub idle_stack_foreign: u64,
     /// Parks reported as leaked (waits that can never be served; see
     /// [`leaks`](crate::leaks)) since the runtime started.
     pub leaked: u64,
@@ -123,6 +137,7 @@ pub fn stats() -> Stats {
                 .watchdog
                 .as_ref()
                 .map_or(0, |w| w.shared.warnings.load(Ordering::Relaxed)),
+            spin_warnings: s.counters.spin_warnings.get(),
             spawned: s.counters.spawned.get(),
             panicked: s.counters.panicked.get(),
             timers_fired: s.counters.timers_fired.get(),
@@ -133,6 +148,7 @@ pub fn stats() -> Stats {
             pooled_stacks: s.stacks.borrow().pooled(),
             idle_stacks: s.stacks.borrow().idle.out,
             idle_stack_trims: s.stacks.borrow().idle.trims,
+            idle_stack_foreign: s.stacks.borrow().idle.foreign,
             leaked: s.waits.leaked.get(),
         }
     })

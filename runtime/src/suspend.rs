@@ -18,6 +18,7 @@ use crate::clock::{self, Instant};
 use crate::context;
 use crate::error::WaitError;
 use crate::sched::{ForcedUnwind, Scheduler, UNWIND_REFUSAL_LIMIT};
+use crate::spin;
 use crate::stack;
 use crate::task::{Task, ThreadState};
 use crate::timer::TimerKind;
@@ -97,6 +98,31 @@ fn yield_refused(t: &Task) {
         t.display_name(),
         why_not_suspend(t),
     );
+}
+
+/// The yield a blocking call makes between two of its own tries
+/// (`future::block_on` when the future woke itself): the thread goes to
+/// the back of the ready queue, as with [`yield_now`], after the checks of
+/// a park. An interrupt, a passed deadline or a cancellation, or shutdown
+/// ends the call with its error; where the thread may not switch (inside
+/// [`no_suspend`](crate::no_suspend), or while it unwinds) the call fails
+/// with [`WaitError::SuspendForbidden`], logged naming `call`, as a park
+/// there does: a yield refused there would leave the caller spinning.
+#[inline]
+#[track_caller]
+pub(crate) fn yield_in(what: &'static str, call: &'static str) -> Result<(), WaitError> {
+    // SAFETY: `s` and `t` are used only inside this call of the running
+    // thread, across its suspend (see `context::current_unbound`).
+    let (s, t) = unsafe { context::current_unbound(call) };
+    // The deadline of an enclosing scope is armed here as for a park: a
+    // caller that only ever yields must see it pass too.
+    if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
+        // Read here, not in a closure: only here is it the caller's.
+        return park_refused(s, t, e, what, call, Location::caller());
+    }
+    t.state.set(ThreadState::Ready);
+    suspend(t);
+    Ok(())
 }
 
 /// Whether the running task may switch away now: not inside a `no_suspend`
@@ -243,7 +269,9 @@ pub(crate) fn park_waiting(
     // thread, across its suspend (see `context::current_unbound`).
     let (s, t) = unsafe { context::current_unbound(call) };
     if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
-        return park_refused(s, t, e, what, call);
+        // Read here, not in a closure: only here is it the caller's.
+        let site = wait.site.unwrap_or(Location::caller());
+        return park_refused(s, t, e, what, call, site);
     }
     t.wait_since.set(s.coarse_now.get());
     t.wait_site.set(wait.site);
@@ -327,7 +355,9 @@ pub fn park_on(
 }
 
 /// A park that is over before it began: a waiter or a timer made for it
-/// must not match the thread's next park.
+/// must not match the thread's next park. `site` is the caller of the
+/// blocking call, for the warning about a thread that keeps calling
+/// (`spin`).
 #[cold]
 #[inline(never)]
 fn park_refused(
@@ -336,10 +366,12 @@ fn park_refused(
     e: WaitError,
     what: &'static str,
     call: &'static str,
+    site: &'static Location<'static>,
 ) -> Result<(), WaitError> {
     if e == WaitError::SuspendForbidden {
         log_forbidden(t, call, what);
     }
+    spin::refused(s, t, e, what, site);
     t.park_gen.set(t.park_gen.get() + 1);
     failed_at_once(s, t);
     Err(e)

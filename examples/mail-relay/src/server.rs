@@ -31,6 +31,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,11 +42,12 @@ use coro::sync::WaitGroup;
 
 use crate::config::{Config, ConfigError};
 use crate::delivery::mx::MxDelivery;
-use crate::delivery::route::{Dest, Router};
+use crate::delivery::route::{Dest, Router, Upstream};
 use crate::delivery::smtp::client::Settings;
 use crate::delivery::smtp::{Destination, Smtp};
 use crate::delivery::{Maildir, Transport};
 use crate::dkim::{Dkim, Signing};
+use crate::privilege::RunAs;
 use crate::queue::Queue;
 use crate::session::{Phase, Session};
 use crate::spool::Spool;
@@ -166,10 +168,23 @@ impl Relay {
 ///
 /// If the spool, the Maildir, the TLS files or the listener cannot be set
 /// up.
-pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -> io::Result<()> {
+pub fn run(
+    config: Config,
+    who: RunAs,
+    load: Box<dyn Fn() -> Result<Config, ConfigError>>,
+) -> io::Result<()> {
     let signals = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])?;
+    let nofile = crate::fds::raise_limit().unwrap_or_else(|e| {
+        log::warn!("cannot read the open-file limit: {e}");
+        usize::MAX
+    });
+    crate::fds::check(nofile, &config);
     let tls = match (&config.tls.cert, &config.tls.key) {
-        (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
+        (Some(c), Some(k)) => {
+            crate::files::check_private_key("tls.key", k, config.require_safe_keys)
+                .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
+            Some(crate::tls::server_config(c, k)?)
+        }
         _ => None,
     };
     // What can fail without touching the disk comes first: a relay that
@@ -182,6 +197,19 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
         Some(a) => Some(Rc::new(crate::metrics::bind(a)?)),
         None => None,
     };
+    // As root if started so: check the directories, read the keys, make
+    // what is missing (for `who`); then drop to `who` for good.
+    let dkim = load_dkim(&config)?;
+    let dirs = private_dirs(&config, &who)?;
+    for (key, dir, exists) in &dirs {
+        if !exists {
+            crate::files::make_dir(key, dir, &who)?;
+        }
+    }
+    who.drop_privileges()?;
+    if who.drops {
+        log::info!("running as {who} from now on");
+    }
     let _lock = crate::control::lock_spool(&config.spool_dir)
         .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
     let router = Router::new(
@@ -194,7 +222,8 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
     } else {
         router
     };
-    let (transports, smtp) = transports(&config, &router)?;
+    let (transports, smtp, dkim) = transports(&config, &router, dkim)?;
+    warn_unresolved(&router);
     let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
     let (spool, recovered) = {
         let q = queue.clone();
@@ -304,7 +333,7 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
             }
             SIGHUP => {
                 let old = relay.config();
-                if let Some(new) = crate::reload::reload(&old, &*load) {
+                if let Some(new) = crate::reload::reload(&old, &*load, &dkim) {
                     *relay.config.borrow_mut() = Rc::new(new);
                 }
             }
@@ -368,28 +397,108 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
         door.close();
     }
     crate::control::remove_pid(spool.dir());
+    // The disk says what the next start will find.
+    let tracked = (queue.len(), spool.batches());
+    let (messages, batches) = spool.on_disk().unwrap_or_else(|e| {
+        log::warn!("reading the spool's queue/ at stop: {e}");
+        tracked
+    });
+    if (messages, batches) != tracked {
+        log::warn!(
+            "the spool holds {} in {}, this run tracked {} in {}",
+            crate::logger::count(messages, "message"),
+            crate::logger::count(batches, "batch file"),
+            tracked.0,
+            tracked.1
+        );
+    }
     log::info!(
         "stopped; {} ({}) left in the spool for the next start",
-        crate::logger::count(queue.len(), "message"),
-        crate::logger::count(spool.batches(), "batch file")
+        crate::logger::count(messages, "message"),
+        crate::logger::count(batches, "batch file")
     );
     Ok(())
 }
 
 /// A transport for each destination the router can name: the Maildir, and
-/// one per SMTP upstream sharing one client and connection cache.
-type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>);
+/// one per SMTP upstream sharing one client and connection cache, each
+/// SMTP one DKIM-signing with the keys in force (none, until `[dkim]`
+/// names some).
+type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>, Rc<Dkim>);
 
-fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
-    // Keys are read (and a bad one is an error) at start, whatever the routes.
-    let dkim = match config.dkim.is_empty() {
-        true => None,
-        false => {
-            Some(Rc::new(Dkim::load(&config.dkim).map_err(|e| {
-                io::Error::new(io::ErrorKind::InvalidInput, e)
-            })?))
-        }
-    };
+/// The DKIM keys, read (and a bad or unsafe one refused) at start,
+/// whatever the routes.
+fn load_dkim(config: &Config) -> io::Result<Rc<Dkim>> {
+    let dkim = Dkim::load(&config.dkim, config.require_safe_keys)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    Ok(Rc::new(dkim))
+}
+
+/// The directories the relay writes into that the configuration names
+/// (the spool, the Maildir, the back door's), checked for `who`: (setting,
+/// path, whether it exists).
+fn private_dirs(config: &Config, who: &RunAs) -> io::Result<Vec<(&'static str, PathBuf, bool)>> {
+    let mut dirs = vec![
+        ("spool_dir", config.spool_dir.clone()),
+        ("maildir", config.maildir.clone()),
+    ];
+    if let Some(path) = &config.backdoor {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        dirs.push(("backdoor", dir));
+    }
+    dirs.into_iter()
+        .map(|(key, dir)| {
+            let exists = crate::files::check_dir(key, &dir, who)?;
+            Ok((key, dir, exists))
+        })
+        .collect()
+}
+
+/// Warns about SMTP upstreams (`relayhost`, routes) whose names do not
+/// resolve now: the relay starts all the same, and their mail waits in
+/// the queue until they do.
+fn warn_unresolved(router: &Router) {
+    let upstreams: Vec<Upstream> = router
+        .destinations()
+        .into_iter()
+        .filter_map(|d| match d {
+            Dest::Smtp(up) => Some(up),
+            Dest::Local | Dest::Mx => None,
+        })
+        .collect();
+    if upstreams.is_empty() {
+        return;
+    }
+    let relayhost = router.relayhost().cloned();
+    let spawned = coro::Builder::new()
+        .name("resolve upstreams".into())
+        .spawn(move || {
+            for up in upstreams {
+                let what = if Some(&up) == relayhost.as_ref() {
+                    "relayhost"
+                } else {
+                    "route to"
+                };
+                match coro::net::lookup_host((up.host.as_str(), up.port)) {
+                    Ok(_) => {}
+                    Err(e) if coro::WaitError::from_io(&e).is_some() => return,
+                    Err(e) => log::warn!(
+                        "{what} {up}: {} does not resolve now ({e}); mail for it waits in the \
+                         queue until it does",
+                        up.host
+                    ),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("cannot check the upstreams' names: {e}");
+    }
+}
+
+fn transports(config: &Config, router: &Router, dkim: Rc<Dkim>) -> io::Result<Transports> {
     let maildir = Maildir::open(&config.maildir, &config.hostname)
         .map_err(|e| annotate(e, "maildir", &config.maildir))?;
     let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];
@@ -403,9 +512,14 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
         .collect();
     let by_mx = router.destinations().contains(&Dest::Mx);
     if upstreams.is_empty() && !by_mx {
-        return Ok((out, None));
+        return Ok((out, None, dkim));
     }
     let c = &config.smtp;
+    let sts = if by_mx {
+        crate::delivery::mx::sts::from_config(config)?
+    } else {
+        None
+    };
     let settings = Settings {
         cfg: c.clone(),
         helo_name: c
@@ -413,6 +527,7 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
             .clone()
             .unwrap_or_else(|| config.hostname.clone()),
         tls: crate::tls::client_config(c.tls_security_level, c.tls_ca_file.as_deref())?,
+        verified_tls: sts.as_ref().map(|(_, tls)| tls.clone()),
     };
     let smtp = Smtp::new(settings)?;
     for up in upstreams {
@@ -420,18 +535,26 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
         out.push((Dest::Smtp(up), Rc::new(dest)));
     }
     if by_mx {
-        let mx = MxDelivery::new(smtp.clone(), &config.mx, c.connection_limit)
-            .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
+        let mx = MxDelivery::new(
+            smtp.clone(),
+            &config.mx,
+            config.listen.ip(),
+            c.connection_limit,
+            c.message_timeout,
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
+        let mx = match sts {
+            Some((sts, _)) => mx.with_sts(sts),
+            None => mx,
+        };
         out.push((Dest::Mx, Rc::new(mx)));
     }
-    if let Some(dkim) = dkim {
-        for (dest, t) in &mut out {
-            if *dest != Dest::Local {
-                *t = Rc::new(Signing::new(t.clone(), dkim.clone()));
-            }
+    for (dest, t) in &mut out {
+        if *dest != Dest::Local {
+            *t = Rc::new(Signing::new(t.clone(), dkim.clone()));
         }
     }
-    Ok((out, Some(smtp)))
+    Ok((out, Some(smtp), dkim))
 }
 
 /// Spawns a core thread running `body`, and runs `body` again (with a log
@@ -468,10 +591,12 @@ fn annotate(e: io::Error, key: &str, path: &std::path::Path) -> io::Error {
     io::Error::new(e.kind(), format!("{key} {}: {e}", path.display()))
 }
 
-/// Accepts until the listener closes; backs off when out of fds or memory.
+/// Accepts until the listener closes; backs off when out of fds or memory
+/// (the warning logged at most once a minute).
 fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
     const MIN_BACKOFF: Duration = Duration::from_millis(5);
     let mut backoff = MIN_BACKOFF;
+    let mut failing = crate::logger::Throttled::new(Duration::from_secs(60));
     loop {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -480,14 +605,16 @@ fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
             }
             Err(_) if listener.is_closed() => return,
             Err(e) if is_fd_exhaustion(&e) => {
-                log::warn!("accept: {e}; backing off {backoff:?}");
+                failing.warn(&format!("accept: {e}; backing off (up to 1s)"));
                 if coro::sleep(backoff).is_err() {
                     return;
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(1));
             }
             Err(e) if coro::WaitError::from_io(&e).is_some() => return,
-            Err(e) => log::info!("accept: {e}"),
+            Err(e) => {
+                failing.log(log::Level::Info, &format!("accept: {e}"));
+            }
         }
     }
 }

@@ -21,6 +21,32 @@
 //! leftovers are removed at the next start, so the scanner never sees half
 //! a file.
 //!
+//! # When the disk fails
+//!
+//! A 4xx after DATA means the message will not be delivered from this
+//! spool; a 250 that it is on disk. A round whose write, fdatasync,
+//! rename or sync of `queue/` fails answers 4xx to each of its sessions,
+//! and leaves nothing: its files are removed from `tmp/`, and those
+//! already renamed into `queue/` are removed again, then `queue/` is
+//! synced once more so that their removal lasts. Every file of a round is
+//! synced in `tmp/` before the first rename, so only a later rename or
+//! the sync of `queue/` can fail after one.
+//!
+//! A failed fsync counts as lost data, never as something to retry.
+//! After fsync reports an error, Linux may have dropped the dirty pages
+//! and cleared the error, so a second fsync of the same file can succeed
+//! with the data gone (PostgreSQL's "fsyncgate"). So a file whose sync
+//! failed is never synced again and trusted: it is removed, its message
+//! refused, and the client's next attempt writes a new file. The one
+//! case a 4xx cannot cover is the machine crashing before the removal
+//! reaches the disk: the file may then come back and be delivered, as
+//! with every MTA. The stop's report reads `queue/` from the disk, so it
+//! counts what the next start will find.
+//!
+//! A session that stops waiting for its commit (`timeouts.final_dot`, an
+//! interruption) answers 4xx too; if the round commits its message
+//! anyway, the message is recorded done at once and never delivered.
+//!
 //! # Delivery state
 //!
 //! Each batch file may have a journal beside it, `queue/<name>.state`,
@@ -37,11 +63,11 @@
 //! messages keep their attempt count, next attempt and reason across a
 //! restart, and finished recipients are not sent to again.
 //!
-//! The queue keeps only the envelope of a message that waits (deferred,
-//! or beyond its active limit) and reads the content back with
-//! [`Spool::load`] when its turn comes: the spool remembers where in its
-//! batch file each message's content is. A batch file stays until its
-//! last message is done, so a message deferred for days keeps its batch
+//! The queue keeps only envelopes in memory: a committed message is
+//! handed on with a [`Content`] handle (its batch file, where its content
+//! starts, its length), and delivery reads the content from the file a
+//! chunk at a time ([`mod@content`]). A batch file stays until its last
+//! message is done, so a message deferred for days keeps its batch
 //! companions' bytes on disk with it (never in memory).
 //!
 //! # Group commit
@@ -56,14 +82,15 @@
 //! per-message files would cap the relay near 200 messages/s; a batch file
 //! makes the cost per commit, not per message.
 
+mod content;
 mod format;
 mod journal;
 mod scan;
 mod spill;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -73,27 +100,23 @@ use std::time::Duration;
 use coro::clock::Instant;
 use coro::sync::{Event, Fifo};
 
+pub use content::{Content, Held, Stored, CHUNK};
 pub use format::{encode, Envelope, Message, Update};
 use scan::recover;
 pub use scan::{read_queue, Queued, Recovered};
 pub use spill::{Spill, Spilled, SPILL_AT};
 
-/// A message's place on disk: its batch file, where its content starts
-/// and how long it is.
-#[derive(Debug, Clone)]
-struct Loc {
-    batch: Arc<str>,
-    offset: u64,
-    len: usize,
-}
-
-/// A message as placed into a batch: (id, content offset, content length).
-type Placed = (String, u64, usize);
+/// The ids of the messages placed into a batch file.
+type Placed = Vec<String>;
 
 /// What a session waits on: the committer's verdict for its message.
 struct Done {
     result: RefCell<Option<io::Result<()>>>,
     event: Event,
+    /// The session stopped waiting (its deadline, an interruption) and
+    /// did not answer 250: the message, if it gets committed anyway, is
+    /// removed instead of delivered.
+    abandoned: Cell<bool>,
 }
 
 enum Request {
@@ -122,8 +145,8 @@ struct Inner {
     commit_delay: Duration,
     /// Batch files in `queue/`: name → messages in it not yet delivered.
     batches: RefCell<HashMap<String, usize>>,
-    /// Undelivered message id → where it is on disk.
-    located: RefCell<HashMap<String, Loc>>,
+    /// Undelivered message id → its batch file's name.
+    located: RefCell<HashMap<String, Arc<str>>>,
     /// Events for the journal green thread, in order.
     journal: Fifo<journal::Request>,
 }
@@ -172,55 +195,16 @@ impl Spool {
     }
 
     /// Counts the messages `placed` as held by the batch file `name`.
-    fn track(&self, name: &str, placed: Vec<Placed>) {
+    fn track(&self, name: &str, placed: Placed) {
         let mut located = self.inner.located.borrow_mut();
         self.inner
             .batches
             .borrow_mut()
             .insert(name.to_owned(), placed.len());
         let batch: Arc<str> = name.into();
-        for (id, offset, len) in placed {
-            let loc = Loc {
-                batch: batch.clone(),
-                offset,
-                len,
-            };
-            located.insert(id, loc);
+        for id in placed {
+            located.insert(id, batch.clone());
         }
-    }
-
-    /// Reads the contents of the messages `ids` back from their batch
-    /// files (one `coro::blocking` job for all): one result per id, in
-    /// order.
-    ///
-    /// # Errors
-    ///
-    /// A timeout or interruption of the wait; per message, an id the spool
-    /// does not hold or a read that failed.
-    pub fn load(&self, ids: &[String]) -> io::Result<Vec<io::Result<Vec<u8>>>> {
-        let wanted: Vec<Option<Loc>> = {
-            let located = self.inner.located.borrow();
-            ids.iter().map(|id| located.get(id).cloned()).collect()
-        };
-        let queue = self.inner.dir.join("queue");
-        coro::blocking(move || {
-            use std::os::unix::fs::FileExt;
-            let mut open: Option<(Arc<str>, File)> = None;
-            wanted
-                .into_iter()
-                .map(|loc| {
-                    let loc = loc.ok_or_else(|| io::Error::other("not in the spool"))?;
-                    if open.as_ref().is_none_or(|(b, _)| *b != loc.batch) {
-                        open = Some((loc.batch.clone(), File::open(queue.join(&*loc.batch))?));
-                    }
-                    let (_, f) = open.as_ref().expect("opened");
-                    let mut data = vec![0; loc.len];
-                    f.read_exact_at(&mut data, loc.offset)?;
-                    Ok(data)
-                })
-                .collect::<Vec<_>>()
-        })
-        .map_err(io::Error::from)
     }
 
     /// The spool directory.
@@ -235,7 +219,8 @@ impl Spool {
     /// # Errors
     ///
     /// The write or sync error; a timeout or interruption of the wait (the
-    /// commit itself still happens, and the message is delivered).
+    /// commit may still happen: the message is then removed, never
+    /// delivered, since its client was not told 250).
     pub fn commit(&self, msg: Arc<Message>) -> io::Result<()> {
         self.commit_received(msg, None, None)
     }
@@ -257,13 +242,22 @@ impl Spool {
         let done = Rc::new(Done {
             result: RefCell::new(None),
             event: Event::new(),
+            abandoned: Cell::new(false),
         });
         self.inner
             .requests
             .push(Request::Commit(msg, spilled, started, done.clone()));
-        done.event.wait()?;
+        let waited = done.event.wait();
         let r = done.result.borrow_mut().take();
-        r.unwrap_or_else(|| Err(io::Error::other("commit result taken twice")))
+        match (waited, r) {
+            // Committed, even if the deadline passed at the same time.
+            (_, Some(r)) => r,
+            (Err(e), None) => {
+                done.abandoned.set(true);
+                Err(e.into())
+            }
+            (Ok(()), None) => Err(io::Error::other("commit result taken twice")),
+        }
     }
 
     /// Waits until every commit requested before the call is done.
@@ -275,6 +269,7 @@ impl Spool {
         let done = Rc::new(Done {
             result: RefCell::new(None),
             event: Event::new(),
+            abandoned: Cell::new(false),
         });
         self.inner.requests.push(Request::Flush(done.clone()));
         done.event.wait()?;
@@ -315,6 +310,9 @@ impl Spool {
                     Err(e) => Err(io::Error::other(format!("commit cut short: {e}"))),
                 }
             };
+            let queue = inner.dir.join("queue");
+            // Where each committed message's content is.
+            let mut contents: HashMap<String, Content> = HashMap::new();
             match &result {
                 Ok(offsets) => {
                     if !msgs.is_empty() {
@@ -323,15 +321,18 @@ impl Spool {
                             msgs[0].env.id,
                             crate::logger::count(msgs.len(), "message")
                         );
-                        let placed = msgs
-                            .iter()
-                            .zip(offsets)
-                            .map(|(m, &at)| (m.env.id.clone(), at, m.data.len()))
-                            .collect();
+                        let path: Arc<Path> = queue.join(&msgs[0].env.id).into();
+                        for (m, &at) in msgs.iter().zip(offsets) {
+                            let c = Content::in_file(path.clone(), at, m.data.len() as u64);
+                            contents.insert(m.env.id.clone(), c);
+                        }
+                        let placed = msgs.iter().map(|m| m.env.id.clone()).collect();
                         self.track(&msgs[0].env.id, placed);
                     }
                     for (id, at, size) in &spilled_info {
-                        self.track(id, vec![(id.clone(), *at, *size)]);
+                        let path: Arc<Path> = queue.join(id).into();
+                        contents.insert(id.clone(), Content::in_file(path, *at, *size as u64));
+                        self.track(id, vec![id.clone()]);
                     }
                 }
                 Err(e) => log::warn!(
@@ -339,32 +340,42 @@ impl Spool {
                     crate::logger::count(msgs.len() + spilled_info.len(), "message")
                 ),
             }
-            let sizes: HashMap<&str, usize> = spilled_info
-                .iter()
-                .map(|(id, _, size)| (id.as_str(), *size))
-                .collect();
             for req in batch {
                 match req {
                     Request::Commit(msg, _, started, done) => {
                         let received_in = started.map_or(Duration::ZERO, Instant::elapsed);
-                        let r = match &result {
-                            Ok(_) => {
-                                let mut q = match sizes.get(msg.env.id.as_str()) {
-                                    // Streamed: its content stays on disk until its turn.
-                                    Some(&size) => Queued {
-                                        msg,
-                                        state: Default::default(),
-                                        size,
-                                        loaded: false,
-                                        received_in,
-                                    },
-                                    None => Queued::new(msg),
+                        let r = match (&result, contents.remove(&msg.env.id)) {
+                            (Ok(_), Some(_)) if done.abandoned.get() => {
+                                // Its client was not told 250: it must not
+                                // be delivered from here.
+                                log::info!(
+                                    "{}: committed after its session stopped waiting; removed",
+                                    msg.env.id
+                                );
+                                self.record(Update::Done {
+                                    id: msg.env.id.clone(),
+                                });
+                                Err(io::Error::other("the session stopped waiting"))
+                            }
+                            (Ok(_), Some(content)) => {
+                                // The queue keeps the envelope; the content
+                                // too for a while if it came whole (the
+                                // queue decides).
+                                let stored = Stored {
+                                    env: msg.env.clone(),
+                                    content,
                                 };
-                                q.received_in = received_in;
-                                (inner.on_commit)(q);
+                                let whole = !spilled_info.iter().any(|(id, ..)| *id == msg.env.id);
+                                (inner.on_commit)(Queued {
+                                    msg: Arc::new(stored),
+                                    memory: whole.then_some(msg),
+                                    state: Default::default(),
+                                    received_in,
+                                });
                                 Ok(())
                             }
-                            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+                            (Ok(_), None) => Err(io::Error::other("committed, but not placed")),
+                            (Err(e), _) => Err(io::Error::new(e.kind(), e.to_string())),
                         };
                         *done.result.borrow_mut() = Some(r);
                         done.event.set();
@@ -377,27 +388,58 @@ impl Spool {
         }
     }
 
-    /// Batch files in `queue/`.
+    /// Batch files in `queue/` that this run tracks.
     pub fn batches(&self) -> usize {
         self.inner.batches.borrow().len()
+    }
+
+    /// What `queue/` holds, read from the disk (as the next start will
+    /// read it): messages not done, and files (batch files, corrupt ones
+    /// included).
+    ///
+    /// # Errors
+    ///
+    /// If `queue/` cannot be read; a timeout or interruption of the wait.
+    pub fn on_disk(&self) -> io::Result<(usize, usize)> {
+        let dir = self.inner.dir.clone();
+        let scan = coro::blocking(move || read_queue(&dir)).map_err(io::Error::from)??;
+        let messages = scan.batches.iter().map(|b| b.messages.len()).sum();
+        Ok((messages, scan.batches.len() + scan.corrupt.len()))
     }
 }
 
 /// One commit round on the blocking pool: the in-memory messages as one
-/// batch file, each spill file synced and renamed into `queue/`, then one
-/// sync of `queue/`. Returns where each in-memory message's content starts.
-/// On failure the round's files are removed from `tmp/`.
+/// batch file and each spill file, all written and synced in `tmp/`, then
+/// renamed into `queue/`, then one sync of `queue/`. Returns where each
+/// in-memory message's content starts.
+///
+/// On failure nothing of the round is left: its files are removed from
+/// `tmp/`, and those already renamed into `queue/` are taken out again
+/// ([`withdraw`]), so a message whose session is told 4xx is not
+/// delivered from this spool, now or after a restart.
 fn commit_round(dir: &Path, msgs: &[Arc<Message>], spilled: Vec<Spilled>) -> io::Result<Vec<u64>> {
-    let r = commit_files(dir, msgs, &spilled);
+    let mut placed = Vec::new();
+    let r = commit_files(dir, msgs, &spilled, &mut placed);
     if r.is_err() {
+        if let Some(m) = msgs.first() {
+            let _ = fs::remove_file(dir.join("tmp").join(&m.env.id));
+        }
         for s in &spilled {
             let _ = fs::remove_file(&s.path);
         }
+        withdraw(&dir.join("queue"), &placed);
     }
     r
 }
 
-fn commit_files(dir: &Path, msgs: &[Arc<Message>], spilled: &[Spilled]) -> io::Result<Vec<u64>> {
+/// The round's work; the files it renamed into `queue/` are pushed onto
+/// `placed` as it goes.
+fn commit_files(
+    dir: &Path,
+    msgs: &[Arc<Message>],
+    spilled: &[Spilled],
+    placed: &mut Vec<PathBuf>,
+) -> io::Result<Vec<u64>> {
     let offsets = if msgs.is_empty() {
         Vec::new()
     } else {
@@ -405,11 +447,44 @@ fn commit_files(dir: &Path, msgs: &[Arc<Message>], spilled: &[Spilled]) -> io::R
     };
     for s in spilled {
         s.file.sync_data()?;
-        fs::rename(&s.path, dir.join("queue").join(file_name(&s.path)))?;
     }
-    sync_dir(&dir.join("queue"))
-        .map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))?;
+    let queue = dir.join("queue");
+    let names = msgs
+        .first()
+        .map(|m| m.env.id.clone())
+        .into_iter()
+        .chain(spilled.iter().map(|s| file_name(&s.path)));
+    for name in names {
+        let to = queue.join(&name);
+        fs::rename(dir.join("tmp").join(&name), &to)?;
+        placed.push(to);
+    }
+    sync_dir(&queue).map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))?;
     Ok(offsets)
+}
+
+/// Takes the files of a failed round back out of `queue/` and syncs
+/// `queue/` so that their removal lasts (if that sync fails too, a crash
+/// of the machine may bring them back: that is the one case where a
+/// message refused with 4xx can still be delivered, as with every MTA).
+/// A file that cannot be removed is logged: the next start would deliver
+/// it.
+fn withdraw(queue: &Path, placed: &[PathBuf]) {
+    if placed.is_empty() {
+        return;
+    }
+    for p in placed {
+        if let Err(e) = fs::remove_file(p) {
+            log::error!(
+                "spool: {} of a failed commit cannot be removed ({e}): its sessions were told 4xx, \
+                 and the next start will deliver it",
+                p.display()
+            );
+        }
+    }
+    if let Err(e) = sync_dir(queue) {
+        log::warn!("spool: fsync of queue/ after removing a failed commit's files: {e}");
+    }
 }
 
 /// The last component of a spool path (an id).
@@ -419,11 +494,10 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Writes a batch file into `tmp/`, syncs it, renames it into `queue/`
-/// (the caller syncs `queue/`).
+/// Writes a batch file into `tmp/` and syncs it (the caller renames it
+/// into `queue/`); returns where each message's content starts.
 fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<Vec<u64>> {
-    let name = &msgs[0].env.id;
-    let (tmp, queue) = (dir.join("tmp").join(name), dir.join("queue").join(name));
+    let tmp = dir.join("tmp").join(&msgs[0].env.id);
     let mut bytes = Vec::with_capacity(msgs.iter().map(|m| m.data.len() + 256).sum());
     let mut offsets = Vec::with_capacity(msgs.len());
     for m in msgs {
@@ -431,18 +505,14 @@ fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<Vec<u64>> {
         offsets.push(bytes.len() as u64);
         bytes.extend_from_slice(&m.data);
     }
-    let r = write_synced(&tmp, &bytes, &[]).and_then(|()| fs::rename(&tmp, &queue));
-    if let Err(e) = r {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
+    write_synced(&tmp, &bytes, &[])?;
     Ok(offsets)
 }
 
-/// Creates `path` (it must not exist), writes `head` and `body`, and syncs
-/// its data.
+/// Creates `path` (it must not exist; mode 0600), writes `head` and
+/// `body`, and syncs its data.
 pub fn write_synced(path: &Path, head: &[u8], body: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+    let mut f = crate::files::create_new().open(path)?;
     f.write_all(head)?;
     f.write_all(body)?;
     f.sync_data()

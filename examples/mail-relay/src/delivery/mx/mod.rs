@@ -13,31 +13,60 @@
 //!    attempt until its dead-destination time has passed;
 //! 2. its concurrency slot (`destination_concurrency_limit`, 20) and
 //!    its rate delay;
-//! 3. the [`plan`]: MX lookup, bounce (null MX, NXDOMAIN) or defer
-//!    (SERVFAIL, timeout) at once, else the hosts in order;
+//! 3. the [`plan`]: MX lookup, bounce (null MX, NXDOMAIN, an MX that is
+//!    the relay itself, only non-public addresses) or defer (SERVFAIL,
+//!    timeout) at once, else the hosts in order, at most
+//!    `[mx] address_limit` addresses in all ([`policy`] says which
+//!    addresses may be used);
 //! 4. each host's addresses in turn, through the shared SMTP connection
 //!    cache keyed by the exchanger's address and port ([`Destination`]
 //!    for that address): a connection failure or a 4xx/5xx greeting moves
 //!    on to the next address or exchanger; a session that took place
 //!    decides the recipients' fate.
 //!
+//! Steps 3 and 4 together run under one deadline, `[smtp]
+//! message_timeout`: however many exchangers there are and however
+//! slowly they answer (a tarpit that drips its greeting), the attempt
+//! ends by then, connection set-up included.
+//!
 //! `routes`, local domains and `relayhost` are looked up first ([`Router`](
 //! super::route::Router)); only what they leave comes here.
 //!
-//! TLS is opportunistic as set in `[smtp]`; with `verify`, the name
-//! checked is the exchanger's address, not its MX name (MX host names are
-//! not authenticated without DNSSEC/DANE or MTA-STS anyway).
+//! # TLS and MTA-STS
+//!
+//! Without an MTA-STS policy ([`sts`]), TLS is opportunistic as set in
+//! `[smtp]`; with `verify`, the name checked is the exchanger's address,
+//! not its MX name (MX host names are not authenticated without
+//! DNSSEC/DANE or MTA-STS). With a policy (looked up before the plan):
+//!
+//! * `enforce`: only the exchangers whose MX name the policy lists are
+//!   used, each over TLS only (STARTTLS required) with a certificate that
+//!   chains to a trusted root and is valid for the MX name, on
+//!   connections of their own in the cache (never one opened without
+//!   that check). An exchanger that fails is skipped like an unreachable
+//!   one; when none is left, the mail is deferred (4.7.5) with a reason
+//!   that names MTA-STS (`mailq` shows it), never sent in clear nor
+//!   bounced, and the domain is not suspended (its exchangers answer).
+//! * `testing`: the same checks; a failure is logged as a warning naming
+//!   MTA-STS, and the mail goes as without a policy.
+//! * `none`: as without a policy.
 
 mod limits;
 pub mod plan;
+mod policy;
+pub mod sts;
 
 use std::io;
+use std::net::IpAddr;
 use std::rc::Rc;
+use std::time::Duration;
 
 use coro::net::dns::{Config as DnsConfig, Resolver};
 
 use self::limits::Limits;
-use self::plan::Plan;
+use self::plan::{Plan, Policy};
+use self::policy::Own;
+use self::sts::{Applied, Mode, Sts};
 use super::route::Upstream;
 use super::smtp::{Destination, Smtp};
 use super::{Detail, Job, Outcome, Status, Transport};
@@ -53,17 +82,35 @@ pub struct MxDelivery {
     limits: Limits,
     /// Agents at once for all domains together.
     concurrency: usize,
+    /// Addresses tried per attempt at most.
+    address_limit: usize,
+    /// Non-public exchanger addresses may be used.
+    allow_private: bool,
+    /// The relay's own addresses (an exchanger there is a loop).
+    own: Own,
+    /// One attempt's deadline, for all its exchangers.
+    message_timeout: Duration,
+    /// MTA-STS, unless off.
+    sts: Option<Sts>,
 }
 
 impl MxDelivery {
     /// MX delivery through `smtp`'s connection cache, with the `[mx]`
-    /// settings; `concurrency` deliveries at once over all domains.
+    /// settings, for a relay listening on `listen`; `concurrency`
+    /// deliveries at once over all domains, each attempt within
+    /// `message_timeout`.
     ///
     /// # Errors
     ///
     /// When `/etc/resolv.conf` is needed (no `dns_servers`) and cannot be
     /// read, or the resolver settings are invalid.
-    pub fn new(smtp: Rc<Smtp>, cfg: &config::Mx, concurrency: usize) -> io::Result<MxDelivery> {
+    pub fn new(
+        smtp: Rc<Smtp>,
+        cfg: &config::Mx,
+        listen: IpAddr,
+        concurrency: usize,
+        message_timeout: Duration,
+    ) -> io::Result<MxDelivery> {
         let mut dns = if cfg.dns_servers.is_empty() {
             DnsConfig::from_system()?
         } else {
@@ -81,7 +128,20 @@ impl MxDelivery {
                 cfg.dead_destination_time,
             ),
             concurrency,
+            address_limit: cfg.address_limit,
+            allow_private: cfg.allow_private_addresses,
+            own: Own::new(listen),
+            message_timeout,
+            sts: None,
         })
+    }
+
+    /// The same, applying MTA-STS policies with `sts`.
+    pub fn with_sts(self, sts: Sts) -> MxDelivery {
+        MxDelivery {
+            sts: Some(sts),
+            ..self
+        }
     }
 
     /// One job: split by recipient domain, each part delivered on its own,
@@ -126,7 +186,6 @@ impl MxDelivery {
 
     /// The recipients of `job`, all at `domain`.
     fn deliver_domain(&self, domain: &str, job: &Job) -> Outcome {
-        let id = &job.msg.env.id;
         let defer = |d: Detail| Outcome::all("none", job, Status::Deferred(d));
         if domain.is_empty() {
             return Outcome::all(
@@ -157,7 +216,39 @@ impl MxDelivery {
                 format!("waiting for the rate delay of {domain}: {w}"),
             ));
         }
-        let hosts = match plan::plan(&self.resolver, domain) {
+        let limit = self.message_timeout;
+        let mut out = None;
+        let expired =
+            coro::with_timeout(limit, || out = Some(self.try_exchangers(domain, job))).is_err();
+        let mut out = out.expect("the attempt runs to its end");
+        if expired {
+            for st in &mut out.rcpts {
+                if let Status::Deferred(d) = st {
+                    d.text.push_str(&format!(
+                        " (the time limit for one message, smtp.message_timeout = {limit:?}, ran out)"
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The plan for `domain`, then its exchangers' addresses in turn until
+    /// one takes a session (or the attempt's deadline passes).
+    fn try_exchangers(&self, domain: &str, job: &Job) -> Outcome {
+        let id = &job.msg.env.id;
+        let defer = |d: Detail| Outcome::all("none", job, Status::Deferred(d));
+        let policy = Policy {
+            address_limit: self.address_limit,
+            allow_private: self.allow_private,
+            ours: &|ip| self.own.contains(ip),
+        };
+        let sts = self
+            .sts
+            .as_ref()
+            .and_then(|s| s.policy(&self.resolver, domain))
+            .filter(|a| a.policy.mode != Mode::None);
+        let hosts = match plan::plan(&self.resolver, domain, &policy) {
             Plan::Hosts(h) => h,
             Plan::Bounce(d) => {
                 log::info!("{id}: {domain}: {}", d.text);
@@ -169,28 +260,67 @@ impl MxDelivery {
             }
         };
         let mut failures = Vec::new();
+        // Exchangers passed over because of the policy.
+        let mut refused_by_policy = false;
         for host in &hosts {
+            let listed = sts.as_ref().is_none_or(|a| a.policy.matches(&host.name));
+            if let (false, Some(a)) = (listed, &sts) {
+                let why = format!(
+                    "MTA-STS policy of {domain} (mode {}): {} is not one of its mx patterns",
+                    a.policy.mode, host.name
+                );
+                if a.policy.mode == Mode::Enforce {
+                    log::info!("{id}: {why}; not used");
+                    failures.push(why);
+                    refused_by_policy = true;
+                    continue;
+                }
+                log::warn!("{id}: {why}; delivering anyway (mode testing)");
+            }
             for ip in &host.addrs {
+                if deadline_passed() {
+                    failures.push("the time limit for the attempt ran out".to_owned());
+                    return defer(Detail::local(
+                        "4.4.1",
+                        format!(
+                            "no mail exchanger for {domain} answered in time ({})",
+                            failures.join("; ")
+                        ),
+                    ));
+                }
                 let up = Upstream {
                     host: ip.to_string(),
                     port: self.port,
                 };
-                let dest = Destination::new(self.smtp.clone(), up);
-                let mut out = dest
-                    .deliver(std::slice::from_ref(job))
-                    .pop()
-                    .expect("one outcome per job");
                 let at = format!("{}[{ip}]:{}", host.name, self.port);
+                let checked = sts.as_ref().filter(|_| listed);
+                let mut out = match checked {
+                    Some(a) => self.deliver_verified(job, domain, &host.name, up, &at, a),
+                    None => self.deliver_to(job, Destination::new(self.smtp.clone(), up)),
+                };
                 if out.dest_failed {
                     let why = out.rcpts.first().map(|s| s.detail().text.clone());
                     let why = why.unwrap_or_default();
                     log::info!("{id}: {at}: {why}; trying the next mail exchanger");
+                    refused_by_policy |= why.starts_with("MTA-STS");
                     failures.push(format!("{at}: {why}"));
                     continue;
                 }
                 out.relay = at;
                 return out;
             }
+        }
+        if refused_by_policy {
+            // The exchangers answer: no suspension, and the reason says
+            // what the policy refused.
+            return defer(Detail::local(
+                "4.7.5",
+                format!(
+                    "MTA-STS policy of {domain} (mode enforce): no mail exchanger could be \
+                     used securely ({})",
+                    failures.join("; ")
+                ),
+            ));
         }
         let why = format!(
             "no mail exchanger for {domain} could be reached ({})",
@@ -199,6 +329,64 @@ impl MxDelivery {
         self.limits.suspend(domain, &why);
         defer(Detail::local("4.4.1", why))
     }
+
+    /// One job through `dest`.
+    fn deliver_to(&self, job: &Job, dest: Destination) -> Outcome {
+        dest.deliver(std::slice::from_ref(job))
+            .pop()
+            .expect("one outcome per job")
+    }
+
+    /// One job to the exchanger `name` at `up` under the policy `a`: over
+    /// TLS verified for `name`. When that cannot be had, mode `enforce`
+    /// fails the exchanger with a reason naming MTA-STS, mode `testing`
+    /// logs it and delivers as without a policy.
+    fn deliver_verified(
+        &self,
+        job: &Job,
+        domain: &str,
+        name: &str,
+        up: Upstream,
+        at: &str,
+        a: &Applied,
+    ) -> Outcome {
+        let id = &job.msg.env.id;
+        let dest = Destination::verified(self.smtp.clone(), up.clone(), name);
+        let mut out = self.deliver_to(job, dest);
+        let tls_failed = out.dest_failed
+            && out.rcpts.first().is_some_and(|s| {
+                let d = s.detail();
+                d.dsn == "4.7.5" || d.text.contains("STARTTLS")
+            });
+        if !tls_failed {
+            return out;
+        }
+        let why = out.rcpts[0].detail().text.clone();
+        if a.policy.mode == Mode::Testing {
+            log::warn!(
+                "{id}: MTA-STS policy of {domain} (mode testing, id {}): {at}: {why}; \
+                 delivering as without a policy",
+                a.id
+            );
+            return self.deliver_to(job, Destination::new(self.smtp.clone(), up));
+        }
+        for st in &mut out.rcpts {
+            if let Status::Deferred(d) = st {
+                d.dsn = "4.7.5".to_owned();
+                d.text = format!(
+                    "MTA-STS policy of {domain} (mode enforce, id {}) requires TLS with a \
+                     certificate valid for {name}: {why}",
+                    a.id
+                );
+            }
+        }
+        out
+    }
+}
+
+/// Whether the deadline of the attempt under way has passed.
+fn deadline_passed() -> bool {
+    coro::current_effective_deadline().is_some_and(|d| d <= coro::clock::now())
 }
 
 impl Transport for MxDelivery {
@@ -208,9 +396,10 @@ impl Transport for MxDelivery {
 
     fn describe(&self) -> String {
         format!(
-            "the mail exchangers of each domain (MX, port {}, DNS {:?})",
+            "the mail exchangers of each domain (MX, port {}, DNS {:?}, MTA-STS {})",
             self.port,
-            self.resolver.config().servers
+            self.resolver.config().servers,
+            if self.sts.is_some() { "applied" } else { "off" }
         )
     }
 
