@@ -41,10 +41,11 @@ done
 if ((${#missing[@]})); then
   echo "test-aarch64.sh: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; } ||
+    { echo "test-aarch64.sh: cannot install ${missing[*]}, which the aarch64 tests need" >&2; exit 1; }
 fi
-rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+rustup target list --installed | grep -qx "$target" || rustup target add "$target" ||
+  { echo "test-aarch64.sh: cannot add the Rust target $target" >&2; exit 1; }
 
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64
