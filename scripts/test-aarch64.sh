@@ -53,4 +53,4 @@ export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 export CORO_TEST_RUNNER=$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER
 
 echo "test-aarch64.sh: unit and integration tests under $CORO_TEST_RUNNER; doctests run natively (scripts/test.sh)"
-exec cargo test --target "$target" -p coro-runtime -p coro-sync -p coro-net --lib --tests "$@"
+exec cargo test --no-fail-fast --target "$target" -p coro-runtime -p coro-sync -p coro-net --lib --tests "$@"

@@ -175,8 +175,11 @@ fn every_latency_warning_reaches_stderr_naming_the_cause() {
             for i in 0..HOGS {
                 coro::Builder::new()
                     .name(format!("sleeper-{i}"))
-                    // The mistake the warning is about: a blocking std call.
-                    .spawn(|| std::thread::sleep(Duration::from_millis(60)))
+                    // The mistake the warning is about: a blocking std call,
+                    // long past the threshold, so that a watchdog scheduled
+                    // late (a loaded machine, an emulator translating its
+                    // code the first time) still sees each one.
+                    .spawn(|| std::thread::sleep(Duration::from_millis(200)))
                     .unwrap()
                     .join()
                     .unwrap();

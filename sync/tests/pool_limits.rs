@@ -238,12 +238,10 @@ fn a_failed_connect_wakes_the_next_waiter_to_try() {
         yield_until("a connecting", || pool.state().connecting == 1);
         let b = waiter(&pool, &log, "b");
         yield_until("b waiting", || pool.state().waiting == 1);
-        let b2 = backend.clone();
-        // Let the second attempt succeed.
-        coro::spawn(move || {
-            coro::sleep(Duration::from_millis(6)).unwrap();
-            b2.refuse.set(false);
-        });
+        // Let the second attempt succeed: b's connect, woken by a's failure,
+        // is still in its delay when this runs.
+        yield_until("a refused", || !log.borrow().is_empty());
+        backend.refuse.set(false);
         a.join().unwrap();
         b.join().unwrap();
         assert_eq!(*log.borrow(), ["a: Err(Connect(Refused(1)))", "b: Ok(1)"]);
