@@ -6,7 +6,28 @@ pub mod dnsmasq;
 
 use std::io;
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
+
+/// Names the program (and its arguments, split at spaces as cargo splits a
+/// target's `runner`) that runs this test binary again: an emulator such as
+/// `qemu-aarch64` when the binary is built for another architecture.
+pub const RUNNER: &str = "CORO_TEST_RUNNER";
+
+/// A command that runs this test binary: directly, or through [`RUNNER`].
+pub fn this_binary() -> io::Result<Command> {
+    let exe = std::env::current_exe()?;
+    let runner = std::env::var(RUNNER).unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    Ok(match words.next() {
+        Some(program) => {
+            let mut cmd = Command::new(program);
+            cmd.args(words).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    })
+}
 
 /// Upper bound on any one test's run time.
 pub const LIMIT: Duration = Duration::from_secs(30);

@@ -2,9 +2,12 @@
 //!
 //! # Design
 //!
-//! Shrapnel keeps two time scales. *Ticks* never jump: on x86-64 they are the
-//! CPU's time-stamp counter (`rdtsc`) when the CPU reports an invariant TSC
-//! (CPUID leaf `0x8000_0007`, EDX bit 8), elsewhere the OS monotonic clock in
+//! Shrapnel keeps two time scales. *Ticks* never jump: they are the CPU's
+//! own counter where it has one the clock can trust (`counter`): on x86-64
+//! the time-stamp counter (`rdtsc`) when the CPU reports an invariant TSC,
+//! on aarch64 the generic timer's virtual count (`CNTVCT_EL0`) when its
+//! stated frequency (`CNTFRQ_EL0`) agrees with the monotonic clock;
+//! elsewhere, or with `CORO_CLOCK_MONOTONIC` set, the OS monotonic clock in
 //! nanoseconds. Every timer deadline is a tick count. *Wall time* is derived
 //! as `offset + ticks / rate`: a change of the system clock (NTP, a user, a
 //! test) moves only that offset ([`resync_wall`], [`set_wall_offset`]) and never
@@ -12,9 +15,11 @@
 //! two scales through that offset.
 //!
 //! The tick rate is calibrated the first time the clock is used, against
-//! `CLOCK_MONOTONIC` over about 10 ms, and refined by [`recalibrate`] over
-//! the whole time since then (runtimes call it from their loop, at most
-//! once a minute), so a rate error of a fraction of a ppm does not grow with uptime.
+//! `CLOCK_MONOTONIC` over about 10 ms (the TSC's is measured there; the
+//! generic timer's stated one is checked there, to within 1%), and
+//! refined by [`recalibrate`] over the whole time since then (runtimes call
+//! it from their loop, at most once a minute), so a rate error of a
+//! fraction of a ppm does not grow with uptime.
 //! Conversions between ticks and [`Duration`] use a 32.32 fixed-point factor
 //! (a multiply and a shift, no division on the hot path). Timers are placed
 //! on `CLOCK_MONOTONIC` relative to the present (the timerfd is armed for
@@ -34,6 +39,7 @@
 //! println!("{} ticks per second from {:?}", clock::ticks_per_second(), clock::source());
 //! ```
 
+mod counter;
 mod wall;
 
 pub use wall::instant_at;
@@ -49,8 +55,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Source {
-    /// The CPU's invariant time-stamp counter.
+    /// The CPU's invariant time-stamp counter (x86-64).
     Tsc,
+    /// The Arm generic timer's virtual count, `CNTVCT_EL0` (aarch64).
+    GenericTimer,
     /// The OS monotonic clock, in nanoseconds.
     Monotonic,
 }
@@ -93,9 +101,9 @@ fn factors(hz: u64) -> (u64, u64) {
 fn read_pair() -> (u64, u64) {
     let mut best = (u64::MAX, 0, 0);
     for _ in 0..5 {
-        let a = read_tsc();
+        let a = counter::read();
         let m = monotonic_ns();
-        let b = read_tsc();
+        let b = counter::read();
         if b.wrapping_sub(a) < best.0 {
             best = (b.wrapping_sub(a), a + b.wrapping_sub(a) / 2, m);
         }
@@ -164,49 +172,50 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-#[cfg(target_arch = "x86_64")]
-fn invariant_tsc() -> bool {
-    use std::arch::x86_64::__cpuid;
-    // Leaf 0x8000_0000 reports the highest extended leaf.
-    let max_ext = __cpuid(0x8000_0000).eax;
-    if max_ext < 0x8000_0007 {
+/// How far a counter's stated frequency may be from the rate measured
+/// against the monotonic clock at calibration: a frequency the firmware got
+/// wrong is off by far more (a different crystal's), a measurement over
+/// 10 ms by far less.
+const NOMINAL_TOLERANCE: f64 = 0.01;
+
+/// Whether a counter stated to run at `nominal_hz` did: `ticks` counted
+/// over `ns` monotonic nanoseconds, within [`NOMINAL_TOLERANCE`].
+fn nominal_rate_holds(nominal_hz: u64, ticks: u64, ns: u64) -> bool {
+    if nominal_hz == 0 || ns == 0 {
         return false;
     }
-    let edx = __cpuid(0x8000_0007).edx;
-    edx & (1 << 8) != 0 && std::env::var_os("CORO_CLOCK_MONOTONIC").is_none()
+    let measured = ticks as f64 * 1e9 / ns as f64;
+    (measured / nominal_hz as f64 - 1.0).abs() <= NOMINAL_TOLERANCE
 }
 
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn read_tsc() -> u64 {
-    // SAFETY: RDTSC is available on every x86-64 CPU and has no side effects.
-    unsafe { std::arch::x86_64::_rdtsc() }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn invariant_tsc() -> bool {
-    false
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-fn read_tsc() -> u64 {
-    monotonic_ns()
+/// The CPU's counter, unless `CORO_CLOCK_MONOTONIC` asks for the
+/// monotonic clock.
+fn usable_counter() -> Option<counter::Counter> {
+    if std::env::var_os("CORO_CLOCK_MONOTONIC").is_some() {
+        return None;
+    }
+    counter::detect()
 }
 
 fn calibrate() -> Calibration {
-    let (source, hz, tick0, mono0_ns) = if invariant_tsc() {
-        // Pair the TSC with the monotonic clock at both ends of a ~10 ms
-        // window.
+    let measured = usable_counter().and_then(|c| {
+        // Pair the counter with the monotonic clock at both ends of a
+        // ~10 ms window.
         let (t0, m0) = read_pair();
         std::thread::sleep(Duration::from_millis(10));
         let (t1, m1) = read_pair();
-        let hz = ((t1 - t0) as u128 * 1_000_000_000 / (m1 - m0).max(1) as u128) as u64;
-        (Source::Tsc, hz.max(1), t1, m1)
-    } else {
+        let (ticks, ns) = (t1.wrapping_sub(t0), m1.saturating_sub(m0));
+        let hz = match c.nominal_hz {
+            None => (ticks as u128 * 1_000_000_000 / ns.max(1) as u128) as u64,
+            Some(hz) if nominal_rate_holds(hz, ticks, ns) => hz,
+            Some(_) => return None,
+        };
+        Some((c.source, hz.max(1), t1, m1))
+    });
+    let (source, hz, tick0, mono0_ns) = measured.unwrap_or_else(|| {
         let m = monotonic_ns();
         (Source::Monotonic, 1_000_000_000, m, m)
-    };
+    });
     let (to_ns, to_ticks) = factors(hz);
     Calibration {
         source,
@@ -228,7 +237,7 @@ fn calibrate() -> Calibration {
 /// need to call it yourself. Does nothing when ticks are the monotonic clock itself.
 pub fn recalibrate(min_interval: Duration) -> bool {
     let c = cal();
-    if c.source != Source::Tsc {
+    if c.source == Source::Monotonic {
         return false;
     }
     let last = c.last_ns.load(Ordering::Relaxed);
@@ -280,8 +289,8 @@ pub fn init() {
 pub fn now() -> Instant {
     let c = cal();
     Instant(match c.source {
-        Source::Tsc => read_tsc(),
         Source::Monotonic => monotonic_ns(),
+        _ => counter::read(),
     })
 }
 
@@ -447,13 +456,27 @@ mod tests {
         }
     }
 
+    /// A tick count and the monotonic clock read together: the tightest of
+    /// a few brackets, so a preemption between the two reads (a loaded
+    /// machine, an emulator) does not count as a rate error.
+    fn now_and_monotonic() -> (Instant, u64) {
+        (0..5)
+            .map(|_| {
+                let (a, m, b) = (now(), monotonic_ns(), now());
+                (b.duration_since(a), a, m)
+            })
+            .min_by_key(|&(width, _, _)| width)
+            .map(|(_, a, m)| (a, m))
+            .unwrap()
+    }
+
     #[test]
     fn rate_matches_monotonic_clock() {
-        let t0 = now();
-        let m0 = monotonic_ns();
+        let (t0, m0) = now_and_monotonic();
         std::thread::sleep(Duration::from_millis(50));
-        let dt = now().duration_since(t0).as_nanos() as f64;
-        let dm = (monotonic_ns() - m0) as f64;
+        let (t1, m1) = now_and_monotonic();
+        let dt = t1.duration_since(t0).as_nanos() as f64;
+        let dm = (m1 - m0) as f64;
         assert!((dt / dm - 1.0).abs() < 0.01, "tick rate off: {dt} vs {dm}");
     }
 
@@ -470,10 +493,55 @@ mod tests {
             jump < Duration::from_millis(50),
             "wall time jumped by {jump:?}"
         );
-        if source() == Source::Tsc {
+        if source() != Source::Monotonic {
             assert!(changed);
             assert!(!recalibrate(Duration::from_secs(3600)));
         }
+    }
+
+    /// A counter's stated frequency is used only when the monotonic clock
+    /// saw it counted at that rate: a measurement's error passes, a wrong
+    /// crystal's frequency (or none) does not.
+    #[test]
+    fn a_stated_frequency_is_trusted_only_when_the_monotonic_clock_agrees() {
+        let ms10 = 10_000_000;
+        assert!(nominal_rate_holds(62_500_000, 625_000, ms10));
+        assert!(nominal_rate_holds(62_500_000, 625_000 + 6_000, ms10));
+        assert!(nominal_rate_holds(62_500_000, 625_000 - 6_000, ms10));
+        assert!(!nominal_rate_holds(62_500_000, 625_000 + 7_000, ms10));
+        assert!(
+            !nominal_rate_holds(19_200_000, 240_000, ms10),
+            "a 24 MHz counter"
+        );
+        assert!(!nominal_rate_holds(0, 240_000, ms10));
+        assert!(!nominal_rate_holds(24_000_000, 240_000, 0));
+    }
+
+    /// On aarch64 ticks are the generic timer's count, at the frequency it
+    /// states (qemu-user's counter too: 62.5 MHz, from the host's clock).
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn ticks_are_the_generic_timer_at_its_stated_frequency() {
+        if std::env::var_os("CORO_CLOCK_MONOTONIC").is_some() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED ticks_are_the_generic_timer_at_its_stated_frequency: \
+                 CORO_CLOCK_MONOTONIC is set"
+            );
+            return;
+        }
+        assert_eq!(source(), Source::GenericTimer);
+        let stated = counter::detect().and_then(|c| c.nominal_hz).unwrap();
+        // Recalibration (other tests run it) refines the rate, by far less
+        // than the tolerance.
+        assert!(
+            nominal_rate_holds(stated, ticks_per_second(), 1_000_000_000),
+            "{} ticks per second, {stated} stated",
+            ticks_per_second()
+        );
+        let (a, b) = (now(), now());
+        assert!(b >= a);
     }
 
     #[test]

@@ -200,8 +200,16 @@ fn base(t: &Task) -> usize {
 }
 
 /// Bytes below the stack pointer that a suspended frame may still use
-/// without owning them (the x86-64 System V red zone; none elsewhere here).
-const RED_ZONE: usize = if cfg!(target_arch = "x86_64") { 128 } else { 0 };
+/// without owning them: the x86-64 System V red zone, and Apple's arm64
+/// one (the generic aarch64 ABI, Linux's, has none).
+const RED_ZONE: usize = if cfg!(any(
+    target_arch = "x86_64",
+    all(target_arch = "aarch64", target_vendor = "apple")
+)) {
+    128
+} else {
+    0
+};
 
 /// The stack pointer a parked thread recorded, if it lies in the usable
 /// part of the thread's own slot; `None` if the thread has not suspended

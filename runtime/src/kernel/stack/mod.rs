@@ -363,10 +363,19 @@ impl Class {
                 format!("cannot map a {size}-byte stack for a new green thread: {e}"),
             );
         }
-        let limit = match max_map_count() {
-            Some(n) => format!("vm.max_map_count = {n}"),
-            None => "the kernel's limit on memory mappings".to_string(),
+        // Linux caps the mappings a process may have (vm.max_map_count);
+        // the BSDs and macOS have no such limit to name.
+        let Some(max) = max_map_count() else {
+            return io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!(
+                    "cannot map a {size}-byte stack for a new green thread: out of memory or \
+                     address space (RLIMIT_AS); raise RLIMIT_AS, lower the stack size, or run \
+                     fewer green threads"
+                ),
+            );
         };
+        let limit = format!("vm.max_map_count = {max}");
         let per = if unix::guard_regions() {
             "stacks share mappings (guard regions)".to_string()
         } else {
@@ -586,6 +595,8 @@ fn round_up(size: usize) -> usize {
     size.div_ceil(p) * p
 }
 
+/// Linux's cap on a process's memory mappings (`None` elsewhere: no
+/// `/proc/sys/vm/max_map_count`).
 fn max_map_count() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .ok()?

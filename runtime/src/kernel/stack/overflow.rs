@@ -501,7 +501,20 @@ mod tests {
             };
             // SAFETY: `small` outlives its use as the alternate stack (it is
             // disabled below before the vector is dropped).
-            assert_eq!(unsafe { libc::sigaltstack(&st, ptr::null_mut()) }, 0);
+            if unsafe { libc::sigaltstack(&st, ptr::null_mut()) } != 0 {
+                let e = io::Error::last_os_error();
+                assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+                // Linux has taken the flag since 4.7; qemu-user refuses it.
+                // Said past the test harness's capture, in every run's output.
+                use std::io::Write as _;
+                let _ = writeln!(
+                    io::stderr(),
+                    "SKIPPED the_threads_own_stack_comes_back_with_its_flags: sigaltstack \
+                     refuses SS_AUTODISARM (EINVAL: a kernel before Linux 4.7, or an emulator \
+                     such as qemu-user), so no thread can have the flag"
+                );
+                return;
+            }
             assert_ne!(current().ss_flags & SS_AUTODISARM, 0);
             drop(AltStack::ensure().unwrap());
             let after = current();
@@ -537,17 +550,17 @@ mod tests {
         assert_eq!(from_stack, 1);
         assert_eq!(from_guard, -1);
         assert_eq!(err.raw_os_error(), Some(libc::EFAULT));
-        // And the page is mapped, as part of this mapping (`mincore` fails
+        // And the page is mapped, as part of this mapping (`msync` fails
         // with `ENOMEM` where nothing is): not a hole that happens to be
         // below it.
         let page = super::super::unix::page_size();
-        let mut vec = [0u8; 1];
-        // SAFETY: a query; `vec` has room for one page's entry.
+        // SAFETY: MS_ASYNC on a private anonymous mapping writes nothing
+        // back and changes nothing.
         let rc = unsafe {
-            libc::mincore(
+            libc::msync(
                 m.mem.cast::<u8>().wrapping_sub(page).cast(),
                 page,
-                vec.as_mut_ptr(),
+                libc::MS_ASYNC,
             )
         };
         assert_eq!(

@@ -40,8 +40,9 @@
 //! (VMA). So a chunk of a thousand stacks costs one of the process's
 //! `vm.max_map_count` mappings, not two thousand, and `MADV_DONTNEED` leaves
 //! the markers in place. Where the kernel lacks guard regions (older Linux,
-//! BSD, macOS; or `CORO_NO_GUARD_REGIONS` set, which the tests use to
-//! exercise this path) the guard page is `mprotect(PROT_NONE)`, which splits
+//! BSD, macOS; an emulator that accepts the advice and ignores it, which a
+//! probe at start-up catches; or `CORO_NO_GUARD_REGIONS` set, which the
+//! tests use to exercise this path) the guard page is `mprotect(PROT_NONE)`, which splits
 //! the mapping: two mappings per stack, as a separately mapped stack costs.
 //! Either way a touch of the guard page raises `SIGSEGV` at an address
 //! inside it, which is what the overflow handler checks.
@@ -60,8 +61,8 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 
-/// How guard pages are made, decided at the first guard this process
-/// installs: 0 undecided, 1 guard regions, 2 `mprotect`.
+/// How guard pages are made, decided once per process before the first
+/// guard ([`init_guard_mode`]): 0 undecided, 1 guard regions, 2 `mprotect`.
 static GUARD_MODE: AtomicU8 = AtomicU8::new(0);
 const GUARD_REGIONS: u8 = 1;
 const GUARD_MPROTECT: u8 = 2;
@@ -81,8 +82,8 @@ pub(crate) fn page_size() -> usize {
 }
 
 /// Whether guard pages are guard regions (one mapping per chunk) rather than
-/// `mprotect`ed pages (two mappings per stack). Decided by the first guard
-/// installed; `false` before that.
+/// `mprotect`ed pages (two mappings per stack). `false` before the mode is
+/// decided ([`init_guard_mode`]).
 pub(crate) fn guard_regions() -> bool {
     GUARD_MODE.load(Ordering::Relaxed) == GUARD_REGIONS
 }
@@ -144,26 +145,17 @@ pub(crate) unsafe fn unmap(addr: usize, len: usize) {
 ///
 /// The range belongs to a chunk made by [`map`] and nothing lives on it.
 pub(crate) unsafe fn install_guard(addr: usize, len: usize) -> io::Result<()> {
+    init_guard_mode();
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    if GUARD_MODE.load(Ordering::Relaxed) != GUARD_MPROTECT {
+    if guard_regions() {
         // SAFETY: advice on a range of our own mapping that nothing uses;
         // installing a guard region only makes later accesses fault.
         let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_GUARD_INSTALL) };
-        if rc == 0 {
-            GUARD_MODE.store(GUARD_REGIONS, Ordering::Relaxed);
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if GUARD_MODE.load(Ordering::Relaxed) == GUARD_REGIONS
-            || e.raw_os_error() != Some(libc::EINVAL)
-        {
-            // Guard regions worked before: this is a real failure.
-            return Err(e);
-        }
-        // EINVAL: the kernel does not know the advice. Fall back for good.
-    }
-    if GUARD_MODE.load(Ordering::Relaxed) == 0 {
-        GUARD_MODE.store(GUARD_MPROTECT, Ordering::Relaxed);
+        return if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        };
     }
     // SAFETY: as above; PROT_NONE only makes later accesses fault.
     if unsafe { libc::mprotect(addr as *mut libc::c_void, len, libc::PROT_NONE) } != 0 {
@@ -172,22 +164,61 @@ pub(crate) unsafe fn install_guard(addr: usize, len: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Chooses the guard mode before the first guard is installed: guard
-/// regions unless `CORO_NO_GUARD_REGIONS` is set (the tests force the
-/// fallback this way) or the platform has none.
+/// Chooses the guard mode once per process, before the first guard is
+/// installed: guard regions where the kernel makes them, unless
+/// `CORO_NO_GUARD_REGIONS` is set (the tests force the fallback this way);
+/// `mprotect` otherwise.
 pub(crate) fn init_guard_mode() {
     if GUARD_MODE.load(Ordering::Relaxed) != 0 {
         return;
     }
-    let fallback = cfg!(not(any(target_os = "linux", target_os = "android")))
-        || std::env::var_os("CORO_NO_GUARD_REGIONS").is_some();
-    if fallback {
-        GUARD_MODE.store(GUARD_MPROTECT, Ordering::Relaxed);
-    }
+    let regions = std::env::var_os("CORO_NO_GUARD_REGIONS").is_none() && guard_regions_work();
+    // Threads deciding at once reach the same answer.
+    GUARD_MODE.store(
+        if regions {
+            GUARD_REGIONS
+        } else {
+            GUARD_MPROTECT
+        },
+        Ordering::Relaxed,
+    );
+}
+
+/// Whether `madvise(MADV_GUARD_INSTALL)` makes a page fault, tried on a
+/// page of its own. Success is not taken on trust: an emulator
+/// (qemu-user) or a sandbox may accept advice it does not know and do
+/// nothing, which would leave every stack without a guard. The kernel
+/// storing into the page (`getrlimit` writes its answer there) must fail
+/// with `EFAULT`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn guard_regions_work() -> bool {
+    let page = page_size();
+    let Ok(p) = map(page) else {
+        return false;
+    };
+    // SAFETY: advice on the page just mapped, which nothing else uses.
+    let installed = unsafe { libc::madvise(p as *mut libc::c_void, page, MADV_GUARD_INSTALL) } == 0;
+    // SAFETY: getrlimit stores one `rlimit` at the pointer, inside the page
+    // (a page is larger than an `rlimit`), or fails with EFAULT; the page is
+    // ours and unused.
+    let faults = installed
+        && unsafe { libc::getrlimit(libc::RLIMIT_STACK, p as *mut libc::rlimit) } != 0
+        && io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT);
+    // SAFETY: the probe page, used by nothing else.
+    unsafe { unmap(p, page) };
+    faults
+}
+
+/// Guard regions are a Linux feature.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn guard_regions_work() -> bool {
+    false
 }
 
 /// Gives the pages of `[addr, addr + len)` back to the kernel: they stay
-/// mapped and read as zeros when touched again. Guard regions stay.
+/// mapped and their contents are lost (Linux: they read as zeros when
+/// touched again; BSD, macOS: zeros or the old bytes, reclaimed lazily).
+/// Guard regions stay.
 ///
 /// # Safety
 ///
@@ -198,17 +229,46 @@ pub(crate) unsafe fn release(addr: usize, len: usize) {
         return;
     }
     // SAFETY: by the caller's promise, only dead data is discarded; on
-    // private anonymous memory MADV_DONTNEED only makes later reads see
-    // zeroed pages. Failure only means the memory stays resident.
-    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+    // private anonymous memory the advice only makes later reads see
+    // zeroed (or, with MADV_FREE, possibly the old) bytes. Failure only
+    // means the memory stays resident.
+    unsafe { libc::madvise(addr as *mut libc::c_void, len, RELEASE) };
 }
+
+/// The advice that gives pages back: Linux's `MADV_DONTNEED` frees them at
+/// once; on the BSDs and macOS it only lowers their priority and keeps
+/// their contents, and `MADV_FREE` is the one that frees them.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const RELEASE: libc::c_int = libc::MADV_DONTNEED;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const RELEASE: libc::c_int = libc::MADV_FREE;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A guard page installed either way faults, and the pages around it
-    /// stay usable; releasing pages zeroes them and keeps the guard.
+    /// Whether the kernel fails to read the byte at `addr` (`write(2)`
+    /// from it into a pipe fails with `EFAULT`, where a user-space read
+    /// would raise a signal).
+    fn unreadable(addr: usize) -> bool {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the kernel checks the address (a fault is an error).
+        let n = unsafe { libc::write(fds[1], addr as *const libc::c_void, 1) };
+        let err = io::Error::last_os_error();
+        // SAFETY: our own descriptors, closed once.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        n == -1 && err.raw_os_error() == Some(libc::EFAULT)
+    }
+
+    /// A guard page installed in the mode this process chose faults (also
+    /// where the kernel, or an emulator, accepts guard-region advice
+    /// without honouring it), and the pages around it stay usable;
+    /// releasing pages keeps the guard (and on Linux zeroes them).
     #[test]
     fn guard_and_release() {
         init_guard_mode();
@@ -219,17 +279,24 @@ mod tests {
             install_guard(base + page, page).unwrap();
             *((base + 2 * page) as *mut u8) = 7;
             release(base + 2 * page, page);
-            assert_eq!(*((base + 2 * page) as *const u8), 0);
+            if cfg!(any(target_os = "linux", target_os = "android")) {
+                assert_eq!(*((base + 2 * page) as *const u8), 0);
+            }
             *(base as *mut u8) = 1;
         }
-        let mut vec = [0u8; 1];
-        // mincore fails with ENOMEM for unmapped memory only; a guard page is
-        // mapped. Its protection is checked by the overflow tests, which
-        // fault on it in a child process.
-        // SAFETY: a query on our own mapping.
-        let rc =
-            unsafe { libc::mincore((base + page) as *mut libc::c_void, page, vec.as_mut_ptr()) };
-        assert_eq!(rc, 0);
+        assert!(unreadable(base + page), "the guard page is readable");
+        assert!(
+            unreadable(base + 2 * page - 1),
+            "the guard page's end is readable"
+        );
+        assert!(!unreadable(base + 2 * page), "the page above the guard");
+        assert!(!unreadable(base), "the page below the guard");
+        // msync fails with ENOMEM for unmapped memory only: the guard page
+        // is part of the mapping, not a hole.
+        // SAFETY: MS_ASYNC on our own private anonymous mapping writes
+        // nothing back and changes nothing.
+        let rc = unsafe { libc::msync((base + page) as *mut libc::c_void, page, libc::MS_ASYNC) };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
         // SAFETY: nothing uses the mapping any more.
         unsafe { unmap(base, 4 * page) };
     }

@@ -5,7 +5,8 @@
 //! `arm(&self, &mio::Registry, deadline: clock::Instant)` (make the next
 //! poll return by then),
 //! `poll_timeout(&self, deadline) -> Option<Duration>` (what to pass to mio's
-//! poll when blocking until `deadline`), `disarm(&self)` and `fired(&self)`.
+//! poll when blocking until `deadline`) and `fired(&self)` (the timer's
+//! token fired: drain it).
 //!
 //! * Linux, Android: a `timerfd` registered with mio; the loop blocks in
 //!   `epoll_wait` with no timeout and the timerfd wakes it with microsecond
