@@ -343,7 +343,7 @@ macro_rules! located {
 }
 
 /// A call made outside a runtime panics naming the caller's file and line
-/// (not a line of coro's source, such as `runtime/src/sched.rs`).
+/// (not a line of coro's source, such as `runtime/src/kernel/context.rs`).
 #[test]
 fn a_call_outside_a_runtime_panics_at_the_callers_line() {
     let ms = Duration::from_millis(1);

@@ -21,20 +21,7 @@ use coro::CancelScope;
 
 mod util;
 
-/// Runs `f` on an OS thread of its own; fails if it does not finish
-/// within `secs` (the defects these runs look for are hangs).
-fn bounded<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let r = panic::catch_unwind(AssertUnwindSafe(f));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(p)) => panic::resume_unwind(p),
-        Err(_) => panic!("did not finish within {secs} s"),
-    }
-}
+use coro_test_support::bounded;
 
 /// What the first run waits on, kept for the others.
 struct Kept {
@@ -162,7 +149,7 @@ fn looks_fresh() {
 
 #[test]
 fn later_runs_start_fresh_after_a_run_that_ended_with_every_kind_of_wait() {
-    let outcome = bounded(60, || {
+    let outcome = bounded(|| {
         let mut rt = coro::Runtime::builder()
             .blocking_threads(1)
             .build()

@@ -34,7 +34,7 @@ fn vm_size() -> u64 {
 
 fn limit_address_space(bytes: u64) {
     let lim = libc::rlimit {
-        rlim_cur: bytes,
+        rlim_cur: bytes as libc::rlim_t,
         rlim_max: libc::RLIM_INFINITY,
     };
     // SAFETY: `lim` is a valid rlimit; setrlimit only reads it.

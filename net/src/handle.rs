@@ -9,15 +9,14 @@
 //! which rustdoc lists with the type's other methods; the docs are written
 //! for every type at once and link through `Self::`. What differs from type
 //! to type (binding and connecting, accepting, sending to an address,
-//! closing) stays in the type's own file.
+//! closing) stays in the type's own file, and so do the one-line
+//! delegations a few types share (`local_addr`, `peer_addr`, `shutdown`,
+//! `set_ttl`, `ttl`): a macro would save less than it hides.
 //!
 //! | macro | gives | used by |
 //! |---|---|---|
 //! | `handle!` | `from_std`, `try_clone`, `is_closed`, `take_error`; `AsRawFd`, `AsFd`, `Debug` | every socket type |
-//! | `addrs!` | `local_addr`, `peer_addr` | every type but the listeners |
-//! | `shutdown!` | `shutdown` | `TcpStream`, `UnixStream`, `UnixDatagram` |
 //! | `timeouts!` | `set_read_timeout`, `set_write_timeout`, `read_timeout`, `write_timeout` | every type but the listeners (`UnixDatagram`: the setters only) |
-//! | `ttl!` | `set_ttl`, `ttl` | the TCP and UDP types |
 //! | `stream_io!` | `Read` and `Write` for `T` and `&T` | `TcpStream`, `UnixStream` |
 //! | `sendfile!` | `sendfile`, `sendfile_all` | `TcpStream`, `UnixStream` |
 //! | `datagram_io!` | `send`, `recv`, `recv_from` | `UdpSocket`, `UnixDatagram` |
@@ -114,52 +113,6 @@ macro_rules! handle {
 }
 pub(crate) use handle;
 
-/// `local_addr` and `peer_addr` for `$t`, whose addresses are `$addr`.
-macro_rules! addrs {
-    ($t:ident, $addr:ty) => {
-        impl $t {
-            /// The local address of this socket.
-            ///
-            /// # Errors
-            ///
-            /// As `getsockname`.
-            pub fn local_addr(&self) -> std::io::Result<$addr> {
-                self.inner.get().local_addr()
-            }
-
-            /// The address of the connected peer.
-            ///
-            /// # Errors
-            ///
-            /// `NotConnected` if there is none (never connected, or the
-            /// connection is gone); otherwise as `getpeername`.
-            pub fn peer_addr(&self) -> std::io::Result<$addr> {
-                self.inner.get().peer_addr()
-            }
-        }
-    };
-}
-pub(crate) use addrs;
-
-/// `shutdown` for a socket type `$t` that std gives one (streams, Unix
-/// datagram sockets).
-macro_rules! shutdown {
-    ($t:ident) => {
-        impl $t {
-            /// Shuts down the read half, the write half or both (never
-            /// blocks).
-            ///
-            /// # Errors
-            ///
-            /// As `shutdown(2)` (`NotConnected` if the peer is gone).
-            pub fn shutdown(&self, how: std::net::Shutdown) -> std::io::Result<()> {
-                self.inner.get().shutdown(how)
-            }
-        }
-    };
-}
-pub(crate) use shutdown;
-
 /// The per-call timeouts of std's sockets for `$t`: `set_read_timeout`,
 /// `set_write_timeout` and, unless `$t: setters only`, the getters
 /// `read_timeout` and `write_timeout`.
@@ -222,33 +175,6 @@ macro_rules! timeouts {
     };
 }
 pub(crate) use timeouts;
-
-/// `IP_TTL` for `$t`: `set_ttl` and `ttl`. `$what` ends the setter's
-/// summary line, saying which packets the value applies to.
-macro_rules! ttl {
-    ($t:ident, $what:literal) => {
-        impl $t {
-            #[doc = concat!("Sets `IP_TTL`, the time-to-live of ", $what, ".")]
-            ///
-            /// # Errors
-            ///
-            /// As `setsockopt`.
-            pub fn set_ttl(&self, ttl: u32) -> std::io::Result<()> {
-                self.inner.get().set_ttl(ttl)
-            }
-
-            /// The `IP_TTL` value.
-            ///
-            /// # Errors
-            ///
-            /// As `getsockopt`.
-            pub fn ttl(&self) -> std::io::Result<u32> {
-                self.inner.get().ttl()
-            }
-        }
-    };
-}
-pub(crate) use ttl;
 
 /// `Read` and `Write` for a stream socket type `$t` and for `&$t` (std's
 /// shape: both the owned and the shared handle read and write). The impls

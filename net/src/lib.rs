@@ -115,6 +115,7 @@ mod lookup;
 mod sendfile;
 pub mod signal;
 mod source;
+mod sys;
 mod tcp;
 mod udp;
 mod unix;

@@ -1,7 +1,7 @@
 //! Zero-copy transfer from a file to a stream socket: `sendfile` and
 //! `sendfile_all` for [`TcpStream`](crate::TcpStream) and
 //! [`UnixStream`](crate::UnixStream) (Linux: `sendfile(2)`; other systems:
-//! `pread` into a buffer, then a write).
+//! `pread` into a buffer, then a write; see `sys`).
 //!
 //! # Design
 //!
@@ -17,6 +17,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use crate::source::Source;
+use crate::sys;
 
 /// Largest count handed to one `sendfile(2)` (Linux transfers at most this
 /// much per call anyway).
@@ -77,66 +78,4 @@ fn too_far() -> io::Error {
         io::ErrorKind::InvalidInput,
         "coro-net: sendfile offset is beyond the largest file offset",
     )
-}
-
-#[cfg(target_os = "linux")]
-mod sys {
-    use std::io;
-    use std::os::fd::RawFd;
-
-    /// `sendfile(2)` from `file` at `offset` (the file position is left
-    /// alone) into the non-blocking socket `sock`.
-    pub(super) fn sendfile(
-        sock: RawFd,
-        file: RawFd,
-        offset: libc::off_t,
-        len: usize,
-    ) -> io::Result<usize> {
-        let mut off = offset;
-        // SAFETY: both fds are open for the duration of the call (the
-        // socket is owned by the caller's `Source`, the file is borrowed);
-        // `off` is a live local the kernel reads and updates; `len` is a
-        // count, not a buffer length, so no memory of ours is touched.
-        let n = unsafe { libc::sendfile(sock, file, &mut off, len) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-mod sys {
-    use std::fs::File;
-    use std::io;
-    use std::mem::ManuallyDrop;
-    use std::os::fd::{FromRawFd, RawFd};
-    use std::os::unix::fs::FileExt;
-
-    /// The portable form: read at `offset` into a buffer, then one
-    /// non-blocking write of what was read. Bytes read but not written are
-    /// read again by the next call (the caller advances by what was sent).
-    pub(super) fn sendfile(
-        sock: RawFd,
-        file: RawFd,
-        offset: libc::off_t,
-        len: usize,
-    ) -> io::Result<usize> {
-        let mut buf = vec![0u8; len.min(64 * 1024)];
-        // SAFETY: `file` is an open fd borrowed for this call; ManuallyDrop
-        // keeps the temporary `File` from closing it.
-        let f = ManuallyDrop::new(unsafe { File::from_raw_fd(file) });
-        let n = f.read_at(&mut buf, offset as u64)?;
-        if n == 0 {
-            return Ok(0);
-        }
-        // SAFETY: `buf[..n]` is initialised memory we own; `sock` is open.
-        let w = unsafe { libc::write(sock, buf.as_ptr().cast(), n) };
-        if w < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(w as usize)
-        }
-    }
 }

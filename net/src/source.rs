@@ -27,6 +27,7 @@
 
 use std::cell::Cell;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use coro_runtime::{Direction, Interest, Registration};
@@ -57,9 +58,12 @@ pub(crate) trait Socket: mio::event::Source + Sized {
 
 /// A TCP stream also asks for urgent-data events, so that a short read can
 /// count as drained until the first urgent mark
-/// ([`Registration::new_tcp_stream`]).
+/// ([`Registration::new_tcp_stream`]). Like every stream socket, it never
+/// raises `SIGPIPE` where a socket option can say so (`sys::no_sigpipe`:
+/// macOS does not pass the option on to accepted sockets).
 impl Socket for mio::net::TcpStream {
     fn register_with_runtime(&mut self) -> io::Result<Registration> {
+        crate::sys::no_sigpipe(self.as_raw_fd())?;
         Registration::new_tcp_stream(self, Interest::READABLE | Interest::WRITABLE)
     }
 }
@@ -67,26 +71,21 @@ impl Socket for mio::net::TcpStream {
 impl Socket for mio::net::TcpListener {}
 impl Socket for mio::net::UdpSocket {}
 /// Not the TCP rule: a Unix stream read stops at an `SCM_RIGHTS` boundary
-/// with more queued behind it, and no event says so.
-impl Socket for mio::net::UnixStream {}
+/// with more queued behind it, and no event says so. No `SIGPIPE`, as for
+/// TCP.
+impl Socket for mio::net::UnixStream {
+    fn register_with_runtime(&mut self) -> io::Result<Registration> {
+        crate::sys::no_sigpipe(self.as_raw_fd())?;
+        Registration::new(self, Interest::READABLE | Interest::WRITABLE)
+    }
+}
 impl Socket for mio::net::UnixListener {}
 impl Socket for mio::net::UnixDatagram {}
-
-/// The most buffers one `readv`/`writev` takes: std passes at most this
-/// many to the kernel (`UIO_MAXIOV` on Linux), so a call with more moves
-/// at most the bytes of the first this many.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-const MAX_IOV: usize = libc::UIO_MAXIOV as usize;
-/// Elsewhere std asks `sysconf(_SC_IOV_MAX)`; 16 is its floor (POSIX's
-/// `_XOPEN_IOV_MAX`). Only the write side's short-count rule uses the
-/// figure there, and a smaller one is only a missed saving.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-const MAX_IOV: usize = 16;
 
 /// The bytes a vectored call on `lens` can move at most: the lengths of
 /// the buffers the kernel takes.
 fn vectored_len(lens: impl Iterator<Item = usize>) -> usize {
-    lens.take(MAX_IOV).sum()
+    lens.take(crate::sys::MAX_IOV).sum()
 }
 
 impl<S: mio::event::Source> Source<S> {

@@ -163,11 +163,46 @@ impl UdpSocket {
     pub fn close(&self) {
         self.inner.close();
     }
+
+    /// The local address of this socket.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockname`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().local_addr()
+    }
+
+    /// The address of the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected` if there is none (never connected, or the
+    /// connection is gone); otherwise as `getpeername`.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().peer_addr()
+    }
+
+    /// Sets `IP_TTL`, the time-to-live of the packets this socket sends.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.get().set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` value.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.get().ttl()
+    }
 }
 
 // The methods and impls every socket type shares: see `handle.rs`.
 crate::handle::handle!(UdpSocket, std::net);
-crate::handle::addrs!(UdpSocket, SocketAddr);
 crate::handle::datagram_io!(UdpSocket, SocketAddr);
 crate::handle::timeouts!(UdpSocket);
-crate::handle::ttl!(UdpSocket, "the packets this socket sends");

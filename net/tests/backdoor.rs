@@ -221,11 +221,12 @@ fn every_built_in_command_and_a_registered_one_answer_a_socat_client() {
     // threads run 3: sorted by run time, the largest first, three rows.
     let rows: Vec<&str> = of("threads run 3").lines().skip(2).collect();
     assert_eq!(rows.len(), 3, "{out}");
+    // RUN (s) is the first number after ID and STATE (WAITING ON may be
+    // several words: "blocking job").
     let secs = |l: &str| {
         l.split_whitespace()
-            .nth(3)
-            .unwrap()
-            .parse::<f64>()
+            .skip(2)
+            .find_map(|w| w.contains('.').then(|| w.parse::<f64>().ok()).flatten())
             .unwrap_or(0.0)
     };
     assert!(
@@ -264,7 +265,11 @@ fn every_built_in_command_and_a_registered_one_answer_a_socat_client() {
     has("interrupt SLEEPER", "'sleeper' (was parked)");
     has("profile start", "profiling; 'profile stop' ends it");
     has("profile status", "profiling for ");
-    has("profile stop", "entries, 0 latency warnings");
+    // (Its warnings are whatever slices of the session ran long: a loaded
+    // machine's preemption counts too.)
+    has("profile stop", "profiled ");
+    has("profile stop", " entries, ");
+    has("profile stop", " latency warnings");
     has("profile dump DUMP", &format!("wrote {}", dump.display()));
     has("quit", "bye");
     assert!(matches!(sleeper_result, Err(coro::WaitError::Interrupted)));
@@ -610,7 +615,10 @@ fn deadlocks_leaks_and_the_flight_recorder_answer_a_socat_client() {
     let dump = dir.path("trace.json");
     let latency = dir.path("latency.json");
     let mut rt = coro::Runtime::builder()
-        .latency_warning(Some(Duration::from_millis(20)))
+        // Far above what a slow first pass through the code takes (under
+        // an emulator, 'main' ran 60 ms at a stretch): only the hog is
+        // reported, and its slice is the snapshot `trace latency` writes.
+        .latency_warning(Some(Duration::from_millis(200)))
         .build()
         .unwrap();
     let (dump_path, latency_path) = (dump.clone(), latency.clone());
@@ -656,7 +664,7 @@ fn deadlocks_leaks_and_the_flight_recorder_answer_a_socat_client() {
         forgetful.join().unwrap();
         coro::Builder::new()
             .name("hog".into())
-            .spawn(|| spin(Duration::from_millis(60)))
+            .spawn(|| spin(Duration::from_millis(600)))
             .unwrap()
             .join()
             .unwrap();

@@ -9,14 +9,14 @@ mod util;
 use std::cell::Cell;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use coro::net::{is_fd_exhaustion, Fd, TcpListener};
 
 const CHILD_ENV: &str = "CORO_NET_EMFILE_CHILD";
-const FD_LIMIT: u64 = 64;
+const FD_LIMIT: libc::rlim_t = 64;
 const FLOOD: usize = 200;
 
 #[test]
@@ -25,7 +25,7 @@ fn emfile_flood() -> io::Result<()> {
         return child();
     }
     let mut child = Guard(
-        Command::new(std::env::current_exe()?)
+        util::this_binary()?
             .args(["--exact", "emfile_flood", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, "1")
             .stdin(Stdio::piped())

@@ -1,5 +1,5 @@
 //! TcpListener: incoming, accept_many batches, SO_REUSEADDR/SO_REUSEPORT,
-//! argument checks.
+//! argument checks, the flags of its socket and of the ones it accepts.
 
 mod util;
 
@@ -22,6 +22,43 @@ fn incoming_yields_connections() -> io::Result<()> {
         for (s, c) in got.iter().zip(&clients) {
             assert_eq!(s.peer_addr()?, c.local_addr()?);
         }
+        Ok(())
+    })
+}
+
+/// Whether `fd` has `O_NONBLOCK` and `FD_CLOEXEC`.
+fn flags(fd: &impl std::os::fd::AsRawFd) -> (bool, bool) {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl's get commands on an open descriptor read flags only.
+    let (fl, fdfl) = unsafe {
+        (
+            libc::fcntl(fd, libc::F_GETFL),
+            libc::fcntl(fd, libc::F_GETFD),
+        )
+    };
+    assert!(fl >= 0 && fdfl >= 0, "{}", io::Error::last_os_error());
+    (fl & libc::O_NONBLOCK != 0, fdfl & libc::FD_CLOEXEC != 0)
+}
+
+/// A listener's socket, made where `SOCK_NONBLOCK` may not exist, is
+/// non-blocking and close-on-exec, with or without the builder's options;
+/// so are the sockets it accepts.
+#[test]
+fn sockets_are_non_blocking_and_close_on_exec() -> io::Result<()> {
+    run(|| {
+        let plain = TcpListener::bind("127.0.0.1:0")?;
+        assert_eq!(flags(&plain), (true, true), "bind");
+        let built = TcpListener::builder()
+            .reuse_port(true)
+            .backlog(4)
+            .bind("[::1]:0")
+            .or_else(|_| TcpListener::builder().reuse_port(true).bind("127.0.0.1:0"))?;
+        assert_eq!(flags(&built), (true, true), "builder");
+        let addr = plain.local_addr()?;
+        let client = coro::spawn(move || TcpStream::connect(addr));
+        let (accepted, _) = plain.accept()?;
+        assert_eq!(flags(&accepted), (true, true), "accepted");
+        assert_eq!(flags(&client.join().unwrap()?), (true, true), "connected");
         Ok(())
     })
 }

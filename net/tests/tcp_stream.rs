@@ -166,8 +166,11 @@ fn connect_honours_with_timeout() -> io::Result<()> {
         let addr = listener.local_addr()?;
         let mut held = Vec::new();
         let mut timed_out = false;
+        // A connect the queue has room for completes at once; one it has no
+        // room for never does (its SYNs are dropped). The limit only has to
+        // be longer than the first on a slow machine or an emulator.
         for _ in 0..64 {
-            match coro::with_timeout(Duration::from_millis(200), || TcpStream::connect(addr)) {
+            match coro::with_timeout(Duration::from_secs(2), || TcpStream::connect(addr)) {
                 Ok(Ok(s)) => held.push(s),
                 Ok(Err(e)) => panic!("connect failed instead of waiting: {e}"),
                 Err(coro::Timeout) => {

@@ -12,24 +12,38 @@
 //!
 //! # Implementation
 //!
+//! The source is in four layers, one folder each, and a file uses only
+//! its own layer and those below it: `kernel` (green threads: the control
+//! block, the ready queue and the loop, suspend and wake, stacks, the
+//! clock), `services` (what the loop drives: timers, cancellation, the
+//! reactor, the remote inbox, the blocking pool), `observers` (what
+//! watches threads run: the flight recorder, the profiler, the watchdog,
+//! the wait graph, stats) and `api` (`Runtime`, `scope`, timeouts). The
+//! kernel reaches the layers above only through its seams
+//! (`kernel::seams`: one driver for the services, one hub for the
+//! observers, per-thread slots), which this file wires; calls through
+//! them are resolved at compile time.
+//!
 //! * The OS thread that calls [`run`] (or [`Runtime::block_on`]) runs the
-//!   scheduler loop (`sched`): fire due timers (`timer`, keyed by the TSC
-//!   [`clock`]), run every ready green thread once in FIFO order, poll mio
-//!   (`reactor`; epoll on Linux with a timerfd for sub-millisecond timers,
-//!   kqueue on BSD and macOS).
+//!   scheduler loop (`kernel::sched`): fire due timers (`services::timer`,
+//!   keyed by the TSC [`clock`]), run every ready green thread once in FIFO
+//!   order, poll mio (`services::reactor`; epoll on Linux with a timerfd
+//!   for sub-millisecond timers, kqueue on BSD and macOS).
 //! * Green threads are corosensei coroutines on stacks carved from large
 //!   mappings, each with a guard page (guard regions on Linux 6.13+), from a
-//!   per-OS-thread pool (`stack`); a guard-page hit prints the thread's name
-//!   and stack size and aborts. A thread parked for long has its stack
-//!   copied out to the heap and its pages released (`stack::copy`).
+//!   per-OS-thread pool (`kernel::stack`); a guard-page hit prints the
+//!   thread's name and stack size and aborts. A thread parked for long has
+//!   its stack copied out to the heap and its pages released
+//!   (`kernel::stack::copy`).
 //! * Each green thread keeps a stack of the scopes it runs inside
 //!   (`with_timeout`, cancel scopes, nurseries); a thread spawned in a
 //!   [`scope`] continues into its owner's stack, so cancellations reach it
-//!   (`cancel`, `scope`). Deadlines get a timer only when a thread parks.
-//! * A watchdog OS thread per runtime (`watchdog`) reports a green thread
+//!   (`services::cancel`, `api::scope`). Deadlines get a timer only when a
+//!   thread parks.
+//! * A watchdog OS thread per runtime (`observers::watchdog`) reports a green thread
 //!   that runs past the latency threshold without yielding, while it still
 //!   runs.
-//! * A pool of OS threads (`blocking`), started on demand up to 512 and
+//! * A pool of OS threads (`services::blocking`), started on demand up to 512 and
 //!   shrunk when idle, runs [`blocking`] jobs.
 //! * The [`profile`]r, off by default, charges the OS thread's time and
 //!   `getrusage` counters to threads, regions and the loop while it records.
@@ -58,7 +72,7 @@
 //! And a thread that makes [`SPIN_LIMIT`] blocking calls in a row that all
 //! fail at once that way, without waiting, is named in a warning (with
 //! the call site) and counted in [`Stats::spin_warnings`]: it is a loop
-//! that ignores the error it keeps getting (see `spin`).
+//! that ignores the error it keeps getting (see `kernel::spin`).
 //!
 //! `try_*` calls (`try_lock`, `try_recv`, ...) never switch threads, for
 //! success or failure: destructors use them. A loop that polls them must
@@ -66,7 +80,7 @@
 //! immediate failure with [`failed_at_once`].
 //!
 //! Four invariants make the unsafe code sound, and are enforced by guards,
-//! not convention (see the `context` module for where): tasks are resumed
+//! not convention (see the `kernel::context` module for where): tasks are resumed
 //! and unwound only by their own scheduler with its runtime current; no panic
 //! ever leaves a coroutine; a task is only woken by the runtime that owns it;
 //! nothing outside a parked thread uses its stack (so an idle thread's stack
@@ -92,68 +106,56 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
-mod asleep;
-mod blocking;
-mod borrow;
-mod cancel;
-mod cancel_scope;
-pub mod clock;
-mod context;
-mod error;
-pub mod flight;
-pub mod future;
-mod inspect;
-mod latency;
-mod local;
-mod panic_hook;
-pub mod profile;
-mod reactor;
-mod remote;
-mod result_slot;
-mod runtime;
-mod sched;
-mod scope;
-mod shutdown_hooks;
-mod spawn;
-mod spin;
-mod stack;
-mod stats;
-mod suspend;
-mod sys;
-mod task;
-mod task_pool;
-mod timeout;
-mod timer;
-mod waiter_queue;
-mod waits;
-mod watchdog;
+mod api;
+mod kernel;
+mod observers;
+mod services;
 
-pub use blocking::blocking;
-pub use cancel::current_effective_deadline;
-pub use cancel_scope::CancelScope;
-pub use error::{Cancelled, JoinError, ScheduleError, Timeout, WaitError};
-pub use inspect::{thread_by_id, timers, TimerInfo};
-pub use latency::{latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS};
-pub use local::{AccessError, LocalKey};
-pub use panic_hook::panic_hook_line;
-pub use reactor::{Direction, Registration};
-pub use remote::{handle, Handle, RemoteWaker};
-pub use runtime::{
+pub use kernel::clock;
+pub use observers::flight;
+pub use observers::profile;
+pub use services::future;
+
+pub use api::cancel_scope::CancelScope;
+pub use api::runtime::{
     run, Runtime, RuntimeBuilder, DEFAULT_IDLE_STACK_RELEASE, DEFAULT_LATENCY_SNAPSHOTS,
     DEFAULT_LATENCY_WARNING, DEFAULT_SELFISHNESS, DEFAULT_STACK_SIZE,
 };
-pub use scope::{scope, Scope, ScopeError, ScopedJoinHandle};
-pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
-pub use spawn::{
+pub use api::scope::{scope, Scope, ScopeError, ScopedJoinHandle};
+pub use api::shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
+pub use api::timeout::{with_deadline, with_timeout};
+pub use kernel::error::{Cancelled, JoinError, ScheduleError, ScheduleState, Timeout, WaitError};
+pub use kernel::local::{AccessError, LocalKey};
+pub use kernel::panic_hook::panic_hook_line;
+pub use kernel::spawn::{
     current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
 };
-pub use spin::SPIN_LIMIT;
-pub use stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
-pub use stats::{stats, threads, Stats, ThreadInfo};
-pub use suspend::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};
-pub use task::{Coro, ThreadState};
-pub use timeout::{no_suspend, with_deadline, with_timeout};
-pub use waits::{deadlocks, leaks, BlockedThread, Deadlock, LeakedThread, WaitInfo, WaitTarget};
+pub use kernel::spin::SPIN_LIMIT;
+pub use kernel::stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
+pub use kernel::suspend::{no_suspend, park, park_as, park_on, try_selfish, yield_now};
+pub use kernel::task::ThreadState;
+pub use kernel::wait_target::WaitTarget;
+pub use kernel::wake::Coro;
+pub use observers::inspect::{thread_by_id, timers, TimerInfo};
+pub use observers::latency::{
+    latency_threshold, latency_warnings, LatencyWarning, RECENT_WARNINGS,
+};
+pub use observers::stats::{stats, threads, Stats, ThreadInfo};
+pub use observers::waits::{deadlocks, leaks, BlockedThread, Deadlock, LeakedThread, WaitInfo};
+pub use services::blocking::blocking;
+pub use services::cancel::current_effective_deadline;
+pub use services::reactor::{Direction, Registration};
+pub use services::remote::{handle, Handle, RemoteWaker};
+pub use services::sleep::{sleep, sleep_until};
+
+/// The one place that names every layer: the kernel's scheduler holds the
+/// services' driver and the observers' hub through these.
+impl kernel::seams::Layers for kernel::seams::Wiring {
+    type Driver = services::driver::Driver;
+    type Observer = observers::hub::Hub;
+    type Cancel = services::cancel::TaskCancel;
+    type FutureWake = services::future::FutureWake;
+}
 
 /// Re-exported so `coro::net` and users can name mio's interest flags.
 pub use mio::Interest;
@@ -165,10 +167,10 @@ pub use mio::Interest;
 /// call it in a blocking primitive of your own.
 #[inline]
 pub fn failed_at_once() {
-    suspend::failed_at_once_if_green();
+    kernel::suspend::failed_at_once_if_green();
 }
 
 /// Whether the calling code runs on a green thread of a coro runtime.
 pub fn in_green_thread() -> bool {
-    context::try_with_sched(|s| !s.current.get().is_null()).unwrap_or(false)
+    kernel::context::try_with_sched(|s| !s.current.get().is_null()).unwrap_or(false)
 }

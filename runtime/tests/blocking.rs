@@ -42,7 +42,10 @@ fn blocking_runs_elsewhere_and_others_keep_running() {
 fn blocking_under_timeout_returns_and_the_job_finishes_later() {
     coro::run(|| {
         let (tx, rx) = mpsc::channel::<u32>();
-        let r = coro::with_timeout(Duration::from_millis(5), || {
+        // Long enough for a pool thread to take the job first, however slow
+        // the machine (or an emulator): a job still queued when its caller
+        // gives up is dropped, not run.
+        let r = coro::with_timeout(Duration::from_millis(300), || {
             coro::blocking(move || rx.recv_timeout(Duration::from_secs(5)).unwrap_or(0))
         });
         assert_eq!(r, Err(Timeout));

@@ -466,18 +466,20 @@ fn a_heartbeat_pushing_the_deadline_back_leaves_no_stale_timers() {
 #[test]
 fn absolute_deadlines() {
     run(|| {
+        // `t` first: the deadline is 5 ms after it, whatever the time
+        // between the two reads.
+        let t = Instant::now();
         let at = clock::now() + Duration::from_millis(5);
         let scope = CancelScope::at(at);
         assert_eq!(scope.deadline(), Some(at));
-        let t = Instant::now();
         assert!(scope
             .run(|| coro::sleep(LONG))
             .unwrap_err()
             .deadline_passed());
         assert!(t.elapsed() >= Duration::from_millis(4));
 
-        let at = clock::now() + Duration::from_millis(5);
         let t = Instant::now();
+        let at = clock::now() + Duration::from_millis(5);
         assert_eq!(with_deadline(at, || coro::sleep(LONG)), Err(Timeout));
         assert!(t.elapsed() >= Duration::from_millis(4));
         // A deadline in the past fails the first blocking call only.

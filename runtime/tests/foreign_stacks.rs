@@ -50,13 +50,14 @@ const HOLE: usize = 64 << 20;
 impl HoleAbove {
     fn reserve() -> HoleAbove {
         // SAFETY: a fresh private mapping with no address hint; the result
-        // is checked.
+        // is checked. (PROT_NONE: no memory is committed or accounted for
+        // it, without MAP_NORESERVE, which only Linux has.)
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 HOLE,
                 libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )

@@ -13,7 +13,7 @@ use std::time::Duration;
 use coro_runtime::{self as coro, Direction, Interest, Registration};
 
 mod util;
-use util::{child_ok, is_child};
+use util::{child_ok, is_child, resident_pages};
 
 /// A runtime that copies out threads parked for 20 ms.
 fn runtime() -> coro::Runtime {
@@ -203,37 +203,82 @@ fn copied_out_threads_are_interrupted_timed_out_and_unwound() {
 /// Resident memory goes down when idle threads are copied out: 2 000
 /// threads that each touched 64 KiB of stack and then parked keep about
 /// 128 MiB resident, and a few hundred KiB once copied out. Measured in a
-/// child process, alone.
+/// child process, alone: the pages each thread touched (`mincore`), and
+/// the whole process's resident set.
 #[test]
 fn copying_out_gives_the_pages_back() {
     const NAME: &str = "copying_out_gives_the_pages_back";
     if is_child(NAME) {
         runtime().block_on(|| {
+            /// Touches 64 KiB of stack; returns where.
             #[inline(never)]
-            fn touch() {
+            fn touch() -> usize {
                 let mut buf = [1u8; 64 * 1024];
                 std::hint::black_box(&mut buf);
+                buf.as_ptr() as usize
             }
-            let before = rss();
-            let hs: Vec<_> = (0..2000)
-                .map(|_| {
-                    coro::spawn(|| {
-                        touch();
-                        coro::park_as("test")
+            let touched = Rc::new(RefCell::new(Vec::new()));
+            let park_touched = |n| -> Vec<_> {
+                (0..n)
+                    .map(|_| {
+                        let touched = touched.clone();
+                        coro::spawn(move || {
+                            touched.borrow_mut().push(touch());
+                            coro::park_as("test")
+                        })
                     })
-                })
-                .collect();
+                    .collect()
+            };
+            // A first, small round through the same code, unmeasured: what
+            // running it once costs (the allocator's arenas, and under an
+            // emulator its translated code) is not what is measured.
+            let warm = park_touched(50);
+            wait_copied_out(50);
+            for h in &warm {
+                h.thread().unpark().unwrap();
+            }
+            for h in warm {
+                h.join().unwrap().unwrap();
+            }
+            touched.borrow_mut().clear();
+            let before = rss();
+            let hs = park_touched(2000);
             coro::yield_now();
             let parked = rss();
+            let resident_parked = resident_pages(&touched.borrow(), 64 * 1024);
             wait_copied_out(2000);
             let after = rss();
-            println!("RSS before {before} parked {parked} copied out {after}");
-            assert!(parked > before + (100 << 20), "touched {}", parked - before);
-            assert!(
-                after < before + (16 << 20),
-                "{} MiB still resident",
-                (after - before) >> 20
+            let resident_after = resident_pages(&touched.borrow(), 64 * 1024);
+            println!(
+                "RSS before {before} parked {parked} copied out {after}; touched pages \
+                 resident: {resident_parked:?} parked, {resident_after:?} copied out"
             );
+            // (The first threads may be copied out already.)
+            let (total, resident) = resident_parked;
+            assert!(
+                total >= 2000 && resident * 10 >= total * 9,
+                "{resident_parked:?}"
+            );
+            assert_eq!(resident_after, (total, 0), "touched pages still resident");
+            if let Some(emulator) = util::emulator() {
+                // The emulator's own memory grows with the address space
+                // the stacks reserve (its per-page records: about 15 MiB
+                // here), which this process cannot give back.
+                util::skip(
+                    NAME,
+                    &format!(
+                        "the whole-process RSS bound: under {emulator} RSS counts the \
+                         emulator's per-page records of the stacks' address space"
+                    ),
+                );
+            } else {
+                assert!(parked > before + (100 << 20), "touched {}", parked - before);
+                assert!(
+                    after < before + (16 << 20),
+                    "{} MiB still resident",
+                    (after - before) >> 20
+                );
+            }
             for h in &hs {
                 h.thread().unpark().unwrap();
             }

@@ -124,19 +124,32 @@ fn latency_warnings_reach_stderr_without_a_logger() {
             }
             coro::stats().latency_warnings
         });
-        assert_eq!(warnings, 2);
+        println!("\nWARNINGS={warnings}");
         return;
     }
     let out = child(NAME);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    let counted: usize = stdout
+        .lines()
+        .find_map(|l| l.split_once("WARNINGS="))
+        .and_then(|(_, n)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in {stdout}"));
+    // Each warning, the hogs' once each (a slow machine may add some for
+    // 'main').
     assert_eq!(
         stderr.matches("coro: latency warning: ").count(),
-        2,
+        counted,
         "each warning: {stderr}"
     );
-    assert!(stderr.contains("'hog-1' has run"), "{stderr}");
-    assert!(stderr.contains("'hog-2' has run"), "{stderr}");
+    assert_eq!(stderr.matches("'hog-1' has run").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("'hog-2' has run").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches(" has run ").count(),
+        2 + stderr.matches("'main' has run").count(),
+        "{stderr}"
+    );
     assert!(stderr.contains("install one"), "{stderr}");
 }
 
@@ -157,8 +170,11 @@ fn every_latency_warning_reaches_stderr_naming_the_cause() {
             for i in 0..HOGS {
                 coro::Builder::new()
                     .name(format!("sleeper-{i}"))
-                    // The mistake the warning is about: a blocking std call.
-                    .spawn(|| std::thread::sleep(Duration::from_millis(60)))
+                    // The mistake the warning is about: a blocking std call,
+                    // long past the threshold, so that a watchdog scheduled
+                    // late (a loaded machine, an emulator translating its
+                    // code the first time) still sees each one.
+                    .spawn(|| std::thread::sleep(Duration::from_millis(200)))
                     .unwrap()
                     .join()
                     .unwrap();
@@ -177,12 +193,27 @@ fn every_latency_warning_reaches_stderr_naming_the_cause() {
         .find_map(|l| l.split_once("WARNINGS="))
         .and_then(|(_, n)| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no count in {stdout}"));
-    assert_eq!(counted, HOGS, "one warning per sleeper: {stderr}");
+    // One warning per sleeper; a slow machine (or an emulator running the
+    // code for the first time) may add some for 'main'.
+    assert!(counted >= HOGS, "one warning per sleeper: {stderr}");
 
     let shown: Vec<&str> = stderr
         .lines()
         .filter(|l| l.starts_with("coro: latency warning: "))
         .collect();
+    for i in 0..HOGS {
+        let of_it = shown
+            .iter()
+            .filter(|l| l.contains(&format!("'sleeper-{i}'")))
+            .count();
+        assert!(of_it <= 1, "sleeper-{i} warned {of_it} times:\n{stderr}");
+    }
+    for line in &shown {
+        assert!(
+            line.contains("'sleeper-") || line.contains("'main'"),
+            "{line}"
+        );
+    }
     // The first stall's warnings are all shown, not only the first.
     for i in 0..3 {
         assert!(
@@ -214,7 +245,7 @@ fn every_latency_warning_reaches_stderr_naming_the_cause() {
     assert!(shown.len() >= 10, "the burst is shown whole:\n{stderr}");
     assert_eq!(
         shown.len() as u64 + suppressed,
-        HOGS,
+        counted,
         "every warning is shown or counted:\n{stderr}"
     );
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use coro_runtime as coro;
+use coro_runtime::{ScheduleState, ThreadState};
 
 #[test]
 fn unpark_wakes_a_parked_thread() {
@@ -24,8 +25,11 @@ fn double_unpark_is_a_schedule_error() {
         t.unpark().unwrap();
         let e = t.unpark().unwrap_err();
         assert_eq!(e.id(), t.id());
-        assert_eq!(e.state(), "ready");
-        assert!(e.to_string().contains("ready"));
+        assert_eq!(e.state(), ScheduleState::Thread(ThreadState::Ready));
+        assert_eq!(
+            e.to_string(),
+            format!("cannot schedule green thread #{}: it is ready", t.id())
+        );
         h.join().unwrap().unwrap();
     });
 }
@@ -34,12 +38,22 @@ fn double_unpark_is_a_schedule_error() {
 fn unparking_a_new_running_or_dead_thread_is_an_error() {
     coro::run(|| {
         let h = coro::spawn(|| ());
-        assert_eq!(h.thread().unpark().unwrap_err().state(), "ready");
-        assert_eq!(coro::current().unpark().unwrap_err().state(), "running");
+        let thread = |s| ScheduleState::Thread(s);
+        assert_eq!(
+            h.thread().unpark().unwrap_err().state(),
+            thread(ThreadState::New)
+        );
+        assert_eq!(
+            coro::current().unpark().unwrap_err().state(),
+            thread(ThreadState::Running)
+        );
         let t = h.thread().clone();
         h.join().unwrap();
-        assert_eq!(t.unpark().unwrap_err().state(), "dead");
-        assert!(t.interrupt().is_err());
+        assert_eq!(t.unpark().unwrap_err().state(), thread(ThreadState::Dead));
+        assert_eq!(
+            t.interrupt().unwrap_err().state(),
+            thread(ThreadState::Dead)
+        );
     });
 }
 
@@ -57,4 +71,40 @@ fn a_stale_unpark_does_not_wake_a_later_sleep() {
         h.thread().unpark().unwrap();
         assert!(h.join().unwrap() >= Duration::from_millis(30));
     });
+}
+
+#[test]
+fn a_thread_that_has_not_started_is_new_not_ready() {
+    coro::run(|| {
+        let h = coro::spawn(|| ());
+        let e = h.thread().unpark().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("cannot schedule green thread #{}: it is new", e.id())
+        );
+        h.join().unwrap();
+    });
+}
+
+#[test]
+fn each_thread_state_displays_its_own_name() {
+    let names: Vec<String> = [
+        ThreadState::New,
+        ThreadState::Ready,
+        ThreadState::Running,
+        ThreadState::Parked,
+        ThreadState::Dead,
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    assert_eq!(names, ["new", "ready", "running", "parked", "dead"]);
+}
+
+#[test]
+fn a_foreign_runtime_reads_as_a_sentence() {
+    assert_eq!(
+        ScheduleState::ForeignRuntime.to_string(),
+        "owned by a runtime that is not running on this OS thread"
+    );
 }

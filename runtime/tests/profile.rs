@@ -121,6 +121,10 @@ fn entries_add_up_to_the_wall_time_of_the_interval() {
 #[test]
 fn a_sleeping_region_shows_under_wait_and_a_spinning_one_as_user_time() {
     let p = rt(None).block_on(|| {
+        // A first pass through the sleep path, unmeasured: running code for
+        // the first time (cold caches; translation under an emulator) can
+        // cost tens of milliseconds, which is not what this test is about.
+        profile::region("nap", || coro::sleep(Duration::from_millis(1))).unwrap();
         profile::start().unwrap();
         profile::region("nap", || coro::sleep(Duration::from_millis(200))).unwrap();
         profile::region("spin", || spin_cpu(Duration::from_millis(200)));
@@ -129,8 +133,14 @@ fn a_sleeping_region_shows_under_wait_and_a_spinning_one_as_user_time() {
     let nap = entry(&p, Kind::Region, "nap");
     let spin = entry(&p, Kind::Region, "spin");
     let wait = entry(&p, Kind::Wait, "<wait>");
+    let sched = entry(&p, Kind::Scheduler, "<scheduler>");
     assert!(nap.wall * 4 < wait.wall, "{p:#?}");
-    assert!(wait.wall >= Duration::from_millis(190), "{p:#?}");
+    // The 200 ms asleep are the wait's, but for what the region itself and
+    // the scheduler ran meanwhile (more on a slow machine).
+    assert!(
+        wait.wall + nap.wall + sched.wall >= Duration::from_millis(195),
+        "{p:#?}"
+    );
     assert!(wait.usage.cpu() * 4 < wait.wall, "{p:#?}");
     // 200 ms of CPU, in user mode (the kernel's accounting advances at its
     // ticks: allow one or two).
@@ -149,6 +159,11 @@ fn regions_nest_charge_the_innermost_and_close_on_panic() {
         coro::Builder::new()
             .name("worker".into())
             .spawn(|| {
+                // A first pass through the same code, unmeasured (see
+                // `a_sleeping_region_shows_under_wait_and_a_spinning_one_as_user_time`).
+                profile::region("outer", || {
+                    profile::region("inner", || spin(Duration::from_millis(1)))
+                });
                 profile::start().unwrap();
                 profile::region("outer", || {
                     spin(Duration::from_millis(30));
@@ -255,7 +270,10 @@ fn the_recent_warnings_ring_is_bounded_and_newest_last() {
         for i in 0..coro::RECENT_WARNINGS + 6 {
             coro::Builder::new()
                 .name(format!("hog-{i}"))
-                .spawn(|| spin(Duration::from_millis(20)))
+                // Ten times the threshold: the watchdog sees it even when
+                // its own OS thread waits for a CPU (a loaded machine, an
+                // emulator).
+                .spawn(|| spin(Duration::from_millis(50)))
                 .unwrap()
                 .join()
                 .unwrap();
@@ -265,15 +283,21 @@ fn the_recent_warnings_ring_is_bounded_and_newest_last() {
     });
     assert_eq!(w.len(), coro::RECENT_WARNINGS.min(total as usize));
     assert!(total as usize > coro::RECENT_WARNINGS, "{total}");
-    // The newest hog is last among the hogs (a loaded machine may add a
-    // warning for `main` between them).
+    // The newest hogs are kept, oldest first (a loaded machine may add a
+    // warning for `main` between them, or its watchdog, waiting for a CPU,
+    // may miss a hog): the last is one of the hogs past the ring's size,
+    // which a ring keeping its oldest entries would not hold.
     let hogs: Vec<_> = w
         .iter()
         .filter(|w| w.name.as_deref().is_some_and(|n| n.starts_with("hog-")))
         .collect();
-    assert_eq!(
-        hogs.last().unwrap().name.as_deref(),
-        Some(format!("hog-{}", coro::RECENT_WARNINGS + 5).as_str())
+    let index = |w: &coro::LatencyWarning| -> usize {
+        w.name.as_deref().unwrap()["hog-".len()..].parse().unwrap()
+    };
+    let last = index(hogs.last().unwrap());
+    assert!(
+        last >= coro::RECENT_WARNINGS,
+        "the newest kept is hog-{last}"
     );
     assert!(hogs.windows(2).all(|p| p[0].thread < p[1].thread));
 }
@@ -284,7 +308,9 @@ fn a_profile_round_trips_through_its_file_format() {
         profile::start().unwrap();
         coro::Builder::new()
             .name("quote \" and \\ é".into())
-            .spawn(|| spin(Duration::from_millis(50)))
+            // Ten times the threshold: the watchdog sees it even when its
+            // own OS thread waits for a CPU on a loaded machine.
+            .spawn(|| spin(Duration::from_millis(200)))
             .unwrap()
             .join()
             .unwrap();
@@ -295,7 +321,13 @@ fn a_profile_round_trips_through_its_file_format() {
         coro::sleep(Duration::from_millis(20)).unwrap();
         profile::stop().unwrap()
     });
-    assert_eq!(p.latency_warnings.len(), 1, "{p:#?}");
+    // The spinner's warning (a loaded machine may add one for `main`).
+    assert!(
+        p.latency_warnings
+            .iter()
+            .any(|w| w.name.as_deref() == Some("quote \" and \\ é")),
+        "{p:#?}"
+    );
     assert!(p.entry("<unnamed>").is_some());
     let dir = std::env::temp_dir().join(format!("coro-profile-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -305,7 +337,7 @@ fn a_profile_round_trips_through_its_file_format() {
     assert!(text.starts_with(r#"{"type":"header","format":"coro-profile","version":1,"#));
     assert_eq!(
         text.lines().count(),
-        1 + p.entries.len() + 1 + p.timeline.len()
+        1 + p.entries.len() + p.latency_warnings.len() + p.timeline.len()
     );
     assert!(
         !p.timeline.is_empty(),
@@ -320,8 +352,10 @@ fn a_profile_round_trips_through_its_file_format() {
     assert_eq!(back.timeline, p.timeline);
     assert_eq!(back.wall, p.wall);
     assert_eq!(back.usage, p.usage);
-    assert_eq!(back.latency_warnings.len(), 1);
-    assert_eq!(back.latency_warnings[0].ran, p.latency_warnings[0].ran);
+    assert_eq!(back.latency_warnings.len(), p.latency_warnings.len());
+    for (b, w) in back.latency_warnings.iter().zip(&p.latency_warnings) {
+        assert_eq!((b.ran, &b.name), (w.ran, &w.name));
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -15,7 +15,13 @@ use coro_runtime::clock;
 /// as wall time going backwards by up to half a millisecond.
 #[test]
 fn wall_time_stays_continuous_while_another_thread_recalibrates() {
-    if clock::source() != clock::Source::Tsc {
+    if clock::source() == clock::Source::Monotonic {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED wall_time_stays_continuous_while_another_thread_recalibrates: \
+             ticks are the monotonic clock here, which is never recalibrated"
+        );
         return;
     }
     let _ = clock::wall_now();

@@ -14,7 +14,21 @@ use coro_runtime::WaitError;
 /// Why [`Mutex::lock`](crate::Mutex::lock),
 /// [`RwLock::read`](crate::RwLock::read) or
 /// [`RwLock::write`](crate::RwLock::write) returned without the lock.
+///
+/// Later versions may add reasons, so a `match` outside this crate needs a
+/// `_` arm:
+///
+/// ```compile_fail
+/// use coro::sync::LockError;
+///
+/// let retry = match LockError::WouldDeadlock {
+///     LockError::WouldDeadlock => false,
+///     LockError::Wait(_) => true,
+/// };
+/// assert!(!retry);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LockError {
     /// The calling green thread already holds this lock (for an `RwLock`: in
     /// a mode that makes this request wait for itself). Waiting would hang
@@ -61,6 +75,7 @@ impl From<LockError> for io::Error {
 
 /// Why a `try_lock`, `try_read` or `try_write` failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TryLockError {
     /// The lock is held in a conflicting mode, or other threads are queued
     /// for it ahead of the caller.

@@ -41,6 +41,7 @@ const LOG_TARGET: &str = "coro_sync::executor";
 
 /// Why an executor's thread ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ExecutorExit {
     /// [`close`](PeriodicExecutor::close) was called (by the owner, or by the
     /// runtime's shutdown hook).

@@ -198,7 +198,8 @@ fn pypy_scenario_naive_collected_inside_a_critical_section_is_refused_and_logged
             .name("topology".into())
             .spawn(move || {
                 let _g = c2.lock().unwrap();
-                coro::sleep(Duration::from_millis(5)).unwrap();
+                // Held until the scenario is over, however slow the machine.
+                coro::park().unwrap();
             })
             .unwrap();
         settle();
@@ -225,6 +226,7 @@ fn pypy_scenario_naive_collected_inside_a_critical_section_is_refused_and_logged
             })
             .unwrap();
         assert!(h.join().unwrap_err().is_panic());
+        holder.thread().unpark().unwrap();
         holder.join().unwrap();
         let refused = format!(
             "{:?}",

@@ -287,7 +287,8 @@ fn each_waiter_spawns_for_itself_then_the_key_backs_off() {
 fn the_wait_queue_is_bounded() {
     run(|| {
         let (p, farm) = pool(GroupPool::builder().max_queue(2));
-        farm.delay.set(Duration::from_millis(5));
+        // The spawn waits at the gate until the refusal is seen.
+        farm.close_gate();
         let log: Log = Rc::default();
         let hold = Rc::new(coro_sync::Event::new());
         hold.set();
@@ -297,6 +298,7 @@ fn the_wait_queue_is_bounded() {
             *log.borrow(),
             ["app: the group's wait queue is full (2 callers waiting)"]
         );
+        farm.open(3);
         util::join_all(hs);
         assert_eq!(log.borrow().len(), 3);
     });

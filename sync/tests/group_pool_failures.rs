@@ -54,10 +54,12 @@ fn a_failed_background_spawn_removes_the_group_and_the_next_get_sees_the_error()
 #[test]
 fn a_key_that_keeps_failing_backs_off_with_the_stored_error() {
     run(|| {
+        // Delays far longer than the checks between them take, however
+        // slow the machine (or an emulator).
         let backoff = SpawnBackoff {
             after: 3,
-            initial: Duration::from_millis(20),
-            max: Duration::from_millis(40),
+            initial: Duration::from_millis(200),
+            max: Duration::from_millis(400),
         };
         let (p, farm) = pool(GroupPool::builder().spawn_backoff(backoff));
         farm.fail.borrow_mut().insert("app");

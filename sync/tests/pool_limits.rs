@@ -162,8 +162,10 @@ fn timed_out_after_the_hand_off_passes_the_connection_on() {
         let log: Log = Rc::default();
         let held = pool.get().unwrap();
         let (p, l) = (pool.clone(), log.clone());
+        // Long enough for both to be waiting before it ends, on any machine.
+        let a_limit = Duration::from_millis(500);
         let a = coro::spawn(move || {
-            let r = coro::with_timeout(Duration::from_millis(5), || p.get().map(|c| c.id));
+            let r = coro::with_timeout(a_limit, || p.get().map(|c| c.id));
             l.borrow_mut().push(format!("a: {r:?}"));
         });
         let b = waiter(&pool, &log, "b");
@@ -171,7 +173,7 @@ fn timed_out_after_the_hand_off_passes_the_connection_on() {
         drop(held); // handed to a...
         assert_eq!(a.thread().state(), ThreadState::Ready);
         // ...whose deadline passes before it runs: the timeout wins.
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(a_limit);
         a.join().unwrap();
         b.join().unwrap();
         assert_eq!(*log.borrow(), ["a: Err(Timeout)", "b: Ok(1)"]);
@@ -238,12 +240,10 @@ fn a_failed_connect_wakes_the_next_waiter_to_try() {
         yield_until("a connecting", || pool.state().connecting == 1);
         let b = waiter(&pool, &log, "b");
         yield_until("b waiting", || pool.state().waiting == 1);
-        let b2 = backend.clone();
-        // Let the second attempt succeed.
-        coro::spawn(move || {
-            coro::sleep(Duration::from_millis(6)).unwrap();
-            b2.refuse.set(false);
-        });
+        // Let the second attempt succeed: b's connect, woken by a's failure,
+        // is still in its delay when this runs.
+        yield_until("a refused", || !log.borrow().is_empty());
+        backend.refuse.set(false);
         a.join().unwrap();
         b.join().unwrap();
         assert_eq!(*log.borrow(), ["a: Err(Connect(Refused(1)))", "b: Ok(1)"]);

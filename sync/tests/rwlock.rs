@@ -262,7 +262,10 @@ fn writer_timing_out_at_the_head_lets_readers_behind_it_in() {
         let log = Log::new();
         let r = lock.read().unwrap();
         let l = lock.clone();
-        let writer = spawn(move || with_timeout(Duration::from_millis(5), || l.write().map(drop)));
+        // Long enough that the readers queue behind it first, even on a
+        // slow machine (or an emulator).
+        let writer =
+            spawn(move || with_timeout(Duration::from_millis(300), || l.write().map(drop)));
         yield_now();
         let readers = queue(&lock, &log, &[Kind::R, Kind::R], 0);
         assert_eq!(lock.waiters(), 3);

@@ -108,7 +108,10 @@ fn a_big_request_timing_out_at_the_head_lets_the_rest_in() {
         let sem = Rc::new(Semaphore::new(2));
         let log = Log::new();
         let s = sem.clone();
-        let big = spawn(move || with_timeout(Duration::from_millis(5), || s.acquire(5).map(drop)));
+        // Long enough that the small requests queue behind it first, even
+        // on a slow machine (or an emulator).
+        let big =
+            spawn(move || with_timeout(Duration::from_millis(300), || s.acquire(5).map(drop)));
         yield_now();
         let small = acquirers(&sem, &log, &[1, 1], 0);
         assert!(log.order().is_empty());

@@ -1,9 +1,12 @@
 //! Helpers of the cross-crate integration tests: the workspace's shared
 //! ones (`coro-test-support`: a bounded runtime, forced interleavings,
-//! child processes, error assertions), a deadline no test reaches, and a
-//! connected loopback TCP pair.
+//! child processes, error assertions), a deadline no test reaches, a
+//! connected loopback TCP pair, and (`postgres`) a PostgreSQL server
+//! started by the test.
 
 #![allow(dead_code, unused_imports)]
+
+pub mod postgres;
 
 use std::io;
 use std::time::Duration;

@@ -141,22 +141,11 @@ fn main() -> ExitCode {
         log::warn!("{warning}");
     }
     let to_file = log_file.is_some();
-    let builder = coro::Runtime::builder().blocking_threads(config.blocking_threads);
-    // SAFETY: the relay lends no green thread's stack outside its runtime
-    // across a park, which is what `idle_stack_copy_out` asks: its OS
-    // threads are the blocking pool's, which run `'static` closures that own
-    // their data (`coro::blocking(move || ...)`, each job's buffers moved
-    // in and out), and signal-hook's handler, which only writes a byte
-    // into a pipe; it uses no `std::thread::scope`, `spawn_scoped`, rayon
-    // or crossbeam scope, and hands no pointer into a stack to another
-    // thread or to the kernel beyond a syscall that returns before the
-    // thread parks (sockets are non-blocking; files go through the pool).
-    // (A `coro::scope`, should it use one, pins its owner's stack: its
-    // threads are green threads of this runtime.) `tests/stack_loans.rs`
-    // fails if the source starts using one of those scopes. Idle sessions
-    // then cost about 1 KiB of heap instead of their stack pages.
-    let builder = unsafe { builder.idle_stack_copy_out(true) };
-    let runtime = builder.build();
+    // The runtime's safe defaults: an idle session keeps only the stack
+    // pages its frames occupy (README, "Memory").
+    let runtime = coro::Runtime::builder()
+        .blocking_threads(config.blocking_threads)
+        .build();
     let result = match runtime {
         Ok(mut rt) => {
             let load = Box::new(move || config::Config::load(&cli));

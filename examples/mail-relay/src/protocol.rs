@@ -79,23 +79,50 @@ pub enum Command {
     Auth(String, Option<String>),
 }
 
+/// A command's entry in the command table: what a session needs to know
+/// of it besides its arguments (the shape of Postfix's `smtpd_cmd_table`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    /// The verb, for logs ("after RCPT").
+    pub verb: &'static str,
+    /// Whether it counts toward `junk_command_limit`: it moves no mail
+    /// and changes nothing a client needs (Postfix's
+    /// `smtpd_junk_command_limit`).
+    pub junk: bool,
+}
+
+impl Spec {
+    const fn new(verb: &'static str) -> Spec {
+        Spec { verb, junk: false }
+    }
+
+    const fn junk(verb: &'static str) -> Spec {
+        Spec { verb, junk: true }
+    }
+}
+
 impl Command {
+    /// This command's entry in the command table.
+    pub fn spec(&self) -> Spec {
+        match self {
+            Command::Ehlo(_) => Spec::new("EHLO"),
+            Command::Helo(_) => Spec::new("HELO"),
+            Command::Mail(..) => Spec::new("MAIL"),
+            Command::Rcpt(..) => Spec::new("RCPT"),
+            Command::Data => Spec::new("DATA"),
+            Command::Rset => Spec::junk("RSET"),
+            Command::Noop => Spec::junk("NOOP"),
+            Command::Quit => Spec::new("QUIT"),
+            Command::Vrfy => Spec::junk("VRFY"),
+            Command::Help => Spec::junk("HELP"),
+            Command::StartTls => Spec::new("STARTTLS"),
+            Command::Auth(..) => Spec::new("AUTH"),
+        }
+    }
+
     /// The verb, for logs ("after RCPT").
     pub fn verb(&self) -> &'static str {
-        match self {
-            Command::Ehlo(_) => "EHLO",
-            Command::Helo(_) => "HELO",
-            Command::Mail(..) => "MAIL",
-            Command::Rcpt(..) => "RCPT",
-            Command::Data => "DATA",
-            Command::Rset => "RSET",
-            Command::Noop => "NOOP",
-            Command::Quit => "QUIT",
-            Command::Vrfy => "VRFY",
-            Command::Help => "HELP",
-            Command::StartTls => "STARTTLS",
-            Command::Auth(..) => "AUTH",
-        }
+        self.spec().verb
     }
 }
 
@@ -425,6 +452,29 @@ mod tests {
 
     fn code(s: &str) -> u16 {
         parse(s.as_bytes(), true).unwrap_err().code
+    }
+
+    #[test]
+    fn command_table() {
+        let table = [
+            ("EHLO client.test", false),
+            ("HELO client.test", false),
+            ("MAIL FROM:<>", false),
+            ("RCPT TO:<a@b.test>", false),
+            ("DATA", false),
+            ("RSET", true),
+            ("NOOP", true),
+            ("QUIT", false),
+            ("VRFY someone", true),
+            ("HELP", true),
+            ("STARTTLS", false),
+            ("AUTH PLAIN", false),
+        ];
+        for (line, junk) in table {
+            let spec = ok(line).spec();
+            assert_eq!(spec.junk, junk, "{line}");
+            assert_eq!(spec.verb, verb_of(line.as_bytes()), "{line}");
+        }
     }
 
     #[test]

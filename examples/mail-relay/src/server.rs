@@ -30,29 +30,29 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::ffi::c_int;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use coro::net::backdoor::BackDoor;
 use coro::net::{is_fd_exhaustion, TcpListener, TcpStream};
 use coro::signal::{Signals, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use coro::sync::WaitGroup;
 
+mod start;
+
 use crate::config::{Config, ConfigError};
-use crate::delivery::mx::MxDelivery;
-use crate::delivery::route::{Dest, Router, Upstream};
-use crate::delivery::smtp::client::Settings;
-use crate::delivery::smtp::{Destination, Smtp};
-use crate::delivery::{Maildir, Transport};
-use crate::dkim::{Dkim, Signing};
+use crate::delivery::smtp::Smtp;
+use crate::dkim::Dkim;
 use crate::privilege::RunAs;
 use crate::queue::Queue;
 use crate::session::{Phase, Port, Session};
 use crate::spool::Spool;
 use crate::wire::Wire;
+use start::{annotate, announce, open_spool, prepare_as, Endpoints};
 
 /// What every session shares.
 pub struct Relay {
@@ -182,258 +182,250 @@ pub fn run(
         usize::MAX
     });
     crate::fds::check(nofile, &config);
-    let tls = match (&config.tls.cert, &config.tls.key) {
-        (Some(c), Some(k)) => {
-            crate::files::check_private_key("tls.key", k, config.require_safe_keys)
-                .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
-            Some(crate::tls::server_config(c, k)?)
-        }
-        _ => None,
-    };
     // What can fail without touching the disk comes first: a relay that
     // cannot start leaves no spool or Maildir behind.
-    let listener = Rc::new(
-        TcpListener::bind(config.listen)
-            .map_err(|e| io::Error::new(e.kind(), format!("listen {}: {e}", config.listen)))?,
-    );
-    let metrics = match config.metrics {
-        Some(a) => Some(Rc::new(crate::metrics::bind(a)?)),
-        None => None,
-    };
-    let submission = bind_submission(&config)?;
-    let auth = crate::auth::Auth::load(&config.submission)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
-        .map(Rc::new);
-    // As root if started so: check the directories, read the keys, make
-    // what is missing (for `who`); then drop to `who` for good.
-    let dkim = load_dkim(&config)?;
-    let dirs = private_dirs(&config, &who)?;
-    for (key, dir, exists) in &dirs {
-        if !exists {
-            crate::files::make_dir(key, dir, &who)?;
-        }
-    }
-    who.drop_privileges()?;
-    if who.drops {
-        log::info!("running as {who} from now on");
-    }
+    let endpoints = Endpoints::open(&config)?;
+    let dkim = prepare_as(&config, &who)?;
     let _lock = crate::control::lock_spool(&config.spool_dir)
         .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
-    let router = Router::new(
-        &config.routes,
-        &config.local_domains,
-        config.relayhost.as_ref(),
-    );
-    let router = if config.mx.enabled {
-        router.by_mx()
-    } else {
-        router
-    };
-    let (transports, smtp, dkim) = transports(&config, &router, dkim)?;
-    warn_unresolved(&router);
-    let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
-    let (spool, recovered) = {
-        let q = queue.clone();
-        Spool::open(&config.spool_dir, config.testing.commit_delay, move |m| {
-            q.enqueue(m)
-        })
-        .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?
-    };
-    queue.attach(spool.clone());
-    if recovered.removed_tmp > 0 {
-        log::info!(
-            "removed {} from the spool",
-            crate::logger::count(recovered.removed_tmp, "half-written file")
-        );
-    }
-    for (name, why) in &recovered.corrupt {
-        log::warn!("{name}: unreadable queue file moved to corrupt/: {why}");
-    }
-    if !recovered.messages.is_empty() {
-        log::info!(
-            "{} found in the spool; delivering",
-            crate::logger::count(recovered.messages.len(), "queued message")
-        );
-    }
-    for q in recovered.messages {
-        queue.restore(q);
-    }
-    queue.retry_at_start();
-    let addr = listener.local_addr()?;
-    let mut submission_at = String::new();
-    for (l, port) in &submission {
-        let how = if *port == Port::SubmissionTls {
-            "TLS"
-        } else {
-            "STARTTLS"
-        };
-        submission_at.push_str(&format!("; submission on {} ({how})", l.local_addr()?));
-    }
-    let door = match &config.backdoor {
-        Some(path) => Some(crate::control::serve_backdoor(path, &queue, smtp.clone())?),
-        None => None,
-    };
-    crate::control::write_pid(spool.dir())
-        .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
-    println!(
-        "mail-relay: listening on {addr}{submission_at}; spool in {}; {}{}",
-        spool.dir().display(),
-        queue.describe(),
-        if tls.is_some() { "; STARTTLS on" } else { "" }
-    );
-    log::info!("daemon started -- listening on {addr}");
+    let (spool, queue, smtp) = open_spool(&config, &dkim)?;
+    let door = announce(&config, &endpoints, &spool, &queue, &smtp)?;
+    let running = Running::start(config, endpoints, spool, queue, smtp, door)?;
+    let sig = running.wait_for_stop(&signals, &*load, &dkim)?;
+    running.stop(sig, signals);
+    Ok(())
+}
 
-    let relay = Rc::new(Relay {
-        config: RefCell::new(Rc::new(config)),
-        spool: spool.clone(),
-        tls,
-        auth,
-        stopping: Cell::new(false),
-        sessions: RefCell::new(HashMap::new()),
-        per_client: RefCell::new(HashMap::new()),
-        group: WaitGroup::new(),
-        stressed: Cell::new(false),
-    });
-    // Set when the stop sequence ends the core threads on purpose.
-    let ending = Rc::new(Cell::new(false));
-    let committer = {
-        let spool = spool.clone();
-        let ending = ending.clone();
-        supervised(
-            "committer",
-            move || ending.get(),
-            move || spool.run_committer(),
-        )?
-    };
-    let journal = {
-        let spool = spool.clone();
-        let ending = ending.clone();
-        supervised("journal", move || ending.get(), move || spool.run_journal())?
-    };
-    queue.start()?;
-    if let Some(l) = &metrics {
-        let (l, q, r) = (l.clone(), queue.clone(), relay.clone());
-        let sessions: Rc<dyn Fn() -> usize> = Rc::new(move || r.group.len());
-        log::info!("metrics at http://{}/metrics", l.local_addr()?);
-        coro::Builder::new()
-            .name("metrics".into())
-            .spawn(move || crate::metrics::serve(l, q, sessions))?;
-    }
-    let acceptor = {
-        let (relay, listener) = (relay.clone(), listener.clone());
-        let l = listener.clone();
-        // Ended by the stop closing the listener.
-        supervised(
-            "acceptor",
-            move || listener.is_closed(),
-            move || accept_loop(&relay, &l, Port::Mta),
-        )?
-    };
-    let mut submission_acceptors = Vec::new();
-    for (listener, port) in &submission {
-        let (relay, listener, port) = (relay.clone(), listener.clone(), *port);
-        let l = listener.clone();
-        submission_acceptors.push(supervised(
-            "submission acceptor",
-            move || listener.is_closed(),
-            move || accept_loop(&relay, &l, port),
-        )?);
+/// The relay at work: its shared state, its core threads and what the
+/// stop sequence closes.
+struct Running {
+    relay: Rc<Relay>,
+    spool: Spool,
+    queue: Queue,
+    smtp: Option<Rc<Smtp>>,
+    door: Option<BackDoor>,
+    /// The MTA listener and the submission ones.
+    listeners: Vec<Rc<TcpListener>>,
+    metrics: Option<Rc<TcpListener>>,
+    /// One per listener.
+    acceptors: Vec<coro::JoinHandle<()>>,
+    committer: coro::JoinHandle<()>,
+    journal: coro::JoinHandle<()>,
+    /// Set when the stop sequence ends the core threads on purpose.
+    ending: Rc<Cell<bool>>,
+}
+
+impl Running {
+    /// Starts the core threads (committer, journal, queue runner, metrics)
+    /// and then the acceptors.
+    fn start(
+        config: Config,
+        endpoints: Endpoints,
+        spool: Spool,
+        queue: Queue,
+        smtp: Option<Rc<Smtp>>,
+        door: Option<BackDoor>,
+    ) -> io::Result<Running> {
+        let Endpoints {
+            tls,
+            listener,
+            metrics,
+            submission,
+            auth,
+        } = endpoints;
+        let relay = Rc::new(Relay {
+            config: RefCell::new(Rc::new(config)),
+            spool: spool.clone(),
+            tls,
+            auth,
+            stopping: Cell::new(false),
+            sessions: RefCell::new(HashMap::new()),
+            per_client: RefCell::new(HashMap::new()),
+            group: WaitGroup::new(),
+            stressed: Cell::new(false),
+        });
+        let ending = Rc::new(Cell::new(false));
+        let committer = {
+            let spool = spool.clone();
+            let ending = ending.clone();
+            supervised(
+                "committer",
+                move || ending.get(),
+                move || spool.run_committer(),
+            )?
+        };
+        let journal = {
+            let spool = spool.clone();
+            let ending = ending.clone();
+            supervised("journal", move || ending.get(), move || spool.run_journal())?
+        };
+        queue.start()?;
+        if let Some(l) = &metrics {
+            let (l, q, r) = (l.clone(), queue.clone(), relay.clone());
+            let sessions: Rc<dyn Fn() -> usize> = Rc::new(move || r.group.len());
+            log::info!("metrics at http://{}/metrics", l.local_addr()?);
+            coro::Builder::new()
+                .name("metrics".into())
+                .spawn(move || crate::metrics::serve(l, q, sessions))?;
+        }
+        let mut listeners = vec![listener];
+        let mut acceptors = vec![acceptor("acceptor", &relay, &listeners[0], Port::Mta)?];
+        for (listener, port) in submission {
+            acceptors.push(acceptor("submission acceptor", &relay, &listener, port)?);
+            listeners.push(listener);
+        }
+        Ok(Running {
+            relay,
+            spool,
+            queue,
+            smtp,
+            door,
+            listeners,
+            metrics,
+            acceptors,
+            committer,
+            journal,
+            ending,
+        })
     }
 
-    let sig = loop {
-        let sig = match signals.recv() {
-            Ok(s) => s,
-            Err(e) if coro::WaitError::from_io(&e) == Some(coro::WaitError::Interrupted) => {
-                // The back door's `interrupt` on main: main only waits for
-                // signals here; ending it would end the relay without a
-                // graceful stop.
-                log::warn!(
-                    "main thread interrupted (by the back door?): ignored; SIGTERM stops the relay"
-                );
-                continue;
+    /// Serves SIGUSR1 (flush) and SIGHUP (reload) until a stop signal,
+    /// which it returns.
+    fn wait_for_stop(
+        &self,
+        signals: &Signals,
+        load: &dyn Fn() -> Result<Config, ConfigError>,
+        dkim: &Dkim,
+    ) -> io::Result<c_int> {
+        let relay = &self.relay;
+        loop {
+            let sig = match signals.recv() {
+                Ok(s) => s,
+                Err(e) if coro::WaitError::from_io(&e) == Some(coro::WaitError::Interrupted) => {
+                    // The back door's `interrupt` on main: main only waits for
+                    // signals here; ending it would end the relay without a
+                    // graceful stop.
+                    log::warn!(
+                        "main thread interrupted (by the back door?): ignored; SIGTERM stops the relay"
+                    );
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            match sig {
+                SIGUSR1 => {
+                    self.queue.flush();
+                }
+                SIGHUP => {
+                    let old = relay.config();
+                    if let Some(new) = crate::reload::reload(&old, load, dkim) {
+                        *relay.config.borrow_mut() = Rc::new(new);
+                    }
+                    if let Some(auth) = &relay.auth {
+                        auth.reload(&relay.config().submission);
+                    }
+                }
+                sig => return Ok(sig),
             }
-            Err(e) => return Err(e),
+        }
+    }
+
+    /// The graceful stop after `sig` (see the module's header); a second
+    /// signal on `signals` cuts the deadline short.
+    fn stop(mut self, sig: c_int, signals: Signals) {
+        let t0 = coro::clock::now();
+        let deadline = self.relay.config().stop_deadline;
+        log::info!(
+            "signal {sig}: stopping -- no new sessions or deliveries; {} and {} in flight get {deadline:?}",
+            crate::logger::count(self.relay.group.len(), "session"),
+            crate::logger::count(self.queue.in_flight(), "delivery")
+        );
+        self.stop_accepting();
+        let second = self.drain(signals, deadline);
+        self.queue.finish(deadline.saturating_sub(t0.elapsed()));
+        let _ = second.thread().interrupt();
+        self.end_core();
+        report_spool(&self.spool, &self.queue);
+    }
+
+    /// No new session or delivery: the listeners close, their acceptors
+    /// end.
+    fn stop_accepting(&mut self) {
+        self.relay.stopping.set(true);
+        self.queue.halt();
+        for l in &self.listeners {
+            l.close();
+        }
+        if let Some(l) = &self.metrics {
+            l.close();
+        }
+        for a in self.acceptors.drain(..) {
+            let _ = a.join();
+        }
+    }
+
+    /// Ends the sessions: those waiting between transactions now, the
+    /// others by `deadline`, or at once on a second signal. Returns the
+    /// thread that waits for that signal (which also cuts the deliveries
+    /// in flight short), still waiting.
+    fn drain(&self, signals: Signals, deadline: Duration) -> coro::JoinHandle<()> {
+        let relay = &self.relay;
+        // Sessions waiting for a command between transactions end now.
+        for live in relay.sessions.borrow().values() {
+            if live.phase.get() == Phase::Idle {
+                let _ = live.thread.interrupt();
+            }
+        }
+        let second = {
+            let (relay, queue) = (relay.clone(), self.queue.clone());
+            coro::spawn(move || {
+                while let Ok(sig) = signals.recv() {
+                    if sig != SIGUSR1 && sig != SIGHUP {
+                        log::info!(
+                            "second signal: ending the sessions and deliveries in flight now"
+                        );
+                        interrupt_all(&relay);
+                        queue.cut();
+                        return;
+                    }
+                }
+            })
         };
-        match sig {
-            SIGUSR1 => {
-                queue.flush();
-            }
-            SIGHUP => {
-                let old = relay.config();
-                if let Some(new) = crate::reload::reload(&old, &*load, &dkim) {
-                    *relay.config.borrow_mut() = Rc::new(new);
-                }
-                if let Some(auth) = &relay.auth {
-                    auth.reload(&relay.config().submission);
-                }
-            }
-            sig => break sig,
+        if coro::with_timeout(deadline, || relay.group.wait()).is_err() {
+            interrupt_all(relay);
         }
-    };
-    let t0 = coro::clock::now();
-    let deadline = relay.config().stop_deadline;
-    log::info!(
-        "signal {sig}: stopping -- no new sessions or deliveries; {} and {} in flight get {deadline:?}",
-        crate::logger::count(relay.group.len(), "session"),
-        crate::logger::count(queue.in_flight(), "delivery")
-    );
-    relay.stopping.set(true);
-    queue.halt();
-    listener.close();
-    for (l, _) in &submission {
-        l.close();
+        let _ = relay.group.wait();
+        second
     }
-    if let Some(l) = &metrics {
-        l.close();
-    }
-    let _ = acceptor.join();
-    for a in submission_acceptors {
-        let _ = a.join();
-    }
-    // Sessions waiting for a command between transactions end now.
-    for live in relay.sessions.borrow().values() {
-        if live.phase.get() == Phase::Idle {
-            let _ = live.thread.interrupt();
+
+    /// Flushes the committer and the journal (every message that got its
+    /// 250 is durable), ends the core threads, says QUIT to cached
+    /// upstream connections, closes the back door, removes the pid file.
+    fn end_core(&mut self) {
+        // Every 250 sent is durable already; this also waits for commits of
+        // sessions cut short at the deadline, and for bounces.
+        if let Err(e) = self.spool.flush() {
+            log::warn!("flushing the spool: {e}");
         }
+        if let Err(e) = self.spool.sync_journal() {
+            log::warn!("flushing the spool's journal: {e}");
+        }
+        self.ending.set(true);
+        let _ = self.committer.thread().interrupt();
+        let _ = self.journal.thread().interrupt();
+        if let Some(smtp) = self.smtp.take() {
+            smtp.close_all();
+        }
+        if let Some(door) = self.door.take() {
+            door.close();
+        }
+        crate::control::remove_pid(self.spool.dir());
     }
-    let second = {
-        let (relay, queue) = (relay.clone(), queue.clone());
-        coro::spawn(move || {
-            while let Ok(sig) = signals.recv() {
-                if sig != SIGUSR1 && sig != SIGHUP {
-                    log::info!("second signal: ending the sessions and deliveries in flight now");
-                    interrupt_all(&relay);
-                    queue.cut();
-                    return;
-                }
-            }
-        })
-    };
-    if coro::with_timeout(deadline, || relay.group.wait()).is_err() {
-        interrupt_all(&relay);
-    }
-    let _ = relay.group.wait();
-    queue.finish(deadline.saturating_sub(t0.elapsed()));
-    let _ = second.thread().interrupt();
-    // Every 250 sent is durable already; this also waits for commits of
-    // sessions cut short at the deadline, and for bounces.
-    if let Err(e) = spool.flush() {
-        log::warn!("flushing the spool: {e}");
-    }
-    if let Err(e) = spool.sync_journal() {
-        log::warn!("flushing the spool's journal: {e}");
-    }
-    ending.set(true);
-    let _ = committer.thread().interrupt();
-    let _ = journal.thread().interrupt();
-    if let Some(smtp) = smtp {
-        smtp.close_all();
-    }
-    if let Some(door) = door {
-        door.close();
-    }
-    crate::control::remove_pid(spool.dir());
-    // The disk says what the next start will find.
+}
+
+/// Says what the spool holds at the stop, read from the disk (what the
+/// next start will find), and warns if that is not what this run tracked.
+fn report_spool(spool: &Spool, queue: &Queue) {
     let tracked = (queue.len(), spool.batches());
     let (messages, batches) = spool.on_disk().unwrap_or_else(|e| {
         log::warn!("reading the spool's queue/ at stop: {e}");
@@ -453,144 +445,22 @@ pub fn run(
         crate::logger::count(messages, "message"),
         crate::logger::count(batches, "batch file")
     );
-    Ok(())
 }
 
-/// A transport for each destination the router can name: the Maildir, and
-/// one per SMTP upstream sharing one client and connection cache, each
-/// SMTP one DKIM-signing with the keys in force (none, until `[dkim]`
-/// names some).
-type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>, Rc<Dkim>);
-
-/// The DKIM keys, read (and a bad or unsafe one refused) at start,
-/// whatever the routes.
-fn load_dkim(config: &Config) -> io::Result<Rc<Dkim>> {
-    let dkim = Dkim::load(&config.dkim, config.require_safe_keys)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    Ok(Rc::new(dkim))
-}
-
-/// The directories the relay writes into that the configuration names
-/// (the spool, the Maildir, the back door's), checked for `who`: (setting,
-/// path, whether it exists).
-fn private_dirs(config: &Config, who: &RunAs) -> io::Result<Vec<(&'static str, PathBuf, bool)>> {
-    let mut dirs = vec![
-        ("spool_dir", config.spool_dir.clone()),
-        ("maildir", config.maildir.clone()),
-    ];
-    if let Some(path) = &config.backdoor {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        dirs.push(("backdoor", dir));
-    }
-    dirs.into_iter()
-        .map(|(key, dir)| {
-            let exists = crate::files::check_dir(key, &dir, who)?;
-            Ok((key, dir, exists))
-        })
-        .collect()
-}
-
-/// Warns about SMTP upstreams (`relayhost`, routes) whose names do not
-/// resolve now: the relay starts all the same, and their mail waits in
-/// the queue until they do.
-fn warn_unresolved(router: &Router) {
-    let upstreams: Vec<Upstream> = router
-        .destinations()
-        .into_iter()
-        .filter_map(|d| match d {
-            Dest::Smtp(up) => Some(up),
-            Dest::Local | Dest::Mx => None,
-        })
-        .collect();
-    if upstreams.is_empty() {
-        return;
-    }
-    let relayhost = router.relayhost().cloned();
-    let spawned = coro::Builder::new()
-        .name("resolve upstreams".into())
-        .spawn(move || {
-            for up in upstreams {
-                let what = if Some(&up) == relayhost.as_ref() {
-                    "relayhost"
-                } else {
-                    "route to"
-                };
-                match coro::net::lookup_host((up.host.as_str(), up.port)) {
-                    Ok(_) => {}
-                    Err(e) if coro::WaitError::from_io(&e).is_some() => return,
-                    Err(e) => log::warn!(
-                        "{what} {up}: {} does not resolve now ({e}); mail for it waits in the \
-                         queue until it does",
-                        up.host
-                    ),
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        log::warn!("cannot check the upstreams' names: {e}");
-    }
-}
-
-fn transports(config: &Config, router: &Router, dkim: Rc<Dkim>) -> io::Result<Transports> {
-    let maildir = Maildir::open(&config.maildir, &config.hostname)
-        .map_err(|e| annotate(e, "maildir", &config.maildir))?;
-    let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];
-    let upstreams: Vec<_> = router
-        .destinations()
-        .into_iter()
-        .filter_map(|d| match d {
-            Dest::Smtp(up) => Some(up),
-            Dest::Local | Dest::Mx => None,
-        })
-        .collect();
-    let by_mx = router.destinations().contains(&Dest::Mx);
-    if upstreams.is_empty() && !by_mx {
-        return Ok((out, None, dkim));
-    }
-    let c = &config.smtp;
-    let sts = if by_mx {
-        crate::delivery::mx::sts::from_config(config)?
-    } else {
-        None
-    };
-    let settings = Settings {
-        cfg: c.clone(),
-        helo_name: c
-            .helo_name
-            .clone()
-            .unwrap_or_else(|| config.hostname.clone()),
-        tls: crate::tls::client_config(c.tls_security_level, c.tls_ca_file.as_deref())?,
-        verified_tls: sts.as_ref().map(|(_, tls)| tls.clone()),
-    };
-    let smtp = Smtp::new(settings)?;
-    for up in upstreams {
-        let dest = Destination::new(smtp.clone(), up.clone());
-        out.push((Dest::Smtp(up), Rc::new(dest)));
-    }
-    if by_mx {
-        let mx = MxDelivery::new(
-            smtp.clone(),
-            &config.mx,
-            config.listen.ip(),
-            c.connection_limit,
-            c.message_timeout,
-        )
-        .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
-        let mx = match sts {
-            Some((sts, _)) => mx.with_sts(sts),
-            None => mx,
-        };
-        out.push((Dest::Mx, Rc::new(mx)));
-    }
-    for (dest, t) in &mut out {
-        if *dest != Dest::Local {
-            *t = Rc::new(Signing::new(t.clone(), dkim.clone()));
-        }
-    }
-    Ok((out, Some(smtp), dkim))
+/// Spawns the acceptor of `listener`, ended by the stop closing it.
+fn acceptor(
+    name: &'static str,
+    relay: &Rc<Relay>,
+    listener: &Rc<TcpListener>,
+    port: Port,
+) -> io::Result<coro::JoinHandle<()>> {
+    let (relay, listener) = (relay.clone(), listener.clone());
+    let l = listener.clone();
+    supervised(
+        name,
+        move || listener.is_closed(),
+        move || accept_loop(&relay, &l, port),
+    )
 }
 
 /// Spawns a core thread running `body`, and runs `body` again (with a log
@@ -621,27 +491,6 @@ fn interrupt_all(relay: &Relay) {
     for live in relay.sessions.borrow().values() {
         let _ = live.thread.interrupt();
     }
-}
-
-fn annotate(e: io::Error, key: &str, path: &std::path::Path) -> io::Error {
-    io::Error::new(e.kind(), format!("{key} {}: {e}", path.display()))
-}
-
-/// The submission service's listeners, bound (none when not configured).
-fn bind_submission(config: &Config) -> io::Result<Vec<(Rc<TcpListener>, Port)>> {
-    let s = &config.submission;
-    let mut out = Vec::new();
-    for (addr, port, key) in [
-        (s.listen, Port::Submission, "submission.listen"),
-        (s.listen_tls, Port::SubmissionTls, "submission.listen_tls"),
-    ] {
-        if let Some(addr) = addr {
-            let l = TcpListener::bind(addr)
-                .map_err(|e| io::Error::new(e.kind(), format!("{key} {addr}: {e}")))?;
-            out.push((Rc::new(l), port));
-        }
-    }
-    Ok(out)
 }
 
 /// Accepts sessions for `port` until the listener closes; backs off when

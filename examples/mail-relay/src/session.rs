@@ -41,6 +41,7 @@
 use std::cell::Cell;
 use std::io;
 use std::net::IpAddr;
+use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -52,6 +53,7 @@ mod auth;
 use crate::auth::sasl::Mechanism;
 use crate::auth::User;
 use crate::body::{Body, MAX_TEXT_LINE};
+use crate::config::Config;
 use crate::dsn::{Dsn, RcptDsn};
 use crate::protocol::{self, Command, MailParams, Reply};
 use crate::server::Relay;
@@ -122,7 +124,8 @@ pub struct Session {
     txn: Option<Txn>,
     /// Rejected commands so far.
     errors: u32,
-    /// NOOP, RSET, VRFY and HELP since the last accepted message.
+    /// Junk commands ([`protocol::Spec::junk`]) since the last accepted
+    /// message.
     junk: u32,
     /// Commands seen, for the disconnect line.
     commands: u32,
@@ -183,7 +186,7 @@ impl Session {
 
     fn serve(&mut self) -> End {
         if self.port.is_submission() {
-            if let Some(end) = self.submission_start() {
+            if let ControlFlow::Break(end) = self.submission_start() {
                 return end;
             }
         }
@@ -229,7 +232,8 @@ impl Session {
                 Line::Text if !long => {}
                 Line::Eof => return self.lost(),
                 Line::Text | Line::TooLong => {
-                    if let Some(end) = self.reject(Reply::new(500, "5.5.2", "Error: line too long"))
+                    if let ControlFlow::Break(end) =
+                        self.reject(Reply::new(500, "5.5.2", "Error: line too long"))
                     {
                         return end;
                     }
@@ -242,21 +246,23 @@ impl Session {
                 Ok(c) => c,
                 Err(reply) => {
                     self.last = protocol::verb_of(self.wire.line());
-                    if let Some(end) = self.reject(reply) {
+                    if let ControlFlow::Break(end) = self.reject(reply) {
                         return end;
                     }
                     continue;
                 }
             };
             self.last = cmd.verb();
-            if let Some(end) = self.command(cmd) {
+            if let ControlFlow::Break(end) = self.command(cmd) {
                 return end;
             }
         }
     }
 
-    /// Answers one command; `Some` ends the session.
-    fn command(&mut self, cmd: Command) -> Option<End> {
+    /// Answers one command, then counts it if its entry in the command
+    /// table says it is junk; `Break` ends the session.
+    fn command(&mut self, cmd: Command) -> ControlFlow<End> {
+        let junk = cmd.spec().junk;
         match cmd {
             Command::Ehlo(name) => {
                 self.helo = Some(name);
@@ -284,45 +290,45 @@ impl Session {
                 let host = self.host().to_owned();
                 self.wire.reply(250, &[&host]);
             }
-            Command::Mail(from, params) => return self.mail(from, params),
-            Command::Rcpt(to, dsn) => return self.rcpt(to, dsn),
-            Command::Data => return self.data(),
+            Command::Mail(from, params) => self.mail(from, params)?,
+            Command::Rcpt(to, dsn) => self.rcpt(to, dsn)?,
+            Command::Data => self.data()?,
             Command::Rset => {
                 self.txn = None;
-                self.ok(250, "2.0.0", "Ok");
-                return self.junk();
+                self.reply(250, "2.0.0", "Ok");
             }
             Command::Noop => {
-                self.ok(250, "2.0.0", "Ok");
-                return self.junk();
+                self.reply(250, "2.0.0", "Ok");
             }
             Command::Vrfy => {
-                self.ok(
+                self.reply(
                     252,
                     "2.0.0",
                     "Cannot VRFY user, but will accept message and attempt delivery",
                 );
-                return self.junk();
             }
             Command::Help => {
-                self.ok(
+                self.reply(
                     214,
                     "2.0.0",
                     "Commands: EHLO HELO MAIL RCPT DATA RSET NOOP QUIT VRFY HELP STARTTLS",
                 );
-                return self.junk();
             }
             Command::Quit => {
-                self.ok(221, "2.0.0", "Bye");
-                return Some(End::Quit);
+                self.reply(221, "2.0.0", "Bye");
+                return ControlFlow::Break(End::Quit);
             }
-            Command::StartTls => return self.starttls(),
-            Command::Auth(mech, initial) => return self.auth(mech, initial),
+            Command::StartTls => self.starttls()?,
+            Command::Auth(mech, initial) => self.auth(mech, initial)?,
         }
-        None
+        if junk {
+            self.junk()
+        } else {
+            ControlFlow::Continue(())
+        }
     }
 
-    fn mail(&mut self, from: String, params: MailParams) -> Option<End> {
+    fn mail(&mut self, from: String, params: MailParams) -> ControlFlow<End> {
         if self.helo.is_none() {
             return self.reject(Reply::new(503, "5.5.1", "Error: send HELO/EHLO first"));
         }
@@ -330,7 +336,7 @@ impl Session {
             return self.reject(Reply::new(503, "5.5.1", "Error: nested MAIL command"));
         }
         if self.relay.stopping.get() {
-            return Some(self.shutting_down());
+            return ControlFlow::Break(self.shutting_down());
         }
         if let Err(reply) = self.submission_mail(&from) {
             return self.reject_with(reply, &format!(" from=<{}>", crate::escape::escape(&from)));
@@ -355,11 +361,11 @@ impl Session {
             rcpts: Vec::new(),
             dsn,
         });
-        self.ok(250, "2.1.0", "Ok");
-        None
+        self.reply(250, "2.1.0", "Ok");
+        ControlFlow::Continue(())
     }
 
-    fn rcpt(&mut self, to: String, dsn: RcptDsn) -> Option<End> {
+    fn rcpt(&mut self, to: String, dsn: RcptDsn) -> ControlFlow<End> {
         let Some(txn) = &self.txn else {
             return self.reject(Reply::new(503, "5.5.1", "Error: need MAIL command"));
         };
@@ -372,14 +378,14 @@ impl Session {
                 "duplicate recipient <{to}> from [{}] collapsed",
                 self.client
             );
-            self.ok(250, "2.1.5", "Ok");
-            return None;
+            self.reply(250, "2.1.5", "Ok");
+            return ControlFlow::Continue(());
         }
         if txn.rcpts.len() >= self.relay.config().max_recipients {
             // The client sends the rest in another transaction; still, a
             // client that keeps trying counts toward the error limit (as in
             // Postfix), so that it cannot loop on 452 for ever.
-            self.ok(452, "4.5.3", "Error: too many recipients");
+            self.reply(452, "4.5.3", "Error: too many recipients");
             return self.count_error();
         }
         let allowed = self.may_relay();
@@ -396,21 +402,37 @@ impl Session {
         let txn = self.txn.as_mut().expect("checked");
         txn.dsn.set_rcpt(txn.rcpts.len(), dsn);
         txn.rcpts.push(to);
-        self.ok(250, "2.1.5", "Ok");
-        None
+        self.reply(250, "2.1.5", "Ok");
+        ControlFlow::Continue(())
     }
 
-    fn data(&mut self) -> Option<End> {
+    /// DATA: the message up to the final dot, the checks of its content,
+    /// and its commit into the spool.
+    fn data(&mut self) -> ControlFlow<End> {
         let Some(txn) = &self.txn else {
             return self.reject(Reply::new(503, "5.5.1", "Error: need MAIL command"));
         };
         if txn.rcpts.is_empty() {
             return self.reject(Reply::new(554, "5.5.1", "Error: no valid recipients"));
         }
-        let id = crate::id::next();
         let started = txn.started;
-        let mut env = Envelope {
-            id: id.clone(),
+        let mut env = self.envelope(txn);
+        self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
+        let c = self.relay.config();
+        let body = self.receive(&env, &c)?;
+        self.txn = None;
+        if let Some((reply, extra)) = refusal(&body, &env, &c) {
+            return self.reject_with(reply, &extra);
+        }
+        env.arrival = SystemTime::now();
+        env.has_8bit = body.has_8bit;
+        self.commit(body, env, started, c.timeouts.final_dot)
+    }
+
+    /// The envelope of `txn`'s message, under a new queue id.
+    fn envelope(&self, txn: &Txn) -> Envelope {
+        Envelope {
+            id: crate::id::next(),
             arrival: SystemTime::now(),
             client: self.wire.peer(),
             helo: self.helo.clone().unwrap_or_default(),
@@ -421,15 +443,19 @@ impl Session {
             has_8bit: false,
             trusted: self.trusted_source(),
             dsn: txn.dsn.clone(),
-        };
-        self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
-        let c = self.relay.config();
-        let (max, t) = (c.max_message_size, c.timeouts.clone());
-        let (hop_limit, rate) = (c.hopcount_limit, c.min_data_rate.max(1));
+        }
+    }
+
+    /// Reads the message after the 354 up to the final dot into a
+    /// [`Body`], under the DATA block's deadline. `Break` ends the session
+    /// (a timeout, a bare CR or LF, the connection lost).
+    fn receive(&mut self, env: &Envelope, c: &Config) -> ControlFlow<End, Body> {
+        let t = &c.timeouts;
+        let rate = c.min_data_rate.max(1);
         let trusted = c.add_missing_headers && self.trusted_source();
         let mut body = Body::new(
-            self.received_header(&id),
-            max,
+            self.received_header(&env.id),
+            c.max_message_size,
             trusted.then(|| self.host().to_owned()),
         );
         // One deadline for the whole DATA block: the first data within
@@ -461,64 +487,41 @@ impl Session {
             // does not count (RFC 5321 §4.5.3.1.6); Body checks the rest.
             let line = match self.wire.read_line(MAX_TEXT_LINE + 1, &deadline) {
                 Ok(l) => l,
-                Err(e) => return Some(self.wait_failed(e)),
+                Err(e) => return ControlFlow::Break(self.wait_failed(e)),
             };
             match line {
                 Line::Text => {
                     let text = self.wire.line();
                     if text == b"." {
-                        break;
+                        return ControlFlow::Continue(body);
                     }
                     let text = text.strip_prefix(b".").unwrap_or(text);
-                    if let Err(e) = body.line(text, &spool, &env) {
-                        return Some(self.wait_failed(e));
+                    if let Err(e) = body.line(text, &spool, env) {
+                        return ControlFlow::Break(self.wait_failed(e));
                     }
                 }
                 Line::TooLong => body.too_long = true,
-                Line::BareLf | Line::BareCr => return Some(self.bare(line)),
-                Line::Eof => return Some(self.lost()),
+                Line::BareLf | Line::BareCr => return ControlFlow::Break(self.bare(line)),
+                Line::Eof => return ControlFlow::Break(self.lost()),
             }
         }
-        self.txn = None;
-        if body.too_big {
-            return self.reject(Reply::new(
-                552,
-                "5.3.4",
-                format!("Error: message exceeds fixed limit of {max} octets"),
-            ));
-        }
-        if body.too_long {
-            return self.reject(Reply::new(
-                554,
-                "5.6.0",
-                "Error: message has a line longer than 1000 octets",
-            ));
-        }
-        let hops = body.hops;
-        if hops >= hop_limit {
-            // RFC 5321 §6.3: a message that has passed this many relays is
-            // looping. Refused here, it goes back to its sender from the
-            // relay that sent it; a looping bounce (from <>) is dropped
-            // there, never bounced again.
-            let from = env.from.clone();
-            return self.reject_with(
-                Reply::new(
-                    554,
-                    "5.4.6",
-                    format!(
-                        "Error: too many hops ({hops} Received: headers): mail forwarding loop"
-                    ),
-                ),
-                &format!(" from=<{from}>"),
-            );
-        }
+    }
+
+    /// Makes the received message durable in the spool, waiting at most
+    /// `final_dot`, and answers: 250 with its queue id, or 451 when the
+    /// spool failed or took too long.
+    fn commit(
+        &mut self,
+        body: Body,
+        env: Envelope,
+        started: Instant,
+        final_dot: Duration,
+    ) -> ControlFlow<End> {
         let (size, message_id) = (body.size, body.message_id.clone());
-        let (from, nrcpt) = (env.from.clone(), env.rcpts.len());
-        env.arrival = SystemTime::now();
-        env.has_8bit = body.has_8bit;
+        let (id, from, nrcpt) = (env.id.clone(), env.from.clone(), env.rcpts.len());
         let content = match body.finish(&env) {
             Ok(c) => c,
-            Err(e) if is_interrupt(&e) => return Some(self.wait_failed(e)),
+            Err(e) if is_interrupt(&e) => return ControlFlow::Break(self.wait_failed(e)),
             Err(e) => {
                 log::warn!("{id}: writing the message into the spool failed: {e}");
                 return self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"));
@@ -531,45 +534,23 @@ impl Session {
                     env,
                     data: Vec::new(),
                 });
-                timed(t.final_dot, || {
+                timed(final_dot, || {
                     spool.commit_received(msg, Some(spilled), Some(started))
                 })
             }
             Err(data) => {
                 let msg = Arc::new(Message { env, data });
-                timed(t.final_dot, || {
+                timed(final_dot, || {
                     spool.commit_received(msg, None, Some(started))
                 })
             }
         };
         match r {
             Ok(()) => {
-                let sasl = match &self.login {
-                    Some((user, m)) => format!(
-                        ", sasl_method={}, sasl_username={}",
-                        m.name(),
-                        crate::escape::escape(&user.name)
-                    ),
-                    None => String::new(),
-                };
-                log::info!(
-                    "{id}: client=[{}]:{}{sasl}, from=<{}>, size={size}, nrcpt={} (queue active)",
-                    self.client,
-                    self.wire.peer().port(),
-                    from,
-                    nrcpt
-                );
-                // (Empty when the header's value is folded onto its next
-                // line, which the scan does not follow.)
-                if let Some(mid) = message_id.filter(|m| !m.is_empty()) {
-                    log::info!("{id}: message-id=<{mid}>");
-                }
-                self.ok(250, "2.0.0", &format!("Ok: queued as {id}"));
-                crate::metrics::get().accepted.inc();
-                self.junk = 0;
-                None
+                self.queued(&id, &from, size, nrcpt, message_id);
+                ControlFlow::Continue(())
             }
-            Err(e) if is_interrupt(&e) => Some(self.wait_failed(e)),
+            Err(e) if is_interrupt(&e) => ControlFlow::Break(self.wait_failed(e)),
             Err(e) => {
                 log::warn!("{id}: commit to the spool failed or took too long: {e}");
                 self.reject(Reply::new(451, "4.3.0", "Error: queue file write error"))
@@ -577,16 +558,50 @@ impl Session {
         }
     }
 
-    fn starttls(&mut self) -> Option<End> {
+    /// A message is in the spool: logged, counted, answered 250.
+    fn queued(
+        &mut self,
+        id: &str,
+        from: &str,
+        size: u64,
+        nrcpt: usize,
+        message_id: Option<String>,
+    ) {
+        let sasl = match &self.login {
+            Some((user, m)) => format!(
+                ", sasl_method={}, sasl_username={}",
+                m.name(),
+                crate::escape::escape(&user.name)
+            ),
+            None => String::new(),
+        };
+        log::info!(
+            "{id}: client=[{}]:{}{sasl}, from=<{}>, size={size}, nrcpt={} (queue active)",
+            self.client,
+            self.wire.peer().port(),
+            from,
+            nrcpt
+        );
+        // (Empty when the header's value is folded onto its next
+        // line, which the scan does not follow.)
+        if let Some(mid) = message_id.filter(|m| !m.is_empty()) {
+            log::info!("{id}: message-id=<{mid}>");
+        }
+        self.reply(250, "2.0.0", &format!("Ok: queued as {id}"));
+        crate::metrics::get().accepted.inc();
+        self.junk = 0;
+    }
+
+    fn starttls(&mut self) -> ControlFlow<End> {
         let Some(tls) = self.relay.tls.clone() else {
             return self.reject(Reply::new(454, "4.7.0", "TLS not available"));
         };
         if self.wire.is_tls() {
             return self.reject(Reply::new(503, "5.5.1", "Error: TLS already active"));
         }
-        self.ok(220, "2.0.0", "Ready to start TLS");
+        self.reply(220, "2.0.0", "Ready to start TLS");
         if let Err(e) = self.wire.flush() {
-            return Some(self.wait_failed(e));
+            return ControlFlow::Break(self.wait_failed(e));
         }
         let injected = self.wire.discard_buffered();
         if injected > 0 {
@@ -597,7 +612,7 @@ impl Session {
         }
         if let Err(e) = self.wire.start_tls(tls) {
             log::info!("TLS handshake with [{}] failed: {e}", self.client);
-            return Some(End::Closed("TLS handshake failed"));
+            return ControlFlow::Break(End::Closed("TLS handshake failed"));
         }
         log::info!(
             "TLS connection established from [{}]:{}: {}",
@@ -610,7 +625,7 @@ impl Session {
         self.esmtp = false;
         self.txn = None;
         self.login = None;
-        None
+        ControlFlow::Continue(())
     }
 
     /// Whether this session's mail comes from a trusted source, which the
@@ -674,32 +689,33 @@ impl Session {
         .into_bytes()
     }
 
-    /// Queues a positive (or 452) reply.
-    fn ok(&mut self, code: u16, status: &str, text: &str) {
+    /// Queues a one-line reply of any class with its enhanced status code
+    /// (RFC 2034): `250 2.0.0 Ok`, and as well the 421 and 521 that end a
+    /// session.
+    fn reply(&mut self, code: u16, status: &str, text: &str) {
         self.wire.reply(code, &[&format!("{status} {text}")]);
     }
 
-    /// Queues a rejection, logs it, counts it; `Some` if that was one
+    /// Queues a rejection, logs it, counts it; `Break` if that was one
     /// error too many.
-    fn reject(&mut self, reply: Reply) -> Option<End> {
+    fn reject(&mut self, reply: Reply) -> ControlFlow<End> {
         self.reject_with(reply, "")
     }
 
-    fn reject_with(&mut self, reply: Reply, extra: &str) -> Option<End> {
+    fn reject_with(&mut self, reply: Reply, extra: &str) -> ControlFlow<End> {
         log::info!(
             "NOQUEUE: reject: {} from [{}]: {reply};{extra} helo=<{}>",
             self.last,
             self.client,
             self.helo.as_deref().unwrap_or("")
         );
-        self.wire
-            .reply(reply.code, &[&format!("{} {}", reply.status, reply.text)]);
+        self.reply(reply.code, reply.status, &reply.text);
         self.count_error()
     }
 
-    /// A NOOP, RSET, VRFY or HELP: past `junk_command_limit` of them, each
-    /// counts as an error (Postfix's `smtpd_junk_command_limit`).
-    fn junk(&mut self) -> Option<End> {
+    /// Counts a junk command ([`protocol::Spec::junk`]): past
+    /// `junk_command_limit` of them, each counts as an error too.
+    fn junk(&mut self) -> ControlFlow<End> {
         self.junk += 1;
         if self.junk > self.relay.config().junk_command_limit {
             log::info!(
@@ -710,22 +726,22 @@ impl Session {
             );
             return self.count_error();
         }
-        None
+        ControlFlow::Continue(())
     }
 
     /// Counts an error; ends the session with 421 at `error_limit`.
-    fn count_error(&mut self) -> Option<End> {
+    fn count_error(&mut self) -> ControlFlow<End> {
         self.errors += 1;
         if self.errors >= self.relay.config().error_limit {
             log::info!("too many errors after {} from [{}]", self.last, self.client);
-            self.ok(
+            self.reply(
                 421,
                 "4.7.0",
                 &format!("{} Error: too many errors", self.host()),
             );
-            return Some(End::Closed("too many errors"));
+            return ControlFlow::Break(End::Closed("too many errors"));
         }
-        None
+        ControlFlow::Continue(())
     }
 
     /// A bare LF or CR: the session ends (Postfix's `smtpd_forbid_bare_newline`).
@@ -736,7 +752,7 @@ impl Session {
             self.last,
             self.client
         );
-        self.ok(
+        self.reply(
             521,
             "5.5.2",
             &format!("{} Error: bare {what} received", self.host()),
@@ -754,7 +770,7 @@ impl Session {
             "{} Service shutting down, closing transmission channel",
             self.host()
         );
-        self.ok(421, "4.3.2", &text);
+        self.reply(421, "4.3.2", &text);
         End::Closed("shutdown")
     }
 
@@ -764,7 +780,7 @@ impl Session {
         if e.kind() == io::ErrorKind::TimedOut {
             log::info!("timeout after {} from [{}]", self.last, self.client);
             let text = format!("{} Error: timeout exceeded", self.host());
-            self.ok(421, "4.4.2", &text);
+            self.reply(421, "4.4.2", &text);
             End::Closed("timeout")
         } else if is_interrupt(&e) && !self.relay.stopping.get() {
             // Not the stop: someone ended this session by hand (the back
@@ -776,7 +792,7 @@ impl Session {
                 self.last
             );
             let text = format!("{} Error: session ended by the administrator", self.host());
-            self.ok(421, "4.3.0", &text);
+            self.reply(421, "4.3.0", &text);
             End::Closed("interrupted by the administrator")
         } else if is_interrupt(&e) {
             self.shutting_down()
@@ -798,6 +814,48 @@ fn sender_routed(rcpt: &str) -> bool {
         Some(at) => rcpt[..at].contains(['%', '!', '@']),
         None => false,
     }
+}
+
+/// Why a received message is refused, if it is: too big, a line too
+/// long, or too many hops; with what the log's line adds.
+fn refusal(body: &Body, env: &Envelope, c: &Config) -> Option<(Reply, String)> {
+    let max = c.max_message_size;
+    if body.too_big {
+        return Some((
+            Reply::new(
+                552,
+                "5.3.4",
+                format!("Error: message exceeds fixed limit of {max} octets"),
+            ),
+            String::new(),
+        ));
+    }
+    if body.too_long {
+        return Some((
+            Reply::new(
+                554,
+                "5.6.0",
+                "Error: message has a line longer than 1000 octets",
+            ),
+            String::new(),
+        ));
+    }
+    let hops = body.hops;
+    if hops >= c.hopcount_limit {
+        // RFC 5321 §6.3: a message that has passed this many relays is
+        // looping. Refused here, it goes back to its sender from the
+        // relay that sent it; a looping bounce (from <>) is dropped
+        // there, never bounced again.
+        return Some((
+            Reply::new(
+                554,
+                "5.4.6",
+                format!("Error: too many hops ({hops} Received: headers): mail forwarding loop"),
+            ),
+            format!(" from=<{}>", env.from),
+        ));
+    }
+    None
 }
 
 /// Whether `e` is an interruption (the server stopping this session).

@@ -56,7 +56,7 @@ fn a_dripped_data_block_is_cut_off() {
 
 /// Raises this process's open-file limit to `want` (within the hard
 /// limit), failing the test if the hard limit is lower.
-fn raise_nofile(want: u64) {
+fn raise_nofile(want: libc::rlim_t) {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

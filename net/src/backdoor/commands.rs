@@ -367,7 +367,7 @@ fn interrupt(s: &mut Session<'_>, args: &str) -> io::Result<()> {
     }
     let t = rt::thread_by_id(id)
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no green thread #{id}")))?;
-    let state = format!("{:?}", t.state()).to_lowercase();
+    let state = t.state();
     t.interrupt().map_err(io::Error::other)?;
     log::info!(
         target: "coro::backdoor",

@@ -1,6 +1,7 @@
 //! Who may reach the back door: the directory check, binding the socket with
 //! mode 0600, the stale-socket rule, and the peer's credentials
-//! (`SO_PEERCRED` on Linux and Android, `getpeereid` on BSD and macOS).
+//! (`SO_PEERCRED` on Linux and Android, `getpeereid` on BSD and macOS:
+//! `sys::peer_credentials`).
 
 use std::fs;
 use std::io;
@@ -143,52 +144,17 @@ pub(crate) fn bind(path: &Path) -> io::Result<(UnixListener, Option<FileId>)> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Peer {
     pub(crate) uid: u32,
-    /// Its process id, where the OS tells (`SO_PEERCRED`).
+    /// Its process id, where the OS tells (Linux, macOS).
     pub(crate) pid: Option<i32>,
 }
 
 /// Reads the peer's credentials, as the kernel recorded them at `connect`.
-#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn peer(fd: &impl AsRawFd) -> io::Result<Peer> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` is a valid, writable ucred and `len` holds its size, as
-    // SO_PEERCRED requires; the fd is a socket owned by the caller for the
-    // duration of the call.
-    let r = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let c = crate::sys::peer_credentials(fd.as_raw_fd())?;
     Ok(Peer {
-        uid: cred.uid,
-        pid: Some(cred.pid),
+        uid: c.uid,
+        pid: c.pid,
     })
-}
-
-/// Reads the peer's credentials, as the kernel recorded them at `connect`.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(crate) fn peer(fd: &impl AsRawFd) -> io::Result<Peer> {
-    let mut uid: libc::uid_t = 0;
-    let mut gid: libc::gid_t = 0;
-    // SAFETY: both out-pointers are valid and writable; the fd is a socket
-    // owned by the caller for the duration of the call.
-    let r = unsafe { libc::getpeereid(fd.as_raw_fd(), &mut uid, &mut gid) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(Peer { uid, pid: None })
 }
 
 /// Whether `peer` may use the back door: the process's own uid, or root.

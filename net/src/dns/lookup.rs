@@ -168,8 +168,9 @@ impl Resolver {
                     s.cancel();
                     Err(w.into())
                 }
-                // Runtime shutdown stopped the thread.
-                Err(JoinError::Cancelled) => Err(WaitError::Interrupted.into()),
+                // Runtime shutdown stopped the thread (`Cancelled`), or it
+                // ended for a reason a later runtime adds: no answer.
+                Err(_) => Err(WaitError::Interrupted.into()),
             };
             Ok([first, second])
         });

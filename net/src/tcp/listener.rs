@@ -180,11 +180,13 @@ impl TcpListenerBuilder {
     }
 
     fn bind_one(&self, addr: SocketAddr) -> io::Result<TcpListener> {
-        let socket = Socket::new(
-            Domain::for_address(addr),
-            Type::STREAM.nonblocking().cloexec(),
-            None,
-        )?;
+        // Close-on-exec from the start (socket2 sets it on every new
+        // socket, atomically where the OS can, and SO_NOSIGPIPE on macOS);
+        // non-blocking once made, as mio makes its own sockets where
+        // `SOCK_NONBLOCK` does not exist (macOS): the socket is ours alone
+        // until `bind` returns it.
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+        socket.set_nonblocking(true)?;
         socket.set_reuse_address(self.reuse_address)?;
         if self.reuse_port {
             socket.set_reuse_port(true)?;
@@ -280,9 +282,26 @@ impl TcpListener {
         // fd closes on drop instead.
         self.inner.shutdown_and_close();
     }
+
+    /// Sets `IP_TTL`, the time-to-live of the packets of the connections it accepts.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.get().set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` value.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.get().ttl()
+    }
 }
 
 // The methods and impls every socket type shares: see `handle.rs`.
 crate::handle::handle!(TcpListener, std::net);
 crate::handle::incoming!(TcpListener, TcpStream);
-crate::handle::ttl!(TcpListener, "the packets of the connections it accepts");

@@ -202,6 +202,52 @@ impl TcpStream {
         self.inner
             .wait(Direction::Write, "TcpStream::wait_writable")
     }
+
+    /// The local address of this socket.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockname`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().local_addr()
+    }
+
+    /// The address of the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected` if there is none (never connected, or the
+    /// connection is gone); otherwise as `getpeername`.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().peer_addr()
+    }
+
+    /// Shuts down the read half, the write half or both (never blocks).
+    ///
+    /// # Errors
+    ///
+    /// As `shutdown(2)` (`NotConnected` if the peer is gone).
+    pub fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        self.inner.get().shutdown(how)
+    }
+
+    /// Sets `IP_TTL`, the time-to-live of the packets this socket sends.
+    ///
+    /// # Errors
+    ///
+    /// As `setsockopt`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.get().set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` value.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockopt`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.get().ttl()
+    }
 }
 
 /// Connects to one address: start, wait writable, check `SO_ERROR`.
@@ -225,10 +271,7 @@ fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
 
 // The methods and impls every socket type shares: see `handle.rs`.
 crate::handle::handle!(TcpStream, std::net);
-crate::handle::addrs!(TcpStream, SocketAddr);
-crate::handle::shutdown!(TcpStream);
 crate::handle::timeouts!(TcpStream);
-crate::handle::ttl!(TcpStream, "the packets this socket sends");
 crate::handle::stream_io!(TcpStream);
 crate::compat::async_io!(TcpStream);
 crate::handle::sendfile!(TcpStream);

@@ -100,11 +100,37 @@ impl UnixDatagram {
     pub fn close(&self) {
         self.inner.close();
     }
+
+    /// The local address of this socket.
+    ///
+    /// # Errors
+    ///
+    /// As `getsockname`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().local_addr()
+    }
+
+    /// The address of the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected` if there is none (never connected, or the
+    /// connection is gone); otherwise as `getpeername`.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get().peer_addr()
+    }
+
+    /// Shuts down the read half, the write half or both (never blocks).
+    ///
+    /// # Errors
+    ///
+    /// As `shutdown(2)` (`NotConnected` if the peer is gone).
+    pub fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        self.inner.get().shutdown(how)
+    }
 }
 
 // The methods and impls every socket type shares: see `handle.rs`.
 crate::handle::handle!(UnixDatagram, std::os::unix::net);
-crate::handle::addrs!(UnixDatagram, SocketAddr);
-crate::handle::shutdown!(UnixDatagram);
 crate::handle::datagram_io!(UnixDatagram, SocketAddr);
 crate::handle::timeouts!(UnixDatagram: setters only);

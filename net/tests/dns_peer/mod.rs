@@ -142,10 +142,13 @@ pub fn peer_with_tcp(
     })
 }
 
-/// A resolver for `servers` with short timeouts.
+/// A resolver for `servers` that gives up on a query after a second: far
+/// more than a loopback answer takes, also on a loaded machine or under an
+/// emulator (where a first pass through the code can take a few hundred
+/// ms), and short enough for the tests that wait for it.
 pub fn resolver(servers: &[&Peer], attempts: usize) -> io::Result<Resolver> {
     let mut c = Config::with_servers(servers.iter().map(|p| p.addr).collect());
-    c.timeout = Duration::from_millis(300);
+    c.timeout = Duration::from_millis(1000);
     c.attempts = attempts;
     Resolver::new(c)
 }

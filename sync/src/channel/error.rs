@@ -9,6 +9,7 @@ use coro_runtime::WaitError;
 /// Why [`Sender::send`](crate::Sender::send) did not deliver its value; the
 /// value comes back inside.
 #[derive(PartialEq, Eq, Clone, Copy)]
+#[non_exhaustive]
 pub enum SendError<T> {
     /// The [`Receiver`](crate::Receiver) was dropped: nobody will ever receive.
     Disconnected(T),
@@ -124,6 +125,7 @@ impl std::error::Error for TryRecvError {}
 /// `Disconnected` is std's `RecvError`; `Wait` is the reason a wait of the
 /// runtime was cut short.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RecvError {
     /// Every [`Sender`](crate::Sender) is gone and nothing is queued: no
     /// item will ever come.

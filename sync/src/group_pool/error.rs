@@ -12,6 +12,7 @@ use super::MAX_ATTEMPTS;
 
 /// Why [`GroupPool::get`](super::GroupPool::get) returned no session.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum GetError<E> {
     /// The group already has `max_queue` callers waiting.
     QueueFull {

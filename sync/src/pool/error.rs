@@ -7,6 +7,7 @@ use coro_runtime::WaitError;
 
 /// Why [`Pool::get`](crate::Pool::get) returned no connection.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum PoolError<E> {
     /// The pool's `connection_timeout` passed before a connection was free
     /// or established.

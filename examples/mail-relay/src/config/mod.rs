@@ -261,14 +261,18 @@ impl Default for Timeouts {
     }
 }
 
-/// The system's host name, or `localhost`.
+/// The system's host name (`gethostname`, what `hostname` prints, on
+/// every Unix), or `localhost`.
 fn default_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|s| s.trim().to_owned())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned())
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for writes of its length; gethostname
+    // writes at most that much.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name = buf.split(|&b| b == 0).next().unwrap_or_default();
+    match std::str::from_utf8(name) {
+        Ok(s) if rc == 0 && !s.trim().is_empty() => s.trim().to_owned(),
+        _ => "localhost".to_owned(),
+    }
 }
 
 /// The command line (`mail-relay --help`).
@@ -775,6 +779,19 @@ mod tests {
             .iter()
             .any(|n| n.contains("127.0.0.1".parse().unwrap())));
         c.check().unwrap();
+    }
+
+    /// The default host name is the system's, as `uname -n` reports it
+    /// (the same call on every Unix, not a Linux file).
+    #[test]
+    fn the_default_hostname_is_the_systems() {
+        // SAFETY: all-zero is a valid utsname, which uname fills in.
+        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+        // SAFETY: `u` is valid for writes.
+        assert_eq!(unsafe { libc::uname(&mut u) }, 0);
+        // SAFETY: uname NUL-terminates `nodename`.
+        let node = unsafe { std::ffi::CStr::from_ptr(u.nodename.as_ptr()) };
+        assert_eq!(default_hostname(), node.to_str().unwrap().trim());
     }
 
     #[test]

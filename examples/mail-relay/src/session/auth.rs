@@ -20,6 +20,7 @@
 //! names its user only when the user exists.
 
 use std::cell::Cell;
+use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use coro::clock::Instant;
@@ -45,15 +46,15 @@ enum Stop {
 
 impl Session {
     /// Before the greeting on a submission port: the TLS handshake on the
-    /// TLS port, then the lockout check. `Some` ends the session.
-    pub(super) fn submission_start(&mut self) -> Option<End> {
+    /// TLS port, then the lockout check. `Break` ends the session.
+    pub(super) fn submission_start(&mut self) -> ControlFlow<End> {
         if self.port == Port::SubmissionTls {
             let Some(tls) = self.relay.tls.clone() else {
-                return Some(End::Closed("no TLS configured"));
+                return ControlFlow::Break(End::Closed("no TLS configured"));
             };
             if let Err(e) = self.wire.start_tls(tls) {
                 log::info!("TLS handshake with [{}] failed: {e}", self.client);
-                return Some(End::Closed("TLS handshake failed"));
+                return ControlFlow::Break(End::Closed("TLS handshake failed"));
             }
             log::info!(
                 "TLS connection established from [{}]:{}: {}",
@@ -62,14 +63,18 @@ impl Session {
                 self.wire.tls_info().unwrap_or_default()
             );
         }
-        let auth = self.relay.auth.clone()?;
+        let Some(auth) = self.relay.auth.clone() else {
+            return ControlFlow::Continue(());
+        };
         self.locked_out(&auth)
     }
 
     /// If the client's address is locked out now: 421, and the session
-    /// ends (`Some`).
-    fn locked_out(&mut self, auth: &Auth) -> Option<End> {
-        let left = auth.locked(self.client)?;
+    /// ends (`Break`).
+    fn locked_out(&mut self, auth: &Auth) -> ControlFlow<End> {
+        let Some(left) = auth.locked(self.client) else {
+            return ControlFlow::Continue(());
+        };
         log::info!(
             "refusing [{}]:{}: locked out after too many failed logins, for another {}s",
             self.client,
@@ -80,8 +85,8 @@ impl Session {
             "{} Error: too many failed logins from your address; try again later",
             self.host()
         );
-        self.ok(421, "4.7.0", &text);
-        Some(End::Closed("locked out"))
+        self.reply(421, "4.7.0", &text);
+        ControlFlow::Break(End::Closed("locked out"))
     }
 
     /// Whether MAIL may start a transaction here: on the submission ports
@@ -115,7 +120,7 @@ impl Session {
     }
 
     /// AUTH: the exchange, the check of the password, the verdict.
-    pub(super) fn auth(&mut self, mech: String, initial: Option<String>) -> Option<End> {
+    pub(super) fn auth(&mut self, mech: String, initial: Option<String>) -> ControlFlow<End> {
         let Some(auth) = self
             .relay
             .auth
@@ -152,21 +157,19 @@ impl Session {
         }
         // Sessions opened before the lockout guess no further: the limit
         // holds over all of an address's sessions, not per session.
-        if let Some(end) = self.locked_out(&auth) {
-            return Some(end);
-        }
+        self.locked_out(&auth)?;
         let Some(m) = Mechanism::parse(&mech) else {
             return self.reject(Reply::new(504, "5.5.4", "Unrecognized authentication type"));
         };
         let creds = match self.exchange(m, initial) {
             Ok(c) => c,
-            Err(Stop::End(end)) => return Some(end),
+            Err(Stop::End(end)) => return ControlFlow::Break(end),
             Err(Stop::Refuse(r)) => return self.reject(r),
         };
         let name = creds.user.clone();
         let login = match auth.verify(&creds.user, creds.password) {
             Ok(l) => l,
-            Err(w) => return Some(self.wait_failed(w.into())),
+            Err(w) => return ControlFlow::Break(self.wait_failed(w.into())),
         };
         match login {
             Login::Ok(user) => {
@@ -179,8 +182,8 @@ impl Session {
                     escape(&user.name)
                 );
                 self.login = Some((user, m));
-                self.ok(235, "2.7.0", "Authentication successful");
-                None
+                self.reply(235, "2.7.0", "Authentication successful");
+                ControlFlow::Continue(())
             }
             Login::Failed { known } => self.login_failed(&auth, m, &name, known),
         }
@@ -194,7 +197,7 @@ impl Session {
         m: Mechanism,
         name: &str,
         known: bool,
-    ) -> Option<End> {
+    ) -> ControlFlow<End> {
         let c = self.relay.config();
         let s = &c.submission;
         let verdict = auth
@@ -207,7 +210,7 @@ impl Session {
         };
         // Slow the next guess, on this green thread only.
         if let Err(w) = coro::sleep(s.auth_failure_delay) {
-            return Some(self.wait_failed(w.into()));
+            return ControlFlow::Break(self.wait_failed(w.into()));
         }
         match verdict {
             Verdict::Again { failures } => {
@@ -233,8 +236,8 @@ impl Session {
                     "{} Error: too many failed logins; try again later",
                     self.host()
                 );
-                self.ok(421, "4.7.0", &text);
-                Some(End::Closed("too many failed logins"))
+                self.reply(421, "4.7.0", &text);
+                ControlFlow::Break(End::Closed("too many failed logins"))
             }
         }
     }

@@ -276,10 +276,11 @@ impl Spool {
         Ok(())
     }
 
-    /// The committer: runs until interrupted (at shutdown).
+    /// The committer: runs until interrupted (at shutdown). Each round
+    /// takes every request queued, commits their messages at once, and
+    /// answers each.
     pub fn run_committer(&self) {
-        let inner = &self.inner;
-        while let Ok(mut batch) = inner.requests.pop_all() {
+        while let Ok(mut batch) = self.inner.requests.pop_all() {
             let msgs: Vec<Arc<Message>> = batch
                 .iter()
                 .filter_map(|r| match r {
@@ -298,85 +299,22 @@ impl Spool {
                 .iter()
                 .map(|s| (file_name(&s.path), s.header_len, s.size))
                 .collect();
-            let result = if msgs.is_empty() && spilled.is_empty() {
-                Ok(Vec::new())
-            } else {
-                if !inner.commit_delay.is_zero() {
-                    let _ = coro::sleep(inner.commit_delay);
-                }
-                let (dir, jobs) = (inner.dir.clone(), msgs.clone());
-                match coro::blocking(move || commit_round(&dir, &jobs, spilled)) {
-                    Ok(r) => r,
-                    Err(e) => Err(io::Error::other(format!("commit cut short: {e}"))),
+            let result = self.write_round(&msgs, spilled);
+            let mut contents = match &result {
+                Ok(offsets) => self.place(&msgs, offsets, &spilled_info),
+                Err(e) => {
+                    log::warn!(
+                        "spool commit of {} failed: {e}",
+                        crate::logger::count(msgs.len() + spilled_info.len(), "message")
+                    );
+                    HashMap::new()
                 }
             };
-            let queue = inner.dir.join("queue");
-            // Where each committed message's content is.
-            let mut contents: HashMap<String, Content> = HashMap::new();
-            match &result {
-                Ok(offsets) => {
-                    if !msgs.is_empty() {
-                        log::debug!(
-                            "batch {}: {} committed",
-                            msgs[0].env.id,
-                            crate::logger::count(msgs.len(), "message")
-                        );
-                        let path: Arc<Path> = queue.join(&msgs[0].env.id).into();
-                        for (m, &at) in msgs.iter().zip(offsets) {
-                            let c = Content::in_file(path.clone(), at, m.data.len() as u64);
-                            contents.insert(m.env.id.clone(), c);
-                        }
-                        let placed = msgs.iter().map(|m| m.env.id.clone()).collect();
-                        self.track(&msgs[0].env.id, placed);
-                    }
-                    for (id, at, size) in &spilled_info {
-                        let path: Arc<Path> = queue.join(id).into();
-                        contents.insert(id.clone(), Content::in_file(path, *at, *size as u64));
-                        self.track(id, vec![id.clone()]);
-                    }
-                }
-                Err(e) => log::warn!(
-                    "spool commit of {} failed: {e}",
-                    crate::logger::count(msgs.len() + spilled_info.len(), "message")
-                ),
-            }
             for req in batch {
                 match req {
                     Request::Commit(msg, _, started, done) => {
-                        let received_in = started.map_or(Duration::ZERO, Instant::elapsed);
-                        let r = match (&result, contents.remove(&msg.env.id)) {
-                            (Ok(_), Some(_)) if done.abandoned.get() => {
-                                // Its client was not told 250: it must not
-                                // be delivered from here.
-                                log::info!(
-                                    "{}: committed after its session stopped waiting; removed",
-                                    msg.env.id
-                                );
-                                self.record(Update::Done {
-                                    id: msg.env.id.clone(),
-                                });
-                                Err(io::Error::other("the session stopped waiting"))
-                            }
-                            (Ok(_), Some(content)) => {
-                                // The queue keeps the envelope; the content
-                                // too for a while if it came whole (the
-                                // queue decides).
-                                let stored = Stored {
-                                    env: msg.env.clone(),
-                                    content,
-                                };
-                                let whole = !spilled_info.iter().any(|(id, ..)| *id == msg.env.id);
-                                (inner.on_commit)(Queued {
-                                    msg: Arc::new(stored),
-                                    memory: whole.then_some(msg),
-                                    state: Default::default(),
-                                    received_in,
-                                });
-                                Ok(())
-                            }
-                            (Ok(_), None) => Err(io::Error::other("committed, but not placed")),
-                            (Err(e), _) => Err(io::Error::new(e.kind(), e.to_string())),
-                        };
+                        let content = contents.remove(&msg.env.id);
+                        let r = self.hand_on(msg, content, &spilled_info, started, &done, &result);
                         *done.result.borrow_mut() = Some(r);
                         done.event.set();
                     }
@@ -385,6 +323,106 @@ impl Spool {
                     }
                 }
             }
+        }
+    }
+
+    /// Writes one round, `msgs` in memory and the `spilled` files, on the
+    /// blocking pool ([`commit_round`]); returns where each of `msgs`'
+    /// content starts in its batch file.
+    fn write_round(&self, msgs: &[Arc<Message>], spilled: Vec<Spilled>) -> io::Result<Vec<u64>> {
+        if msgs.is_empty() && spilled.is_empty() {
+            return Ok(Vec::new());
+        }
+        if !self.inner.commit_delay.is_zero() {
+            let _ = coro::sleep(self.inner.commit_delay);
+        }
+        let (dir, jobs) = (self.inner.dir.clone(), msgs.to_vec());
+        match coro::blocking(move || commit_round(&dir, &jobs, spilled)) {
+            Ok(r) => r,
+            Err(e) => Err(io::Error::other(format!("commit cut short: {e}"))),
+        }
+    }
+
+    /// Tracks a committed round's files: the batch file of `msgs` (their
+    /// content at `offsets`) and each spill file (`spilled`: its name,
+    /// where its content starts, its size). Returns where each message's
+    /// content is, by id.
+    fn place(
+        &self,
+        msgs: &[Arc<Message>],
+        offsets: &[u64],
+        spilled: &[(String, u64, usize)],
+    ) -> HashMap<String, Content> {
+        let queue = self.inner.dir.join("queue");
+        let mut contents: HashMap<String, Content> = HashMap::new();
+        if !msgs.is_empty() {
+            log::debug!(
+                "batch {}: {} committed",
+                msgs[0].env.id,
+                crate::logger::count(msgs.len(), "message")
+            );
+            let path: Arc<Path> = queue.join(&msgs[0].env.id).into();
+            for (m, &at) in msgs.iter().zip(offsets) {
+                let c = Content::in_file(path.clone(), at, m.data.len() as u64);
+                contents.insert(m.env.id.clone(), c);
+            }
+            let placed = msgs.iter().map(|m| m.env.id.clone()).collect();
+            self.track(&msgs[0].env.id, placed);
+        }
+        for (id, at, size) in spilled {
+            let path: Arc<Path> = queue.join(id).into();
+            contents.insert(id.clone(), Content::in_file(path, *at, *size as u64));
+            self.track(id, vec![id.clone()]);
+        }
+        contents
+    }
+
+    /// The verdict for one message of a round whose write gave `result`:
+    /// committed and placed at `content`, it goes on to the queue (with
+    /// its content in memory too unless it is one of the `spilled`),
+    /// unless its session stopped waiting: then it is recorded done, never
+    /// delivered.
+    fn hand_on(
+        &self,
+        msg: Arc<Message>,
+        content: Option<Content>,
+        spilled: &[(String, u64, usize)],
+        started: Option<Instant>,
+        done: &Done,
+        result: &io::Result<Vec<u64>>,
+    ) -> io::Result<()> {
+        let received_in = started.map_or(Duration::ZERO, Instant::elapsed);
+        match (result, content) {
+            (Ok(_), Some(_)) if done.abandoned.get() => {
+                // Its client was not told 250: it must not be delivered
+                // from here.
+                log::info!(
+                    "{}: committed after its session stopped waiting; removed",
+                    msg.env.id
+                );
+                self.record(Update::Done {
+                    id: msg.env.id.clone(),
+                });
+                Err(io::Error::other("the session stopped waiting"))
+            }
+            (Ok(_), Some(content)) => {
+                // The queue keeps the envelope; the content too for a
+                // while if it came whole (the queue decides).
+                let stored = Stored {
+                    env: msg.env.clone(),
+                    content,
+                };
+                let whole = !spilled.iter().any(|(id, ..)| *id == msg.env.id);
+                (self.inner.on_commit)(Queued {
+                    msg: Arc::new(stored),
+                    memory: whole.then_some(msg),
+                    state: Default::default(),
+                    received_in,
+                });
+                Ok(())
+            }
+            (Ok(_), None) => Err(io::Error::other("committed, but not placed")),
+            (Err(e), _) => Err(io::Error::new(e.kind(), e.to_string())),
         }
     }
 
