@@ -41,8 +41,16 @@ fn issue_14_12_cargo_test_workspace_does_not_build_the_bench_peers() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     util::child::as_user(&mut cmd);
-    cmd.args(["test", "--workspace", "--no-run", "--offline", "-v"])
-        .current_dir(root);
+    // The test command's build (scripts/test.sh: every feature on).
+    cmd.args([
+        "test",
+        "--workspace",
+        "--all-features",
+        "--no-run",
+        "--offline",
+        "-v",
+    ])
+    .current_dir(root);
     // Everything is built already (cargo builds every test before running
     // any): the command only checks freshness, in seconds. The bound turns
     // a rebuild of the workspace, or a hang, into a failure.
