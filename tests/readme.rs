@@ -1,4 +1,4 @@
-//! README's commands work as written on a fresh machine (issue #21, item 5).
+//! README's commands work as written on a fresh machine.
 //!
 //! * The shell snippets that can run unattended (fenced as `sh`) are run,
 //!   each in bash from the repository's root, bounded in time.
@@ -166,7 +166,7 @@ fn names_after(toml: &str, header: &str) -> Vec<String> {
 }
 
 #[test]
-fn issue_21_5_commands_shown_use_what_a_fresh_machine_has() {
+fn commands_shown_use_what_a_fresh_machine_has() {
     let members = [
         "",
         "runtime",
@@ -297,7 +297,7 @@ fn issue_21_5_commands_shown_use_what_a_fresh_machine_has() {
 }
 
 #[test]
-fn issue_21_5_readme_unattended_snippets_run_as_written() {
+fn readme_unattended_snippets_run_as_written() {
     let readme = read("README.md");
     let snippets: Vec<Block> = blocks(&readme, false)
         .into_iter()
