@@ -249,13 +249,28 @@ fn the_interval_carries_its_latency_warnings() {
     assert!(w.ran >= Duration::from_millis(100) && !w.running, "{w:?}");
 }
 
+/// Spins until the watchdog has put this slice in the recent warnings:
+/// every hog is warned about, however late a loaded machine lets the
+/// watchdog's OS thread look.
+fn spin_until_warned() {
+    let me = coro::current_id().unwrap();
+    let t = Instant::now();
+    while coro::latency_warnings()
+        .last()
+        .is_none_or(|w| w.thread != me)
+    {
+        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
+        spin(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn the_recent_warnings_ring_is_bounded_and_newest_last() {
     let (w, total) = rt(Some(Duration::from_millis(5))).block_on(|| {
         for i in 0..coro::RECENT_WARNINGS + 6 {
             coro::Builder::new()
                 .name(format!("hog-{i}"))
-                .spawn(|| spin(Duration::from_millis(20)))
+                .spawn(spin_until_warned)
                 .unwrap()
                 .join()
                 .unwrap();
