@@ -28,6 +28,23 @@ fn busy(d: Duration) {
     }
 }
 
+/// Runs without yielding for at least `d`, and on until `warned()` says
+/// this slice was reported: the watchdog is an OS thread of its own, which
+/// a loaded machine can keep off the CPU for a whole slice (it warns only
+/// while the slice runs).
+fn busy_until_warned(d: Duration, warned: impl Fn() -> bool) {
+    let t = Instant::now();
+    while t.elapsed() < d || !warned() {
+        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
+        std::hint::spin_loop();
+    }
+}
+
+/// The runtime's warning count has passed `before`.
+fn counted_past(before: u64) -> impl Fn() -> bool {
+    move || coro::stats().latency_warnings > before
+}
+
 #[test]
 fn a_300ms_busy_thread_gets_exactly_one_warning_and_a_50ms_one_none() {
     capture_logs();
@@ -35,27 +52,38 @@ fn a_300ms_busy_thread_gets_exactly_one_warning_and_a_50ms_one_none() {
         .latency_warning(Some(Duration::from_millis(200)))
         .build()
         .unwrap();
-    let (warnings, id) = rt.block_on(|| {
+    let (warnings, id, short) = rt.block_on(|| {
         let hog = coro::Builder::new()
             .name("hog-300ms".into())
-            .spawn(|| busy(Duration::from_millis(300)))
+            .spawn(|| {
+                busy_until_warned(Duration::from_millis(300), || {
+                    !warnings_naming("hog-300ms").is_empty()
+                })
+            })
             .unwrap();
         let id = hog.thread().id();
         hog.join().unwrap();
+        // A short slice is not reported, unless the OS kept this thread off
+        // the CPU long enough to make it a long one: its slice lies within
+        // `short`.
+        let t = Instant::now();
         coro::Builder::new()
             .name("short-50ms".into())
             .spawn(|| busy(Duration::from_millis(50)))
             .unwrap()
             .join()
             .unwrap();
-        (coro::stats().latency_warnings, id)
+        let short = t.elapsed();
+        (coro::stats().latency_warnings, id, short)
     });
     let hog = warnings_naming("hog-300ms");
     assert_eq!(hog.len(), 1, "{hog:?}");
     assert!(hog[0].contains(&format!("#{id}")), "{}", hog[0]);
     assert!(hog[0].contains(" s "), "{}", hog[0]);
-    assert!(warnings_naming("short-50ms").is_empty());
-    assert_eq!(warnings, 1);
+    if short < Duration::from_millis(200) {
+        assert!(warnings_naming("short-50ms").is_empty());
+        assert_eq!(warnings, 1);
+    }
 }
 
 #[test]
@@ -84,7 +112,11 @@ fn warnings_can_be_disabled_and_the_threshold_configured() {
     let n = rt.block_on(|| {
         coro::Builder::new()
             .name("hog-20ms".into())
-            .spawn(|| busy(Duration::from_millis(150)))
+            .spawn(|| {
+                busy_until_warned(Duration::from_millis(150), || {
+                    !warnings_naming("hog-20ms").is_empty()
+                })
+            })
             .unwrap()
             .join()
             .unwrap();
@@ -120,9 +152,12 @@ fn latency_warnings_reach_stderr_without_a_logger() {
             .unwrap();
         let warnings = rt.block_on(|| {
             for name in ["hog-1", "hog-2"] {
+                let before = coro::stats().latency_warnings;
                 coro::Builder::new()
                     .name(name.into())
-                    .spawn(|| busy(Duration::from_millis(250)))
+                    .spawn(move || {
+                        busy_until_warned(Duration::from_millis(250), counted_past(before))
+                    })
                     .unwrap()
                     .join()
                     .unwrap();
@@ -160,10 +195,19 @@ fn every_latency_warning_reaches_stderr_naming_the_cause() {
             .unwrap();
         let warnings = rt.block_on(|| {
             for i in 0..HOGS {
+                let before = coro::stats().latency_warnings;
+                let warned = counted_past(before);
                 coro::Builder::new()
                     .name(format!("sleeper-{i}"))
-                    // The mistake the warning is about: a blocking std call.
-                    .spawn(|| std::thread::sleep(Duration::from_millis(60)))
+                    // The mistake the warning is about: a blocking std call
+                    // (60 ms, and on until the watchdog has seen it).
+                    .spawn(move || {
+                        let t = Instant::now();
+                        while t.elapsed() < Duration::from_millis(60) || !warned() {
+                            assert!(t.elapsed() < Duration::from_secs(60), "never warned");
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    })
                     .unwrap()
                     .join()
                     .unwrap();
