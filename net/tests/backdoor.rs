@@ -118,6 +118,22 @@ fn spin(d: Duration) {
     }
 }
 
+/// Spins for at least `d`, and on until the watchdog has warned about this
+/// slice: it is an OS thread of its own, which a loaded machine can keep
+/// off the CPU for a whole slice (it warns only while the slice runs).
+fn spin_until_warned(d: Duration) {
+    let me = coro::current_id().unwrap();
+    let t = Instant::now();
+    while t.elapsed() < d
+        || coro::latency_warnings()
+            .last()
+            .is_none_or(|w| w.thread != me)
+    {
+        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
+        spin(Duration::from_millis(1));
+    }
+}
+
 /// The RUN (s) column of a `threads` row. The columns are ID, STATE,
 /// WAITING ON (words: "sleep", "blocking job", ...), RUN (s) and AGE (s)
 /// (seconds with three decimals) and NAME (words), so RUN is the first of
@@ -215,7 +231,7 @@ fn every_built_in_command_and_a_registered_one_answer_a_socat_client() {
             .unwrap();
         coro::Builder::new()
             .name("hog".into())
-            .spawn(|| spin(Duration::from_millis(120)))
+            .spawn(|| spin_until_warned(Duration::from_millis(120)))
             .unwrap()
             .join()
             .unwrap();
@@ -719,7 +735,7 @@ fn deadlocks_leaks_and_the_flight_recorder_answer_a_socat_client() {
         forgetful.join().unwrap();
         coro::Builder::new()
             .name("hog".into())
-            .spawn(|| spin(Duration::from_millis(60)))
+            .spawn(|| spin_until_warned(Duration::from_millis(60)))
             .unwrap()
             .join()
             .unwrap();
