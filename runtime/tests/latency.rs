@@ -29,9 +29,9 @@ fn busy(d: Duration) {
 }
 
 /// Runs without yielding for at least `d`, and on until `warned()` says
-/// this slice was reported: the watchdog is an OS thread of its own, which
-/// a loaded machine can keep off the CPU for a whole slice (it warns only
-/// while the slice runs).
+/// the watchdog has seen this slice (reported it, or sampled it): the
+/// watchdog is an OS thread of its own, which a loaded machine can keep off
+/// the CPU for a whole slice (it warns only while the slice runs).
 fn busy_until_warned(d: Duration, warned: impl Fn() -> bool) {
     let t = Instant::now();
     while t.elapsed() < d || !warned() {
@@ -133,10 +133,14 @@ fn run_time_is_sampled_per_thread() {
         .build()
         .unwrap();
     rt.block_on(|| {
-        busy(Duration::from_millis(120));
+        let me = || coro::threads().into_iter().find(|t| t.id == 1).unwrap();
+        // 120 ms, and on until the watchdog has sampled this thread running
+        // (a loaded machine can keep its OS thread off the CPU meanwhile).
+        busy_until_warned(Duration::from_millis(120), || {
+            me().run_time.is_some_and(|r| r > Duration::ZERO)
+        });
         coro::yield_now();
-        let me = coro::threads().into_iter().find(|t| t.id == 1).unwrap();
-        assert!(me.run_time.unwrap() > Duration::ZERO, "{me:?}");
+        assert!(me().run_time.unwrap() > Duration::ZERO, "{:?}", me());
     });
 }
 
