@@ -222,9 +222,14 @@ fn the_interval_carries_its_latency_warnings() {
             .unwrap();
         coro::sleep(Duration::from_millis(150)).unwrap();
         profile::start().unwrap();
+        // Warned at 40 ms of its slice (as the watchdog measures it), then
+        // 60 ms more: the warning's final length is at least 100 ms.
         coro::Builder::new()
             .name("hog".into())
-            .spawn(|| spin_until_warned(Duration::from_millis(150)))
+            .spawn(|| {
+                spin_until_warned(Duration::from_millis(50));
+                spin(Duration::from_millis(60));
+            })
             .unwrap()
             .join()
             .unwrap();
