@@ -40,9 +40,14 @@ fn busy_until_warned(d: Duration, warned: impl Fn() -> bool) {
     }
 }
 
-/// The runtime's warning count has passed `before`.
-fn counted_past(before: u64) -> impl Fn() -> bool {
-    move || coro::stats().latency_warnings > before
+/// The watchdog has warned about the current green thread's slice: it is
+/// the newest of the recent warnings (a warning about another slice, which
+/// a loaded machine can stretch past the threshold too, does not count).
+fn warned_about_me() -> bool {
+    let me = coro::current_id();
+    coro::latency_warnings()
+        .last()
+        .is_some_and(|w| Some(w.thread) == me)
 }
 
 #[test]
@@ -156,27 +161,38 @@ fn latency_warnings_reach_stderr_without_a_logger() {
             .unwrap();
         let warnings = rt.block_on(|| {
             for name in ["hog-1", "hog-2"] {
-                let before = coro::stats().latency_warnings;
-                coro::Builder::new()
+                let hog = coro::Builder::new()
                     .name(name.into())
-                    .spawn(move || {
-                        busy_until_warned(Duration::from_millis(250), counted_past(before))
-                    })
-                    .unwrap()
-                    .join()
+                    .spawn(|| busy_until_warned(Duration::from_millis(250), warned_about_me))
                     .unwrap();
+                let id = hog.thread().id();
+                hog.join().unwrap();
+                let about = coro::latency_warnings()
+                    .iter()
+                    .filter(|w| w.thread == id)
+                    .count();
+                assert_eq!(about, 1, "one warning per hog");
             }
             coro::stats().latency_warnings
         });
-        assert_eq!(warnings, 2);
+        println!("\nWARNINGS={warnings}");
         return;
     }
     let out = child(NAME);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // The hogs' warnings, and any other slice a loaded machine stretched
+    // past 50 ms: each of them is shown (within the burst of 10).
+    let counted: u64 = stdout
+        .lines()
+        .find_map(|l| l.split_once("WARNINGS="))
+        .and_then(|(_, n)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in {stdout}"));
+    assert!(counted >= 2, "{counted} warnings: {stderr}");
     assert_eq!(
-        stderr.matches("coro: latency warning: ").count(),
-        2,
+        stderr.matches("coro: latency warning: ").count() as u64,
+        counted.min(10),
         "each warning: {stderr}"
     );
     assert!(stderr.contains("'hog-1' has run"), "{stderr}");
@@ -199,22 +215,25 @@ fn every_latency_warning_reaches_stderr_naming_the_cause() {
             .unwrap();
         let warnings = rt.block_on(|| {
             for i in 0..HOGS {
-                let before = coro::stats().latency_warnings;
-                let warned = counted_past(before);
-                coro::Builder::new()
+                let sleeper = coro::Builder::new()
                     .name(format!("sleeper-{i}"))
                     // The mistake the warning is about: a blocking std call
-                    // (60 ms, and on until the watchdog has seen it).
+                    // (60 ms, and on until the watchdog has warned about it).
                     .spawn(move || {
                         let t = Instant::now();
-                        while t.elapsed() < Duration::from_millis(60) || !warned() {
+                        while t.elapsed() < Duration::from_millis(60) || !warned_about_me() {
                             assert!(t.elapsed() < Duration::from_secs(60), "never warned");
                             std::thread::sleep(Duration::from_millis(10));
                         }
                     })
-                    .unwrap()
-                    .join()
                     .unwrap();
+                let id = sleeper.thread().id();
+                sleeper.join().unwrap();
+                let about = coro::latency_warnings()
+                    .iter()
+                    .filter(|w| w.thread == id)
+                    .count();
+                assert_eq!(about, 1, "one warning per sleeper");
             }
             coro::stats().latency_warnings
         });
@@ -230,7 +249,9 @@ fn every_latency_warning_reaches_stderr_naming_the_cause() {
         .find_map(|l| l.split_once("WARNINGS="))
         .and_then(|(_, n)| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no count in {stdout}"));
-    assert_eq!(counted, HOGS, "one warning per sleeper: {stderr}");
+    // A loaded machine can stretch any other slice past 20 ms too (the
+    // OS takes the CPU from the process), and that is warned about as well.
+    assert!(counted >= HOGS, "{counted} warnings: {stderr}");
 
     let shown: Vec<&str> = stderr
         .lines()
@@ -267,7 +288,7 @@ fn every_latency_warning_reaches_stderr_naming_the_cause() {
     assert!(shown.len() >= 10, "the burst is shown whole:\n{stderr}");
     assert_eq!(
         shown.len() as u64 + suppressed,
-        HOGS,
+        counted,
         "every warning is shown or counted:\n{stderr}"
     );
 }
