@@ -91,12 +91,12 @@ fn socat_as(path: &Path, input: &str, setpriv: Option<&[&str]>) -> (bool, String
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawning socat");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    // A socat refused at connect exits without reading its input, maybe
+    // before it is written: its exit status and stderr say what happened.
+    match child.stdin.take().unwrap().write_all(input.as_bytes()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => panic!("writing to socat: {e}"),
+        _ => {}
+    }
     let out = child.wait_with_output().unwrap();
     (
         out.status.success(),
