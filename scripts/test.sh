@@ -30,6 +30,7 @@ tools=(
   "openssl:openssl"      # mail-relay's DKIM test: makes the keys
   "cc:gcc"               # mail-relay's storage fault test: builds its LD_PRELOAD shim
   "flock:util-linux"     # mail-relay's local-user tests (setpriv too): another process holding the spool's lock
+  "redis-server:redis-server" # tests/tokio_bridge: the redis server of the redis client's tests
 )
 
 missing=()
@@ -54,6 +55,15 @@ if ! python3 -c 'import dkim' 2>/dev/null && ! /usr/bin/python3 -c 'import dkim'
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends python3-dkim >/dev/null
+fi
+
+# Net::SSLeay (swaks's TLS, for mail-relay's submission tests): Debian's
+# libnet-ssleay-perl.
+if ! perl -MNet::SSLeay -e1 2>/dev/null; then
+  echo "test.sh: installing libnet-ssleay-perl (swaks's TLS)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends libnet-ssleay-perl >/dev/null
 fi
 
 # Postfix's tools (smtp-source for the relay's benchmark, smtp-sink for its

@@ -70,8 +70,9 @@
 //! # Cargo features
 //!
 //! The default build is the runtime, the primitives, TCP, UDP and Unix
-//! sockets, and signals: 17 crates with this one. Each feature forwards to
-//! `coro-net`, which implements it; "pulls in" counts the crates it adds.
+//! sockets, and signals: 17 crates with this one. Each feature but
+//! `tokio-bridge` forwards to `coro-net`, which implements it; "pulls in"
+//! counts the crates it adds.
 //!
 //! | feature | default | what it adds | pulls in |
 //! |---|---|---|---|
@@ -81,6 +82,7 @@
 //! | `futures-io` | no | `TcpStream` and `UnixStream` implement `futures_io::AsyncRead` / `AsyncWrite` | futures-io: 1 crate |
 //! | `tokio-io` | no | the same for tokio's `AsyncRead` / `AsyncWrite` (tokio's io traits only, with none of its runtime features), for tokio-postgres, tokio-util codecs, ... | tokio without features: 2 crates |
 //! | `hyper` | no | the same for hyper 1.x `rt::Read` / `rt::Write`, plus `net::CoroTimer` (`hyper::rt::Timer`) and `net::CoroExecutor` (`hyper::rt::Executor`, each future a green thread) | hyper without features, with http and bytes: 7 crates |
+//! | `tokio-bridge` | no | [`tokio`](mod@tokio): futures that need a tokio runtime (reqwest, redis, sqlx) run on one coro starts on helper threads, while only the calling green thread waits (`coro::tokio::run(fut)`); the crate `coro-tokio` implements it | coro-tokio and tokio's multi-thread scheduler: 3 crates |
 //!
 //! [`future::block_on`] and [`future::Sleep`], the profiler ([`profile`])
 //! and the flight recorder ([`flight`]) need no feature and pull in
@@ -292,6 +294,32 @@ pub mod net {
 #[cfg(feature = "signal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "signal")))]
 pub use coro_net::signal;
+
+#[cfg(feature = "tokio-bridge")]
+pub mod tokio {
+    //! The tokio bridge (feature `tokio-bridge`): a future that needs a
+    //! tokio runtime (reqwest, redis, sqlx, the AWS SDK, tonic) runs on a
+    //! tokio runtime coro starts on helper OS threads, while only the
+    //! calling green thread waits for it; a timeout, an interrupt or a
+    //! cancelled scope drops the tokio task.
+    //!
+    //! ```
+    //! use std::time::Duration;
+    //!
+    //! coro::run(|| {
+    //!     let out = coro::tokio::run(async {
+    //!         tokio::time::sleep(Duration::from_millis(1)).await; // needs tokio's timer
+    //!         "done"
+    //!     });
+    //!     assert_eq!(out.unwrap(), "done");
+    //! });
+    //! ```
+    //!
+    //! The `coro-tokio` crate's documentation has the details: the
+    //! runtime's settings and lifetime, cancellation, calls outside a green
+    //! thread, and what must not be done across the bridge.
+    pub use coro_tokio::*;
+}
 
 /// Runs the function's body as the main green thread of a coro runtime, in
 /// the style of `#[tokio::main]`: `#[coro::main] fn main()` is

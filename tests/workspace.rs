@@ -156,6 +156,7 @@ fn published_crates_carry_their_metadata_and_the_others_stay_unpublished() {
         "coro-sync",
         "coro-net",
         "coro-macros",
+        "coro-tokio",
     ];
     let packages = meta["packages"].as_array().unwrap();
     for p in packages {
