@@ -3,8 +3,15 @@
 //! Write servers in plain blocking style (`stream.read(&mut buf)?`) and run
 //! tens of thousands of them on one core. This crate is the facade: the
 //! runtime's items at the top level, primitives in [`sync`], sockets in
-//! [`net`] (with the [back door](net::backdoor) console), Unix signals in
-//! [`signal`].
+//! [`net`] (with a DNS resolver and the back door console behind
+//! features), Unix signals in `signal`.
+//!
+//! The package is `coro-rt` on crates.io, its library `coro`:
+//!
+//! ```toml
+//! [dependencies]
+//! coro-rt = "0.1"
+//! ```
 //!
 //! The package also builds `coro-profile`, which turns a [`profile`] file
 //! into an HTML report (`coro-profile report PROFILE -o report.html`) or
@@ -50,7 +57,7 @@
 //! future is dropped on its green thread, which cancels it.
 //!
 //! ```ignore
-//! // Cargo.toml: coro = { version = "0.1", features = ["hyper"] }
+//! // Cargo.toml: coro-rt = { version = "0.1", features = ["hyper"] }
 //! let stream = coro::net::TcpStream::connect(addr)?;
 //! let (mut sender, conn) = block_on(hyper::client::conn::http1::handshake(stream))??;
 //! coro::spawn(move || block_on(conn));
@@ -62,18 +69,27 @@
 //!
 //! # Cargo features
 //!
-//! None is on by default; each forwards to `coro-net`, which implements it.
+//! The default build is the runtime, the primitives, TCP, UDP and Unix
+//! sockets, and signals: 17 crates with this one. Each feature but
+//! `tokio-bridge` forwards to `coro-net`, which implements it; "pulls in"
+//! counts the crates it adds.
 //!
-//! | feature | what it adds |
-//! |---|---|
-//! | `futures-io` | `TcpStream` and `UnixStream` implement `futures_io::AsyncRead` / `AsyncWrite` |
-//! | `tokio-io` | the same for tokio's `AsyncRead` / `AsyncWrite` (tokio's io traits only, with none of its runtime features), for tokio-postgres, tokio-util codecs, ... |
-//! | `hyper` | the same for hyper 1.x `rt::Read` / `rt::Write`, plus `net::CoroTimer` (`hyper::rt::Timer`) and `net::CoroExecutor` (`hyper::rt::Executor`, each future a green thread) |
-//! | `tokio-bridge` | [`tokio`](mod@tokio): futures that need a tokio runtime (reqwest, redis, sqlx) run on one coro starts on helper threads, while only the calling green thread waits (`coro::tokio::run(fut)`); the crate `coro-tokio` implements it |
+//! | feature | default | what it adds | pulls in |
+//! |---|---|---|---|
+//! | `signal` | yes | Unix signals as a blocking-style stream: `signal::Signals` | signal-hook and its mio source: 4 crates |
+//! | `dns` | no | `net::dns`, the stub DNS resolver (MX, TXT, PTR, addresses; a TTL cache) beside the system one of [`net::lookup_host`] | hickory-proto's message codec and its tree: 60 crates |
+//! | `backdoor` | no | `net::backdoor`, a console into the running process on a Unix socket (threads, stats, timers, profiler, your own commands) | nothing |
+//! | `futures-io` | no | `TcpStream` and `UnixStream` implement `futures_io::AsyncRead` / `AsyncWrite` | futures-io: 1 crate |
+//! | `tokio-io` | no | the same for tokio's `AsyncRead` / `AsyncWrite` (tokio's io traits only, with none of its runtime features), for tokio-postgres, tokio-util codecs, ... | tokio without features: 2 crates |
+//! | `hyper` | no | the same for hyper 1.x `rt::Read` / `rt::Write`, plus `net::CoroTimer` (`hyper::rt::Timer`) and `net::CoroExecutor` (`hyper::rt::Executor`, each future a green thread) | hyper without features, with http and bytes: 7 crates |
+//! | `tokio-bridge` | no | [`tokio`](mod@tokio): futures that need a tokio runtime (reqwest, redis, sqlx) run on one coro starts on helper threads, while only the calling green thread waits (`coro::tokio::run(fut)`); the crate `coro-tokio` implements it | coro-tokio and tokio's multi-thread scheduler: 3 crates |
 //!
-//! [`future::block_on`] and [`future::Sleep`] need no feature.
+//! [`future::block_on`] and [`future::Sleep`], the profiler ([`profile`])
+//! and the flight recorder ([`flight`]) need no feature and pull in
+//! nothing.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use coro_runtime::*;
 
@@ -275,6 +291,8 @@ pub mod net {
     pub use coro_net::*;
 }
 
+#[cfg(feature = "signal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "signal")))]
 pub use coro_net::signal;
 
 #[cfg(feature = "tokio-bridge")]
@@ -369,7 +387,8 @@ pub mod time {
     pub use std::time::Duration;
 }
 
-/// README's snippets, compiled and run as doctests.
-#[cfg(doctest)]
+/// README's snippets, compiled and run as doctests (one uses the back
+/// door).
+#[cfg(all(doctest, feature = "backdoor"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

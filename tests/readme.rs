@@ -131,9 +131,9 @@ fn check_command(
         if let Some(b) = after("--bin") {
             // A `[[bin]]` of the package named (the root one by default),
             // or one of the root package's `src/bin`.
-            let package = after("-p").unwrap_or("coro");
+            let package = after("-p").unwrap_or("coro-rt");
             let declared = bins.iter().any(|(p, n)| p == package && n == b);
-            let in_src_bin = package == "coro" && root().join(format!("src/bin/{b}")).exists();
+            let in_src_bin = package == "coro-rt" && root().join(format!("src/bin/{b}")).exists();
             if !(declared || in_src_bin) {
                 problems.push(format!("`{cmd}`: no binary {b}"));
             }
