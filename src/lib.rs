@@ -343,3 +343,33 @@ pub mod time {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The guide's chapters (`docs/`): every example in them is compiled, and
+/// run unless marked `no_run`, as a doctest of this crate.
+#[cfg(doctest)]
+pub mod guide {
+    #[doc = include_str!("../docs/README.md")]
+    pub mod contents {}
+    #[doc = include_str!("../docs/01-getting-started.md")]
+    pub mod getting_started {}
+    #[doc = include_str!("../docs/02-green-threads.md")]
+    pub mod green_threads {}
+    #[doc = include_str!("../docs/03-cancellation.md")]
+    pub mod cancellation {}
+    #[doc = include_str!("../docs/04-sync.md")]
+    pub mod sync {}
+    #[doc = include_str!("../docs/05-sockets.md")]
+    pub mod sockets {}
+    #[doc = include_str!("../docs/06-async.md")]
+    pub mod async_crates {}
+    #[doc = include_str!("../docs/07-pools.md")]
+    pub mod pools {}
+    #[doc = include_str!("../docs/08-observability.md")]
+    pub mod observability {}
+    #[doc = include_str!("../docs/09-memory.md")]
+    pub mod memory {}
+    #[doc = include_str!("../docs/10-mail-relay.md")]
+    pub mod mail_relay {}
+    #[doc = include_str!("../docs/11-dependencies.md")]
+    pub mod dependencies {}
+}
