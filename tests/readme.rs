@@ -174,7 +174,11 @@ fn docs() -> Vec<(String, String)> {
         let name = format!("docs/{}", path.file_name().unwrap().to_string_lossy());
         out.push((name, std::fs::read_to_string(&path).unwrap()));
     }
-    assert!(out.len() >= 6, "README and at least five guide chapters: {out:?}");
+    let names: Vec<&String> = out.iter().map(|(n, _)| n).collect();
+    assert!(
+        names.len() >= 6,
+        "README and at least five guide chapters: {names:?}"
+    );
     out
 }
 
@@ -419,7 +423,10 @@ fn the_docs_name_no_issue_numbers_and_no_work_sessions() {
             .collect();
         for pair in words.windows(2) {
             let issue_number = pair[0] == "issue"
-                && pair[1].trim_start_matches('#').chars().all(|c| c.is_ascii_digit());
+                && pair[1]
+                    .trim_start_matches('#')
+                    .chars()
+                    .all(|c| c.is_ascii_digit());
             let work_session = ordinals.contains(&pair[0])
                 && (pair[1] == "session" || pair[1] == "sessions" || pair[1] == "round");
             if issue_number || work_session {
