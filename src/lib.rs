@@ -24,6 +24,16 @@
 //! });
 //! ```
 //!
+//! # The guide
+//!
+//! The repository's `docs/` directory holds a guide of eleven chapters,
+//! read in order from `docs/README.md`: getting started; green threads,
+//! scheduling and the watchdog; timeouts, cancel scopes and nurseries; sync
+//! primitives; sockets, DNS and signals; calling async crates; pools and
+//! executors; observability; memory and stacks; operating the mail relay;
+//! dependencies. Every example in it is compiled and run as a doctest of
+//! this crate. This page and the items' own docs are the reference.
+//!
 //! # Where to look
 //!
 //! * Green threads, time and the runtime: [`run`], [`spawn`], [`Builder`],
