@@ -1,4 +1,4 @@
-//! Sockets as async I/O objects (issue #24, features `futures-io` and
+//! Sockets as async I/O objects (features `futures-io` and
 //! `tokio-io`): a pending read is woken by the reactor when the peer writes
 //! (only the reading green thread waits), writes that fill the socket
 //! buffer wait for room, shutdown gives the peer EOF, and a socket closed

@@ -1,4 +1,4 @@
-//! Issue 16: a cancelled `CancelScope` fails every kind of wait, and keeps
+//! A cancelled `CancelScope` fails every kind of wait, and keeps
 //! failing them (level-triggered): each primitive of `coro::sync`, the
 //! sockets of `coro::net`, a blocking-pool job, a join. Each wait is
 //! cancelled while it is blocked (from another green thread); the call

@@ -327,7 +327,7 @@ fn mistakes_get_messages_and_status_two() {
     assert!(out.status.success() && text(&out.stdout).contains("coro-profile report PROFILE"));
 }
 
-/// Issue #26: the report's timeline of the flight recorder, rendered by
+/// The report's timeline of the flight recorder, rendered by
 /// Chromium: a row per thread, the hog's resume (reported by the latency
 /// watchdog) drawn red with its length, the scheduler's waits. Its
 /// screenshot is docs/profile-timeline.png.

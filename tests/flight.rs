@@ -1,4 +1,4 @@
-//! The flight recorder (issue #26): a snapshot saved as a file is Chrome
+//! The flight recorder: a snapshot saved as a file is Chrome
 //! trace-event JSON that a JSON parser reads, with the fields Perfetto
 //! needs; a latency warning saves a snapshot (rate-limited) whose trace
 //! holds the hog's resume with its length; the ring stays bounded.

@@ -1,4 +1,4 @@
-//! hyper 1.x on coro's reactor, with no tokio runtime anywhere (issue #24):
+//! hyper 1.x on coro's reactor, with no tokio runtime anywhere:
 //! an HTTP/1.1 server answered by curl (keep-alive, streaming request and
 //! response bodies), a hyper client echoing 100 concurrent 1 MB bodies, and
 //! a request to a stalling server cut short by `with_timeout`, leaving

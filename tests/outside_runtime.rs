@@ -6,11 +6,15 @@
 //! it never hangs. Calls of `coro::sync` that need not wait still work
 //! there, as std's do.
 //!
+//! A call made outside a runtime panics naming the caller's file and line,
+//! not a line of coro's source.
+//!
 //! Each test body runs on its own OS thread and the test waits for it with
 //! a generous bound, so a call that hung would fail the test.
 
 mod util;
 
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -46,9 +50,8 @@ fn refusal<R>(what: &str, f: impl FnOnce() -> R) -> String {
 const NEEDS_RUNTIME: &str = "needs a coro runtime, but none runs on this OS thread";
 const NEEDS_GREEN_THREAD: &str = "would block, and that needs a green thread";
 
-/// The message names the call the user made (issue #14, item 10: `sleep`
-/// used to name `coro::sleep_until`, a socket constructor "registering a
-/// socket").
+/// The message names the call the user made (`sleep`, not
+/// `coro::sleep_until`; a socket constructor, not "registering a socket").
 #[track_caller]
 fn assert_names(msg: &str, call: &str, needs: &str) {
     assert!(msg.contains(needs), "{msg}");
@@ -301,4 +304,132 @@ fn after_block_on_returns_the_thread_is_outside_again() {
         // And it can enter the runtime again.
         assert_eq!(rt.block_on(|| coro::spawn(|| 7).join().unwrap()), 7);
     });
+}
+
+thread_local! {
+    /// Where the last panic on this thread happened, as its hook saw it.
+    static PANICKED_AT: RefCell<Option<(String, u32)>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with a panic hook that records each panic's location for the
+/// panicking thread (and prints nothing); the default hook is back after.
+fn recording_panic_locations<R>(f: impl FnOnce() -> R) -> R {
+    std::panic::set_hook(Box::new(|info| {
+        let at = info.location().map(|l| (l.file().to_owned(), l.line()));
+        PANICKED_AT.with(|p| *p.borrow_mut() = at);
+    }));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    drop(std::panic::take_hook());
+    r.unwrap_or_else(|p| panic!("{}", util::panic_text(&*p)))
+}
+
+/// Calls `f`, which must panic; returns the file and line the panic names
+/// (`("returned", 0)` if it did not panic).
+fn panic_location<R>(f: impl FnOnce() -> R) -> (String, u32) {
+    PANICKED_AT.with(|p| p.borrow_mut().take());
+    if catch_unwind(AssertUnwindSafe(f)).is_ok() {
+        return ("returned".into(), 0);
+    }
+    PANICKED_AT
+        .with(|p| p.borrow_mut().take())
+        .expect("the hook saw no panic")
+}
+
+/// `name`, the line this macro is invoked on, and where `$call` panicked.
+macro_rules! located {
+    ($name:expr, $call:expr) => {
+        ($name, line!(), panic_location(|| $call))
+    };
+}
+
+/// A call made outside a runtime panics naming the caller's file and line
+/// (not a line of coro's source, such as `runtime/src/sched.rs`).
+#[test]
+fn a_call_outside_a_runtime_panics_at_the_callers_line() {
+    let ms = Duration::from_millis(1);
+    let dir = std::env::temp_dir();
+    let m = coro::sync::Mutex::new(0);
+    let _held = m.lock().expect("an uncontended lock needs no runtime");
+    let rw = coro::sync::RwLock::new(0);
+    let _read = rw
+        .read()
+        .expect("an uncontended read lock needs no runtime");
+    let group = coro::sync::WaitGroup::new();
+    let _member = group.add();
+    let (tx, _rx) = coro::sync::sync_channel::<u8>(1);
+    tx.try_send(0).unwrap(); // full
+    let fifo = coro::sync::Fifo::<u8>::new();
+    let cv = coro::sync::Condvar::new();
+    let calls = recording_panic_locations(|| {
+        vec![
+            located!("sleep", coro::sleep(ms)),
+            located!("sleep_until", coro::sleep_until(coro::clock::now())),
+            located!("park", coro::park()),
+            located!("park_as", coro::park_as("x")),
+            located!("yield_now", coro::yield_now()),
+            located!("try_selfish", coro::try_selfish()),
+            located!("with_timeout", coro::with_timeout(ms, || ())),
+            located!(
+                "with_deadline",
+                coro::with_deadline(coro::clock::now(), || ())
+            ),
+            located!("no_suspend", coro::no_suspend(|| ())),
+            located!("current", coro::current()),
+            located!("set_selfishness", coro::set_selfishness(2)),
+            located!("spawn", coro::spawn(|| ())),
+            located!("Builder::spawn", coro::Builder::new().spawn(|| ())),
+            located!("blocking", coro::blocking(|| ())),
+            located!("scope", coro::scope(|_| ())),
+            located!("stats", coro::stats()),
+            located!("threads", coro::threads()),
+            located!("handle", coro::handle()),
+            located!("RemoteWaker::current", coro::RemoteWaker::current()),
+            located!(
+                "TcpListener::bind",
+                coro::net::TcpListener::bind("127.0.0.1:0")
+            ),
+            located!(
+                "TcpStream::connect",
+                coro::net::TcpStream::connect("127.0.0.1:1")
+            ),
+            located!("UdpSocket::bind", coro::net::UdpSocket::bind("127.0.0.1:0")),
+            located!("UnixStream::pair", coro::net::UnixStream::pair()),
+            located!(
+                "UnixListener::bind",
+                coro::net::UnixListener::bind(dir.join("x"))
+            ),
+            located!("Event::wait", coro::sync::Event::new().wait()),
+            located!(
+                "Semaphore::acquire",
+                coro::sync::Semaphore::new(0).acquire(1).map(drop)
+            ),
+            located!("Receiver::recv", coro::sync::channel::<u8>().1.recv()),
+            located!("Sender::send", tx.send(1).map_err(|e| e.into_inner())),
+            located!("Mutex::lock", m.lock().map(drop)),
+            located!("RwLock::write", rw.write().map(drop)),
+            located!("WaitGroup::wait", group.wait()),
+            located!("Fifo::pop", fifo.pop()),
+            located!("Condvar::notified", cv.notified()),
+            located!("CancelScope::run", coro::CancelScope::new().run(|| ())),
+            located!("on_shutdown", coro::on_shutdown(|| ())),
+            located!("timers", coro::timers(1)),
+            located!("latency_warnings", coro::latency_warnings()),
+            located!("profile::start", coro::profile::start()),
+            located!("UnixDatagram::unbound", coro::net::UnixDatagram::unbound()),
+        ]
+    });
+    let mut wrong = Vec::new();
+    for (name, line, (file, at)) in calls {
+        // rustfmt may put the call a line or two below the macro's name.
+        if file != file!() || !(line..line + 3).contains(&at) {
+            wrong.push(format!(
+                "{name} (called on line {line}) panicked at {file}:{at}"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "these panic in coro's source, not at the caller's line:\n{}",
+        wrong.join("\n")
+    );
 }

@@ -1,7 +1,7 @@
-//! tokio-postgres on coro's reactor against a real PostgreSQL server
-//! (issue #24): no tokio runtime; the connection future runs on a green
-//! thread, queries run in `block_on` on others, and `with_timeout` cancels
-//! a query (the connection goes on working).
+//! tokio-postgres on coro's reactor against a real PostgreSQL server: no
+//! tokio runtime; the connection future runs on a green thread, queries
+//! run in `block_on` on others, and `with_timeout` cancels a query (the
+//! connection goes on working).
 //!
 //! The test starts its own server: Debian's `postgresql` (installed by
 //! scripts/test.sh), `initdb` and `postgres` run as the `postgres` user in

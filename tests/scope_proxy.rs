@@ -1,10 +1,11 @@
-//! Issue 16 in a real program: a TCP proxy built on `coro::scope`. The
-//! accept loop and the connection handlers share one scope (they borrow
-//! the listener); each handler runs its two copy directions in a nested
-//! scope that borrows both sockets (no `Rc`, no `try_clone`), so the two
-//! end together: EOF on one side is passed on and the handler ends when
-//! both are done; an error on one side cancels the other; cancelling the
-//! proxy ends every connection and returns only once all are gone.
+//! Structured concurrency in a real program: a TCP proxy built on
+//! `coro::scope`. The accept loop and the connection handlers share one
+//! scope (they borrow the listener); each handler runs its two copy
+//! directions in a nested scope that borrows both sockets (no `Rc`, no
+//! `try_clone`), so the two end together: EOF on one side is passed on and
+//! the handler ends when both are done; an error on one side cancels the
+//! other; cancelling the proxy ends every connection and returns only once
+//! all are gone.
 
 mod util;
 

@@ -1,7 +1,7 @@
-//! A fresh clone, with nothing beside it, is enough (issue #21, item 1):
-//! no script, test, doc or config in the repository reaches outside it for
-//! something it needs (the developers' `../shared` directory above all; a
-//! clone without it made README's test command exit 127).
+//! A fresh clone, with nothing beside it, is enough: no script, test, doc
+//! or config in the repository reaches outside it for something it needs
+//! (the developers' `../shared` directory above all: without it, README's
+//! test command would exit 127).
 
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
-fn issue_21_1_nothing_reaches_outside_the_repository() {
+fn nothing_reaches_outside_the_repository() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut all = Vec::new();
     files(root, &mut all);

@@ -1,4 +1,4 @@
-//! Who waits on whom (issue #26): a parked thread's wait names the object,
+//! Who waits on whom: a parked thread's wait names the object,
 //! its holder, the time waited and the caller; `deadlocks` finds a two-lock
 //! cycle and names its threads and calls; the periodic check logs it at
 //! ERROR once; a thread waiting on a lock whose holder finished without

@@ -1,14 +1,12 @@
 //! The newcomer's test commands stay fast and work in other setups.
 //!
-//! * Issue #14, item 12: `cargo test --workspace` used to build the benches'
-//!   peers (tokio, may, criterion), 80 s cold. It must not pull them into the
-//!   build, while CI still lints the benches.
-//! * Issue #21, item 2: with `CARGO_TARGET_DIR` pointing elsewhere (IDEs and
-//!   CI caches set it), the inner cargo used to drop it and rebuild the whole
-//!   workspace into `./target`, while its 200 KB of output filled a pipe
-//!   nobody read. The inner cargo now keeps the user's settings (and so finds
-//!   this very test binary, fresh), its output is drained as it comes, and
-//!   its run time is bounded.
+//! * `cargo test --workspace` does not build the benches' peers (may,
+//!   criterion), while CI still lints the benches.
+//! * With `CARGO_TARGET_DIR` pointing elsewhere (IDEs and CI caches set it),
+//!   the inner cargo keeps the user's settings (and so finds this very test
+//!   binary, fresh) instead of rebuilding the whole workspace into
+//!   `./target`; its output is drained as it comes (it would fill a pipe
+//!   nobody reads), and its run time is bounded.
 
 mod util;
 
@@ -16,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// The bench-only peers. tokio is no longer one of them: the async interop
-/// tests (tests/hyper.rs, tests/postgres.rs, issue #24) build hyper and
+/// The bench-only peers. tokio is not one of them: the async interop
+/// tests (tests/hyper.rs, tests/postgres.rs) build hyper and
 /// tokio-postgres, which depend on tokio's io traits (no tokio runtime runs
 /// in them).
 const PEERS: [&str; 2] = ["may", "criterion"];
@@ -36,7 +34,7 @@ fn executables<'a>(log: &'a str, root: &'a Path) -> impl Iterator<Item = PathBuf
 }
 
 #[test]
-fn issue_14_12_cargo_test_workspace_does_not_build_the_bench_peers() {
+fn cargo_test_workspace_does_not_build_the_bench_peers() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);

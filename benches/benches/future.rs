@@ -1,4 +1,4 @@
-//! Futures on green threads (issue 24), beside tokio's current-thread
+//! Futures on green threads, beside tokio's current-thread
 //! runtime:
 //!
 //! * `future::block_on_ready`: `coro::future::block_on` of a ready future

@@ -1,4 +1,4 @@
-//! Memory at scale (issues 2 and 12), beside tokio tasks and may coroutines:
+//! Memory at scale, beside tokio tasks and may coroutines:
 //!
 //! * `memory::idle_thread_rss`: resident bytes per idle thread with 10 000
 //!   of them sleeping, at the default stack size: just parked, and after

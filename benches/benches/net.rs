@@ -177,8 +177,8 @@ fn coro_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
 
 /// `CORO_NET_BENCH_TOKIO_STRIDE=BYTES`: tokio's echo tasks keep their
 /// buffers where a stackful server's threads would, as an experiment of
-/// BENCHMARKS.md's echo section (ninth session): what the pages a green
-/// thread's stack adds per connection cost tokio.
+/// BENCHMARKS.md's echo section: what the pages a green thread's stack
+/// adds per connection cost tokio.
 ///
 /// Each connection gets a slot of one sparse mapping, `BYTES` apart (a
 /// stack slot's spacing: guard gap plus stack size). At the slot's top are
@@ -368,8 +368,9 @@ fn tokio_server(mode: Mode, ready: impl FnOnce(SocketAddr) + Send + 'static) {
 ///
 /// `floor` stops reading at a short read, as tokio does (one `recvfrom` per
 /// message); `floor-eagain` (`until_eagain`) reads until `EWOULDBLOCK`, as
-/// coro does since issue #13 (a short read does not prove the socket
-/// empty), so it spends the same syscalls per message as coro.
+/// coro does on sockets other than TCP streams (a short read does not
+/// prove them empty), so it spends the syscalls per message that rule
+/// costs.
 fn floor_server(ready: impl FnOnce(SocketAddr), until_eagain: bool) {
     const LISTENER: mio::Token = mio::Token(usize::MAX);
     let mut poll = mio::Poll::new().unwrap();

@@ -1,4 +1,4 @@
-//! Cost at scale (issue 12): many green threads alive at once, beside
+//! Cost at scale: many green threads alive at once, beside
 //! tokio's current-thread runtime and may with one worker.
 //!
 //! * `scale::sleep_10k/cold`: 10 000 threads, each doing 10 sleeps of

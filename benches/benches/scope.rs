@@ -1,4 +1,4 @@
-//! Structured concurrency and cancellation (issue 16), beside tokio's
+//! Structured concurrency and cancellation, beside tokio's
 //! current-thread runtime:
 //!
 //! * `scope::nursery_1000`: start 1 000 threads / tasks that return their

@@ -8,7 +8,7 @@ per-core L2 (512 KiB, 8-way), drives it with CONNS connections sending
 between a run of MSGS and one of MSGS/4 messages, so connection set-up
 cancels out. The counts are deterministic enough to compare layouts where
 timed runs at 1 000 connections are lost in the kernel's noise (BENCHMARKS.md,
-issue 25). Build the bench first:
+sockets and echo). Build the bench first:
 
     cargo bench -p coro-benches --bench net --no-run
     python3 benches/cachegrind/echo.py coro 1000 80000

@@ -106,7 +106,7 @@ impl Drop for Server {
 /// A copy, not shared with `benches/net.rs` through the bench library:
 /// moving that file's client into the library changed how the net bench's
 /// own coro handler compiled, and its server user time by about 10 %
-/// (BENCHMARKS.md, eighth session), so the net bench is left as it was.
+/// (BENCHMARKS.md, sockets and echo), so the net bench keeps its own.
 struct EchoClient {
     poll: Poll,
     conns: Vec<TcpStream>,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The HTTP benchmark of issue #25: coro's examples/http.rs beside
+# The HTTP benchmark: coro's examples/http.rs beside
 # may_minihttp and hyper on tokio (current-thread, one runtime per core),
 # all serving TechEmpower's /plaintext and /json, loaded by wrk.
 #

@@ -1,4 +1,4 @@
-//! The servers and clients of the interop benchmark (issue 24), one binary
+//! The servers and clients of the interop benchmark, one binary
 //! so that both sides are built the same way:
 //!
 //! ```text

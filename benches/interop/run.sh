@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The interop benchmark (issue 24): hyper and tokio-postgres on coro beside
+# The interop benchmark: hyper and tokio-postgres on coro beside
 # the same code on tokio's current-thread runtime, alternating, ROUNDS times.
 #
 #   bash benches/interop/run.sh [ROUNDS]     # default 3

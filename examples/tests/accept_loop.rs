@@ -1,8 +1,8 @@
-//! The examples' accept loop (issue #14, item 4): when no green thread can
-//! be started (`Builder::spawn` fails with `OutOfMemory`), it closes the new
+//! The examples' accept loop: when no green thread can be started
+//! (`Builder::spawn` fails with `OutOfMemory`), it closes the new
 //! connection, logs once, and keeps accepting; once connections end it
-//! serves again. `coro::spawn` used to panic there and kill the acceptor,
-//! leaving the server running and deaf.
+//! serves again. (A panicking `coro::spawn` there would kill the acceptor,
+//! leaving the server running and deaf.)
 //!
 //! The child process lowers its own address-space limit (`RLIMIT_AS`) so
 //! that only a few more 64 MiB stacks fit: the same failure as reaching
@@ -116,7 +116,7 @@ fn child() {
 }
 
 #[test]
-fn issue_14_4_an_accept_loop_survives_out_of_memory() {
+fn an_accept_loop_survives_out_of_memory() {
     if std::env::var_os(CHILD).is_some() {
         child();
         return;
@@ -124,7 +124,7 @@ fn issue_14_4_an_accept_loop_survives_out_of_memory() {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "issue_14_4_an_accept_loop_survives_out_of_memory",
+            "an_accept_loop_survives_out_of_memory",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -113,8 +113,8 @@ fn workers_are_recycled_restarted_and_reaped() {
     assert!(alive(p4));
 
     // Touching restart.txt restarts the group at its next request. Its
-    // directory is there already (issue #21, item 5: the documented `touch`
-    // failed on a fresh root), made when the app got its first worker.
+    // directory is there already (so the documented `touch` works on a
+    // fresh root), made when the app got its first worker.
     let tmp = root.join("apps/blog/tmp");
     assert!(tmp.is_dir(), "{} was not made", tmp.display());
     std::fs::File::create(tmp.join("restart.txt")).unwrap();

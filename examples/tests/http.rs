@@ -1,4 +1,4 @@
-//! The HTTP example (issue #25), run as a real process and asked by real
+//! The HTTP example, run as a real process and asked by real
 //! `TcpStream` clients: the TechEmpower endpoints with their headers,
 //! keep-alive, pipelining, bodies skipped, and the errors (400 for
 //! malformed requests, 431 for oversized heads, 501 for chunked bodies)

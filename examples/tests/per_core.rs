@@ -1,4 +1,4 @@
-//! The one-runtime-per-core example (issue #14, item 2), run as a real
+//! The one-runtime-per-core example, run as a real
 //! process: two runtimes share a port through `SO_REUSEPORT`, every
 //! connection is answered, `stats` gathers the counts of both runtimes over
 //! their `Send` channels, and closing standard input stops both through
@@ -52,7 +52,7 @@ fn ask(conn: &mut (TcpStream, BufReader<TcpStream>), line: &str) -> String {
 }
 
 #[test]
-fn issue_14_2_runtimes_per_core_share_a_port_and_talk_over_send_channels() {
+fn runtimes_per_core_share_a_port_and_talk_over_send_channels() {
     let mut server = Server(
         Command::new(example())
             .arg("127.0.0.1:0")

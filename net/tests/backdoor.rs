@@ -628,7 +628,7 @@ fn hostile_clients_cost_bounded_memory_and_a_ticking_thread_keeps_its_schedule()
     assert_eq!(warnings, 0, "latency warnings during the storm");
 }
 
-/// Issue #26: `threads` shows who holds what a thread waits on; `deadlocks`
+/// `threads` shows who holds what a thread waits on; `deadlocks`
 /// names a two-lock cycle; `leaks` lists a thread waiting on a lock whose
 /// holder finished; `trace dump` and `trace latency` write the flight
 /// recorder as Chrome trace JSON.

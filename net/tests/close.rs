@@ -1,5 +1,6 @@
 //! Closing a socket while another green thread waits on it (both orders),
-//! and a new socket that reuses the fd number of a closed one.
+//! a listener's `incoming()` ending after `close()`, and a new socket that
+//! reuses the fd number of a closed one.
 
 mod util;
 
@@ -8,8 +9,8 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::Duration;
 
-use coro::net::{Fd, TcpListener, TcpStream, UdpSocket};
-use util::{assert_kind, run};
+use coro::net::{Fd, TcpListener, TcpStream, UdpSocket, UnixListener};
+use util::{assert_kind, run, TempDir};
 
 fn pair() -> io::Result<(TcpStream, TcpStream)> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -174,6 +175,43 @@ fn fd_reuse_pipe() -> io::Result<()> {
         (&r2).read_exact(&mut b)?;
         assert_eq!(&b, b"y");
         drop(w1);
+        Ok(())
+    })
+}
+
+/// `for s in listener.incoming()` ends after `close()` (it does not go on
+/// forever, one `NotConnected` error after another).
+#[test]
+fn incoming_ends_after_close() -> io::Result<()> {
+    run(|| {
+        let listener = Rc::new(TcpListener::bind("127.0.0.1:0")?);
+        let addr = listener.local_addr()?;
+        let acceptor = {
+            let listener = listener.clone();
+            coro::spawn(move || {
+                let mut accepted = 0;
+                let mut errors = 0;
+                for s in listener.incoming() {
+                    match s {
+                        Ok(_) => accepted += 1,
+                        Err(_) => errors += 1,
+                    }
+                    assert!(errors < 100, "incoming() did not end after close()");
+                }
+                (accepted, errors)
+            })
+        };
+        let _c = coro::net::TcpStream::connect(addr)?;
+        coro::yield_now();
+        // The acceptor waits in incoming() again; close it from here.
+        listener.close();
+        assert_eq!(acceptor.join().unwrap(), (1, 0));
+        assert!(listener.incoming().next().is_none());
+
+        let dir = TempDir::new("incoming-close")?;
+        let unix = UnixListener::bind(dir.path("sock"))?;
+        unix.close();
+        assert!(unix.incoming().next().is_none());
         Ok(())
     })
 }

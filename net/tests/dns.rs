@@ -2,206 +2,25 @@
 //! socket on loopback that the test programs to answer well, badly, late,
 //! or not at all. The hostile answers must end in errors, never panics.
 
+mod dns_peer;
 mod util;
 
-use std::cell::{Cell, RefCell};
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
 use std::rc::Rc;
 use std::time::Duration;
 
 use coro::net::dns::{Config, DnsError, Mx, Resolver};
-use coro::net::{TcpListener, UdpSocket};
-use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
-use hickory_proto::rr::rdata::{A, AAAA, CNAME, MX, PTR, SOA, TXT};
+use coro::net::UdpSocket;
+use hickory_proto::op::{Edns, Message, MessageType, ResponseCode};
+use hickory_proto::rr::rdata::{A, AAAA, MX, PTR, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
+use dns_peer::{
+    a, answer, cname, dns_err, framed, name, peer, peer_with_tcp, qname, resolver, response, soa,
+    Act,
+};
 use util::run;
-
-/// What the scripted server does with one query.
-enum Act {
-    /// Sends these bytes from the server's socket.
-    Send(Vec<u8>),
-    /// Sends these bytes from another socket (a spoofer).
-    SendFromElsewhere(Vec<u8>),
-    /// Waits.
-    Sleep(Duration),
-}
-
-/// The scripted server.
-struct Peer {
-    addr: SocketAddr,
-    udp: Rc<UdpSocket>,
-    tcp: Option<Rc<TcpListener>>,
-    /// Queries received over UDP, with their source.
-    seen: Rc<RefCell<Vec<(Message, SocketAddr)>>>,
-    /// Queries received over TCP.
-    tcp_seen: Rc<Cell<usize>>,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        self.udp.close();
-        if let Some(t) = &self.tcp {
-            t.close();
-        }
-    }
-}
-
-impl Peer {
-    fn queries(&self) -> usize {
-        self.seen.borrow().len()
-    }
-}
-
-/// A server answering each UDP query with `udp(query)`'s acts (in a green
-/// thread of its own per query, so a sleeping answer does not hold up the
-/// next query).
-fn peer(udp: impl Fn(&Message) -> Vec<Act> + 'static) -> io::Result<Peer> {
-    peer_with_tcp(udp, None::<fn(&Message) -> Vec<u8>>)
-}
-
-/// As [`peer`], with a TCP listener on the same port whose answer to a
-/// query is `tcp(query)` (raw bytes, length prefix included).
-fn peer_with_tcp(
-    udp: impl Fn(&Message) -> Vec<Act> + 'static,
-    tcp: Option<impl Fn(&Message) -> Vec<u8> + 'static>,
-) -> io::Result<Peer> {
-    let (sock, listener) = loop {
-        let sock = UdpSocket::bind("127.0.0.1:0")?;
-        if tcp.is_none() {
-            break (sock, None);
-        }
-        // The TCP listener needs the same port: retry if it is taken.
-        if let Ok(l) = TcpListener::bind(sock.local_addr()?) {
-            break (sock, Some(Rc::new(l)));
-        }
-    };
-    let addr = sock.local_addr()?;
-    let udp_sock = Rc::new(sock);
-    let seen = Rc::new(RefCell::new(Vec::new()));
-    let tcp_seen = Rc::new(Cell::new(0));
-    let handler = Rc::new(udp);
-    {
-        let (sock, seen) = (udp_sock.clone(), seen.clone());
-        coro::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok((n, from)) = sock.recv_from(&mut buf) {
-                let q = Message::from_vec(&buf[..n]).expect("the resolver's query parses");
-                seen.borrow_mut().push((q.clone(), from));
-                let (sock, handler) = (sock.clone(), handler.clone());
-                coro::spawn(move || {
-                    for act in handler(&q) {
-                        match act {
-                            Act::Send(b) => {
-                                let _ = sock.send_to(&b, from);
-                            }
-                            Act::SendFromElsewhere(b) => {
-                                let other = UdpSocket::bind("127.0.0.1:0").unwrap();
-                                other.send_to(&b, from).unwrap();
-                            }
-                            Act::Sleep(d) => {
-                                let _ = coro::sleep(d);
-                            }
-                        }
-                    }
-                });
-            }
-        });
-    }
-    if let (Some(l), Some(tcp)) = (&listener, tcp) {
-        let (l, count) = (l.clone(), tcp_seen.clone());
-        coro::spawn(move || {
-            while let Ok((mut s, _)) = l.accept() {
-                let mut len = [0u8; 2];
-                s.read_exact(&mut len).unwrap();
-                let mut q = vec![0u8; u16::from_be_bytes(len).into()];
-                s.read_exact(&mut q).unwrap();
-                count.set(count.get() + 1);
-                let _ = s.write_all(&tcp(&Message::from_vec(&q).unwrap()));
-            }
-        });
-    }
-    Ok(Peer {
-        addr,
-        udp: udp_sock,
-        tcp: listener,
-        seen,
-        tcp_seen,
-    })
-}
-
-/// A resolver for `servers` with short timeouts.
-fn resolver(servers: &[&Peer], attempts: usize) -> io::Result<Resolver> {
-    let mut c = Config::with_servers(servers.iter().map(|p| p.addr).collect());
-    c.timeout = Duration::from_millis(300);
-    c.attempts = attempts;
-    Resolver::new(c)
-}
-
-fn name(s: &str) -> Name {
-    Name::from_ascii(s).unwrap()
-}
-
-/// A response to `q` with `rcode`, its question echoed.
-fn response(q: &Message, rcode: ResponseCode) -> Message {
-    let mut m = Message::new();
-    m.set_id(q.id())
-        .set_message_type(MessageType::Response)
-        .set_op_code(OpCode::Query)
-        .set_recursion_desired(true)
-        .set_recursion_available(true)
-        .set_response_code(rcode)
-        .add_queries(q.queries().to_vec());
-    m
-}
-
-/// A NOERROR response to `q` with these answers.
-fn answer(q: &Message, records: Vec<Record>) -> Vec<u8> {
-    let mut m = response(q, ResponseCode::NoError);
-    m.add_answers(records);
-    m.to_vec().unwrap()
-}
-
-fn a(owner: &str, ttl: u32, ip: [u8; 4]) -> Record {
-    Record::from_rdata(name(owner), ttl, RData::A(A(Ipv4Addr::from(ip))))
-}
-
-fn cname(owner: &str, target: &str) -> Record {
-    Record::from_rdata(name(owner), 300, RData::CNAME(CNAME(name(target))))
-}
-
-fn soa(zone: &str, ttl: u32, minimum: u32) -> Record {
-    let rdata = SOA::new(
-        name("ns.test."),
-        name("admin.test."),
-        1,
-        3600,
-        600,
-        86400,
-        minimum,
-    );
-    Record::from_rdata(name(zone), ttl, RData::SOA(rdata))
-}
-
-/// The `DnsError` of a failed lookup.
-#[track_caller]
-fn dns_err<T: std::fmt::Debug>(r: io::Result<T>) -> DnsError {
-    let e = r.expect_err("the lookup should fail");
-    DnsError::from_io(&e)
-        .unwrap_or_else(|| panic!("not a DnsError: {e}"))
-        .clone()
-}
-
-/// The question's name, lower-cased, without the dot.
-fn qname(q: &Message) -> String {
-    q.queries()[0]
-        .name()
-        .to_ascii()
-        .to_lowercase()
-        .trim_end_matches('.')
-        .to_owned()
-}
 
 /// A well-behaved server for a small zone.
 fn zone(q: &Message) -> Vec<Act> {
@@ -452,12 +271,7 @@ fn truncated_answer_is_asked_again_over_tcp() -> io::Result<()> {
                 m.set_truncated(true);
                 vec![Act::Send(m.to_vec().unwrap())]
             },
-            Some(move |q: &Message| {
-                let b = answer(q, records(q));
-                let mut out = (b.len() as u16).to_be_bytes().to_vec();
-                out.extend_from_slice(&b);
-                out
-            }),
+            Some(move |q: &Message| framed(answer(q, records(q)))),
         )?;
         let r = resolver(&[&p], 1)?;
         let ips = r.lookup_ip("big.test.")?;

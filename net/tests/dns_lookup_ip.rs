@@ -1,7 +1,7 @@
-//! `Resolver::lookup_ip` asks for the A and the AAAA records at once (issue
-//! 23): a real UDP DNS server on loopback, on an OS thread of its own,
-//! answers the two questions in an order that only a concurrent asker
-//! survives, and the error rules for one family failing are held.
+//! `Resolver::lookup_ip` asks for the A and the AAAA records at once: a
+//! real UDP DNS server on loopback, on an OS thread of its own, answers the
+//! two questions in an order that only a concurrent asker survives, and the
+//! error rules for one family failing are held.
 
 mod util;
 

@@ -188,3 +188,21 @@ fn bad_arguments_and_closed_sockets_fail_clearly() -> io::Result<()> {
         Ok(())
     })
 }
+
+/// `sendfile` from a real file on a green thread.
+#[test]
+fn sendfile_sends_a_file() -> io::Result<()> {
+    let dir = TempDir::new("sendfile-file")?;
+    run(move || {
+        let path = dir.path("f");
+        std::fs::write(&path, b"zero-copy")?;
+        let f = std::fs::File::open(&path)?;
+        let (a, mut b) = UnixStream::pair()?;
+        assert_eq!(a.sendfile(&f, 5, 100)?, 4);
+        drop(a);
+        let mut got = String::new();
+        b.read_to_string(&mut got)?;
+        assert_eq!(got, "copy");
+        Ok(())
+    })
+}

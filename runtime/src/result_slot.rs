@@ -4,12 +4,12 @@
 //!
 //! # Why
 //!
-//! The result used to travel in an `Rc` of its own, shared by the thread
-//! and its handle. Keeping those for reuse (one list per result type) cost
-//! about 270 instructions a thread, a fifth of a cold spawn and join; a
-//! fresh allocation per spawn cost more once a thousand results were alive
-//! at once (BENCHMARKS.md, "Spawn"). The handle holds the control block
-//! anyway, so the result now waits there.
+//! A result in an `Rc` of its own, shared by the thread and its handle,
+//! would cost either a list per result type to keep those for reuse (about
+//! 270 instructions a thread, a fifth of a cold spawn and join) or a fresh
+//! allocation per spawn, which costs more once a thousand results are
+//! alive at once (BENCHMARKS.md, "Spawn"). The handle holds the control
+//! block anyway, so the result waits there.
 //!
 //! # Invariant: a slot is read as the type it was filled with
 //!

@@ -254,7 +254,7 @@ impl Scheduler {
     /// longer maps it after the syscalls of the threads that ran since, and
     /// a software prefetch that misses the TLB holds the core until the
     /// page walk is done. One at a time, each walk costs its whole latency;
-    /// issued together, the walks overlap (BENCHMARKS.md, eighth session).
+    /// issued together, the walks overlap.
     /// With a few threads everything is in the cache already and the hints
     /// would only cost: the caller prefetches only in passes of
     /// `PREFETCH_BATCH` or more.

@@ -169,7 +169,7 @@ mod tests {
 
     /// A runtime run from a thread-local's destructor, after the hook list
     /// was destroyed (registered later, so destroyed first), shuts down
-    /// (it used to abort the process: "the runtime's shutdown panicked").
+    /// (the process is not aborted with "the runtime's shutdown panicked").
     #[test]
     fn a_runtime_runs_in_a_thread_locals_destructor() {
         std::thread::spawn(|| {

@@ -203,10 +203,10 @@ fn watch(s: Arc<WatchShared>) {
 mod tests {
     use super::*;
 
-    /// Issue #13, item 14: a sample taken after the thread it read finished
+    /// A sample taken after the thread it read finished
     /// must not put the finished thread's entry back.
     #[test]
-    fn issue_13_a_finished_thread_is_not_charged_again() {
+    fn a_finished_thread_is_not_charged_again() {
         let w = Watchdog::start(Duration::from_secs(3600)).unwrap();
         let s = &w.shared;
         s.running.store(7, Ordering::Relaxed);

@@ -78,10 +78,10 @@ fn many_jobs_on_a_small_pool() {
 
 /// A caller waiting for room in the full queue is woken when queued jobs are
 /// cancelled, and a wake-up popped for a room waiter that an interrupt
-/// already made ready is passed on (issue #13; it used to be lost). Here: the only
-/// worker is busy, 4096 queued callers time out (the queue empties), room
-/// waiter X is interrupted, and the busy job completes while X's stale
-/// entry is first: Y's wake-up goes to X and is lost. Y used to stay parked
+/// already made ready is passed on, not lost. Here: the only worker is
+/// busy, 4096 queued callers time out (the queue empties), room waiter X is
+/// interrupted, and the busy job completes while X's stale entry is first:
+/// Y's wake-up goes to X first; were it lost there, Y would stay parked
 /// forever with an empty queue and an idle worker.
 #[test]
 fn a_room_waiter_is_not_stranded_when_queued_jobs_go_away() {

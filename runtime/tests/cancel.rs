@@ -1,5 +1,5 @@
-//! `CancelScope` (issue 16, part 1): explicit cancel before entry, from
-//! inside and from another thread; level-triggering; `cancel_called` and
+//! `CancelScope`: explicit cancel before entry, from inside and from
+//! another thread; level-triggering; `cancel_called` (which latches) and
 //! `cancelled_caught`; nesting; shields (against outer deadlines and
 //! cancels, lowered while a cancel is pending, against `interrupt`);
 //! deadlines read, moved earlier and later while a thread is blocked, and
@@ -583,5 +583,41 @@ fn with_timeout_creates_no_timer_when_nothing_blocks() {
         let s = coro::stats();
         assert_eq!(s.pending_timers, 0);
         assert_eq!(s.timer_heap_len, 0);
+    });
+}
+
+/// A deadline that passed before the scope was entered latches:
+/// moving it later does not un-cancel the scope, and the scope is entered
+/// cancelled.
+#[test]
+fn cancel_called_latches_before_entry() {
+    util::run(|| {
+        let scope = CancelScope::new();
+        scope.set_deadline(Some(coro::clock::now()));
+        scope.set_deadline(Some(coro::clock::now() + Duration::from_secs(30)));
+        assert!(scope.cancel_called(), "un-latched by a later deadline");
+        scope.set_deadline(None);
+        assert!(scope.cancel_called(), "un-latched by removing the deadline");
+        let r = scope.run(|| coro::sleep(Duration::from_secs(5)));
+        assert!(r.is_err(), "entered uncancelled: {r:?}");
+        assert!(scope.cancelled_caught());
+    });
+}
+
+/// `cancel_called` latches the same way inside the scope, before the deadline's timer fired.
+#[test]
+fn cancel_called_latches_inside_the_scope() {
+    util::run(|| {
+        let scope = CancelScope::new();
+        let s = scope.clone();
+        let r = scope.run(move || {
+            s.set_deadline(Some(coro::clock::now()));
+            s.set_deadline(Some(coro::clock::now() + Duration::from_secs(30)));
+            assert!(s.cancel_called());
+            coro::sleep(Duration::from_secs(5))
+        });
+        assert!(r.is_err(), "the sleep was not cancelled: {r:?}");
+        assert!(scope.cancel_called());
+        let _ = WaitError::TimedOut;
     });
 }

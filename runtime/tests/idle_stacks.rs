@@ -1,7 +1,7 @@
-//! Idle stacks copied out (issue #12, item 4; an `unsafe` opt-in since
-//! issue #20): a thread parked for longer than `idle_stack_release` has the
-//! live part of its stack saved to the heap and its pages given back, and
-//! is copied back before it next runs, at the same addresses. Each test waits until the copy-out happened
+//! Idle stacks copied out (an `unsafe` opt-in): a thread parked for longer
+//! than `idle_stack_release` has the live part of its stack saved to the
+//! heap and its pages given back, and is copied back before it next runs,
+//! at the same addresses. Each test waits until the copy-out happened
 //! (`stats().idle_stacks`), so it fails if nothing is ever copied out, and
 //! then checks that the thread carries on exactly where it was.
 
@@ -73,7 +73,7 @@ fn deep(level: u32, above: Option<&Cell<u64>>, parked: &dyn Fn()) -> u64 {
 }
 
 #[test]
-fn issue_12_4_a_copied_out_thread_resumes_where_it_was_with_shared_heap_data() {
+fn a_copied_out_thread_resumes_where_it_was_with_shared_heap_data() {
     runtime().block_on(|| {
         let shared = Rc::new(RefCell::new(vec![1u32, 2, 3]));
         let s2 = shared.clone();
@@ -106,7 +106,7 @@ fn issue_12_4_a_copied_out_thread_resumes_where_it_was_with_shared_heap_data() {
 }
 
 #[test]
-fn issue_12_4_a_copied_out_thread_keeps_its_socket() {
+fn a_copied_out_thread_keeps_its_socket() {
     runtime().block_on(|| {
         let mut listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
@@ -205,8 +205,8 @@ fn copied_out_threads_are_interrupted_timed_out_and_unwound() {
 /// 128 MiB resident, and a few hundred KiB once copied out. Measured in a
 /// child process, alone.
 #[test]
-fn issue_12_4_copying_out_gives_the_pages_back() {
-    const NAME: &str = "issue_12_4_copying_out_gives_the_pages_back";
+fn copying_out_gives_the_pages_back() {
+    const NAME: &str = "copying_out_gives_the_pages_back";
     if is_child(NAME) {
         runtime().block_on(|| {
             #[inline(never)]
@@ -261,7 +261,7 @@ fn rss() -> usize {
 /// their writes would be lost when it is copied back). A sibling parked
 /// as long is copied out, so the sweep did run.
 #[test]
-fn issue_12_4_a_scope_owner_stays_in_place_while_its_threads_borrow_from_it() {
+fn a_scope_owner_stays_in_place_while_its_threads_borrow_from_it() {
     runtime().block_on(|| {
         let idle = coro::spawn(|| {
             let _ = coro::park_as("idle sibling");

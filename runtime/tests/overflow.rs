@@ -1,6 +1,8 @@
 //! Stack overflow in a green thread: a message naming the thread and its
-//! stack size, then abort (checked from a child process). Also: running out of
-//! mappings or memory for stacks is an error from `Builder::spawn`.
+//! stack size, then abort (checked from a child process); a frame that skips
+//! the guard page without probing faults in the guard gap, not in the next
+//! stack. Also: running out of mappings or memory for stacks is an error
+//! from `Builder::spawn`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -85,13 +87,13 @@ fn a_segfault_that_is_not_an_overflow_is_not_reported_as_one() {
     assert!(!stderr.contains("overflowed"), "{stderr}");
 }
 
-/// Issue #13, item 9: a SIGSEGV that is not a green thread's overflow goes
-/// to the handler installed before the runtime's (every time: it used to be
-/// swallowed once and the runtime's handler removed), and a later overflow
-/// is still reported by name.
+/// A SIGSEGV that is not a green thread's overflow goes to the handler
+/// installed before the runtime's, every time (it is never swallowed, and
+/// the runtime's handler stays), and a later overflow is still reported by
+/// name.
 #[test]
-fn issue_13_9_other_signals_reach_the_previous_handler_and_ours_stays() {
-    const NAME: &str = "issue_13_9_other_signals_reach_the_previous_handler_and_ours_stays";
+fn other_signals_reach_the_previous_handler_and_ours_stays() {
+    const NAME: &str = "other_signals_reach_the_previous_handler_and_ours_stays";
     static SEEN: AtomicUsize = AtomicUsize::new(0);
     extern "C" fn previous(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
         SEEN.fetch_add(1, Ordering::SeqCst);
@@ -214,13 +216,13 @@ fn reaching_the_mapping_limit_is_an_error_from_spawn() {
     assert!(stdout.contains("2 mappings"), "{stdout}");
 }
 
-/// Issue #12, item 5: with guard regions (Linux 6.13+) stacks share their
+/// With guard regions (Linux 6.13+) stacks share their
 /// chunk's mapping, so more threads than the mapping limit allowed before
 /// (about `vm.max_map_count / 2`) live at once, each with a working guard
 /// page (the overflow tests above fault on it).
 #[test]
-fn issue_12_5_more_threads_than_mappings_allow() {
-    const NAME: &str = "issue_12_5_more_threads_than_mappings_allow";
+fn more_threads_than_mappings_allow() {
+    const NAME: &str = "more_threads_than_mappings_allow";
     let Some(max) = max_map_count() else {
         return; // not Linux
     };
@@ -265,13 +267,13 @@ fn max_map_count() -> Option<usize> {
         .and_then(|s| s.trim().parse::<usize>().ok())
 }
 
-/// Issue #13, item 9 with std's own handler before ours (every Rust program
+/// A SIGSEGV forwarded with std's own handler before ours (every Rust program
 /// has it): std's handler, called for a sent SIGSEGV, resets the disposition
 /// to the default and returns; ours is put back, so a later green overflow
-/// is still reported (it used to die as a bare SIGSEGV).
+/// is still reported (not a bare SIGSEGV death).
 #[test]
-fn issue_13_9_a_sent_sigsegv_forwarded_to_std_keeps_the_overflow_report() {
-    const NAME: &str = "issue_13_9_a_sent_sigsegv_forwarded_to_std_keeps_the_overflow_report";
+fn a_sent_sigsegv_forwarded_to_std_keeps_the_overflow_report() {
+    const NAME: &str = "a_sent_sigsegv_forwarded_to_std_keeps_the_overflow_report";
     if is_child(NAME) {
         coro::run(|| {
             // SAFETY: a child process that exists to receive this signal.
@@ -302,4 +304,78 @@ fn issue_13_9_a_sent_sigsegv_forwarded_to_std_keeps_the_overflow_report() {
         stderr.contains("'after-forwarding' overflowed its stack"),
         "overflow not reported: {stderr}"
     );
+}
+
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".globl coro_test_unprobed_big_frame",
+    "coro_test_unprobed_big_frame:",
+    // A 69 776-byte frame as gcc emits it without -fstack-clash-protection:
+    // one subtraction, then a store at the far (lowest) end first.
+    "sub rsp, 69776",
+    "mov qword ptr [rsp], rdi",
+    "add rsp, 69776",
+    "ret",
+);
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    fn coro_test_unprobed_big_frame(x: u64);
+}
+
+/// Green threads on 16 KiB stacks, side by side; one calls a frame of
+/// 69 776 bytes that skips the guard unprobed (as gcc emits one without
+/// stack-clash protection). With a one-page guard its store would land in
+/// a neighbour's live stack unreported; with the guard gap it faults there
+/// and the overflow report names the thread.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn an_unprobed_69_776_byte_frame_faults_in_the_guard_gap() {
+    const NAME: &str = "an_unprobed_69_776_byte_frame_faults_in_the_guard_gap";
+    if is_child(NAME) {
+        coro::run(|| {
+            let neighbours: Vec<_> = (0..8)
+                .map(|_| {
+                    coro::Builder::new()
+                        .stack_size(16 * 1024)
+                        .spawn(|| {
+                            let canary = std::hint::black_box([0x5au8; 512]);
+                            let _ = coro::park_as("neighbour");
+                            assert!(canary.iter().all(|&b| b == 0x5a), "canary overwritten");
+                        })
+                        .unwrap()
+                })
+                .collect();
+            coro::yield_now();
+            coro::Builder::new()
+                .name("big-frame".into())
+                .stack_size(16 * 1024)
+                // SAFETY: the assembly function keeps the ABI: it restores
+                // the stack pointer and clobbers no callee-saved register.
+                .spawn(|| unsafe { coro_test_unprobed_big_frame(0xdead_beef) })
+                .unwrap()
+                .join()
+                .unwrap();
+            for n in &neighbours {
+                n.thread().unpark().unwrap();
+            }
+            for n in neighbours {
+                n.join().unwrap();
+            }
+            println!("the frame wrote past the guard unnoticed");
+        });
+        return;
+    }
+    let out = child(NAME);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the child finished: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr.contains("green thread") && stderr.contains("'big-frame' overflowed its stack"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("guard gap hit"), "{stderr}");
 }

@@ -1,5 +1,5 @@
 //! The clock's rate refinement (`clock::recalibrate`) seen from another OS
-//! thread: wall time never jumps (issue #13's review). Alone in its binary:
+//! thread: wall time never jumps. Alone in its binary:
 //! it recalibrates in a loop, which would disturb other tests' conversions.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,9 +11,8 @@ use coro_runtime::clock;
 /// `recalibrate` publishes the new rate and the matching wall offset as one
 /// unit (a seqlock), so `wall_now()` on another OS thread (another
 /// runtime's loop) never combines the new rate with the old offset; that
-/// error grew with machine uptime (ticks count from boot) and showed as
-/// wall time going backwards by up to half a millisecond (issue #13's
-/// review).
+/// error would grow with machine uptime (ticks count from boot) and show
+/// as wall time going backwards by up to half a millisecond.
 #[test]
 fn wall_time_stays_continuous_while_another_thread_recalibrates() {
     if clock::source() != clock::Source::Tsc {

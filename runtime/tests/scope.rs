@@ -1,4 +1,4 @@
-//! `coro::scope` (issue 16, part 2): threads that borrow from the caller's
+//! `coro::scope`: threads that borrow from the caller's
 //! frame, the scope waiting for them on every path (return, body panic,
 //! interrupt or cancel of the waiting thread, runtime shutdown, a thread
 //! leaked by shutdown, shutdown after the loop panics), cancellation

@@ -1,10 +1,17 @@
-//! What happens to green threads still alive when the main closure returns.
+//! What happens to green threads still alive when the main closure returns:
+//! they see `Interrupted`, their destructors run, a thread that swallows its
+//! unwind is leaked (logged by name), threads spawned during the unwind are
+//! unwound too, and joiners see `Cancelled`.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 
-use coro_runtime::{self as coro, WaitError};
+use coro_runtime::{self as coro, JoinError, WaitError};
+
+mod util;
+use util::{bounded, capture_logs, LOGS};
 
 struct Flag(Rc<Cell<u32>>);
 impl Drop for Flag {
@@ -179,5 +186,135 @@ fn no_suspend_puts_off_selfish_yields_and_ignores_yield_now() {
         assert_eq!(coro::stats().switches, before, "nothing switched");
         // The yield was put off, not forgotten: the next spend yields.
         assert!(coro::try_selfish());
+    });
+}
+
+/// A thread that catches its shutdown unwind in a loop is unwound
+/// a few times, then logged by name and leaked; `run` returns.
+#[test]
+fn a_thread_that_swallows_its_unwind_is_leaked_not_spun_on() {
+    capture_logs();
+    bounded(60, || {
+        coro::run(|| {
+            drop(
+                coro::Builder::new()
+                    .name("stubborn".into())
+                    .spawn(|| loop {
+                        let _ = panic::catch_unwind(|| {
+                            let _ = coro::sleep(Duration::from_secs(1));
+                            coro::yield_now();
+                        });
+                    })
+                    .unwrap(),
+            );
+            // Its sleeps fail at once now, and fail-at-once calls yield.
+            drop(
+                coro::Builder::new()
+                    .name("no-yield".into())
+                    .spawn(|| loop {
+                        let _ = panic::catch_unwind(|| coro::sleep(Duration::from_secs(1)));
+                    })
+                    .unwrap(),
+            );
+            coro::yield_now();
+        });
+    });
+    let logs = LOGS.lock().unwrap();
+    for name in ["stubborn", "no-yield"] {
+        assert!(
+            logs.iter().any(|(l, m)| *l == log::Level::Error
+                && m.contains(&format!("'{name}'"))
+                && m.contains("leaked")),
+            "{name}: {logs:?}"
+        );
+    }
+}
+
+/// A supervisor loop around `catch_unwind` still
+/// runs its destructors at each round of the unwind.
+#[test]
+fn destructors_run_in_a_thread_that_catches_its_unwind() {
+    bounded(60, || {
+        let drops = Rc::new(Cell::new(0));
+        let d = drops.clone();
+        coro::run(move || {
+            drop(coro::spawn(move || loop {
+                struct Count(Rc<Cell<u32>>);
+                impl Drop for Count {
+                    fn drop(&mut self) {
+                        self.0.set(self.0.get() + 1);
+                    }
+                }
+                let c = Count(d.clone());
+                let _ = panic::catch_unwind(AssertUnwindSafe(|| {
+                    let _c = c;
+                    let _ = coro::park();
+                }));
+            }));
+            coro::yield_now();
+        });
+        assert!(drops.get() >= 2, "{}", drops.get());
+    });
+}
+
+/// A thread spawned by a destructor during shutdown's unwind is
+/// unwound too (its closure dropped, never run) before `run` returns, and
+/// the runtime's next run starts empty.
+#[test]
+fn threads_spawned_during_the_unwind_do_not_outlive_it() {
+    thread_local! {
+        static CLOSURE_DROPPED: Cell<bool> = const { Cell::new(false) };
+        static CLOSURE_RAN: Cell<bool> = const { Cell::new(false) };
+    }
+    struct SpawnOnDrop;
+    impl Drop for SpawnOnDrop {
+        fn drop(&mut self) {
+            struct Mark;
+            impl Drop for Mark {
+                fn drop(&mut self) {
+                    CLOSURE_DROPPED.with(|d| d.set(true));
+                }
+            }
+            let m = Mark;
+            drop(coro::spawn(move || {
+                let _m = m;
+                CLOSURE_RAN.with(|r| r.set(true));
+            }));
+        }
+    }
+    bounded(60, || {
+        let mut rt = coro::Runtime::new().unwrap();
+        rt.block_on(|| {
+            drop(coro::spawn(|| {
+                let _s = SpawnOnDrop;
+                loop {
+                    // Swallows the interrupt: only the forced unwind ends it.
+                    let _ = coro::park();
+                    coro::yield_now();
+                }
+            }));
+            coro::yield_now();
+        });
+        assert!(CLOSURE_DROPPED.with(Cell::get));
+        assert!(!CLOSURE_RAN.with(Cell::get));
+        assert_eq!(rt.block_on(|| coro::stats().live), 1);
+    });
+}
+
+/// A join error for a thread unwound at shutdown still says `Cancelled`.
+#[test]
+fn threads_unwound_at_shutdown_report_cancelled() {
+    thread_local!(static H: RefCell<Option<coro::JoinHandle<()>>> = const { RefCell::new(None) });
+    bounded(60, || {
+        coro::run(|| {
+            let h = coro::spawn(|| loop {
+                let _ = coro::park();
+                coro::yield_now();
+            });
+            H.with(|s| *s.borrow_mut() = Some(h));
+            coro::yield_now();
+        });
+        let h = H.with(|s| s.borrow_mut().take()).unwrap();
+        assert!(matches!(h.join(), Err(JoinError::Cancelled)));
     });
 }

@@ -1,8 +1,15 @@
-//! spawn, Builder, join, panics, and spawn errors.
+//! spawn, Builder, join, panics, and spawn errors; `run` with closures
+//! that borrow.
 
+use std::cell::Cell;
+use std::panic;
+use std::rc::Rc;
 use std::time::Duration;
 
-use coro_runtime::{self as coro, JoinError};
+mod util;
+use util::{bounded, capture_logs, child, is_child, LOGS};
+
+use coro_runtime::{self as coro, JoinError, Runtime};
 
 #[test]
 fn join_returns_the_value() {
@@ -157,4 +164,146 @@ fn current_id_names_the_running_thread() {
         );
     });
     assert_eq!(coro::current_id(), None, "the runtime has returned");
+}
+
+struct PanicOnDrop(&'static str);
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("{}", self.0);
+        }
+    }
+}
+
+/// A detached thread's result, or its panic payload, whose
+/// destructor panics does not unwind out of `run`; the others carry on.
+#[test]
+fn destructor_panics_of_detached_results_stay_inside() {
+    capture_logs();
+    bounded(60, || {
+        let sum = coro::run(|| {
+            drop(coro::spawn(|| PanicOnDrop("result dropped")));
+            drop(coro::spawn(|| -> () {
+                panic::panic_any(PanicOnDrop("payload dropped"))
+            }));
+            let other = coro::spawn(|| 5);
+            for _ in 0..4 {
+                coro::yield_now();
+            }
+            other.join().unwrap() + coro::spawn(|| 1).join().unwrap()
+        });
+        assert_eq!(sum, 6);
+    });
+    let logs = LOGS.lock().unwrap();
+    assert!(
+        logs.iter()
+            .any(|(l, m)| *l == log::Level::Error && m.contains("result dropped")),
+        "{logs:?}"
+    );
+}
+
+/// Two green threads waiting on one shared handle both return.
+#[test]
+fn every_joiner_of_a_shared_handle_wakes() {
+    bounded(60, || {
+        coro::run(|| {
+            let h = Rc::new(coro::spawn(|| {
+                let _ = coro::park();
+                7
+            }));
+            let waiters: Vec<_> = (0..2)
+                .map(|_| {
+                    let h = h.clone();
+                    coro::spawn(move || coro::with_timeout(Duration::from_secs(20), || h.wait()))
+                })
+                .collect();
+            coro::yield_now();
+            h.thread().unpark().unwrap();
+            for w in waiters {
+                assert_eq!(w.join().unwrap(), Ok(Ok(())));
+            }
+            let h = Rc::try_unwrap(h).unwrap();
+            assert_eq!(h.join().unwrap(), 7);
+        })
+    });
+}
+
+/// `run` and `block_on` take closures that borrow (no E0373) and may
+/// return borrows.
+#[test]
+fn run_takes_a_closure_that_borrows() {
+    fn serve(addr: &str, hits: &Cell<u32>) -> usize {
+        let h = coro::spawn(coro::yield_now);
+        h.join().unwrap();
+        hits.set(hits.get() + 1);
+        addr.len()
+    }
+    let addr = String::from("127.0.0.1:7000");
+    let hits = Cell::new(0);
+    assert_eq!(coro::run(|| serve(&addr, &hits)), addr.len());
+    let mut rt = Runtime::new().unwrap();
+    let words = ["green".to_string(), "threads".to_string()];
+    let longest: &String = rt.block_on(|| {
+        coro::sleep(Duration::from_millis(1)).unwrap();
+        words.iter().max_by_key(|w| w.len()).unwrap()
+    });
+    assert_eq!(longest, "threads");
+    assert_eq!(rt.block_on(|| serve(&addr, &hits)), addr.len());
+    assert_eq!(hits.get(), 2);
+}
+
+/// A panic in a green thread is reported with a line that names the green
+/// thread first (std's own line says `thread 'main'`); a hook the program
+/// set before the runtime still runs.
+#[test]
+fn a_panic_names_its_green_thread() {
+    const NAME: &str = "a_panic_names_its_green_thread";
+    if is_child(NAME) {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            eprintln!("program's own hook ran");
+            previous(info);
+        }));
+        coro::run(|| {
+            let h = coro::Builder::new()
+                .name("worker".into())
+                .spawn(|| panic!("boom in a worker"))
+                .unwrap();
+            assert!(h.join().unwrap_err().is_panic());
+            // No green thread: nothing is added.
+            assert_eq!(
+                std::thread::spawn(coro::panic_hook_line).join().unwrap(),
+                None
+            );
+        });
+        return;
+    }
+    let out = child(NAME);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .position(|l| l.starts_with("coro: green thread #2 'worker' panicked (on OS thread"))
+        .unwrap_or_else(|| panic!("no line names the green thread: {stderr}"));
+    let rest: Vec<&str> = stderr.lines().skip(line + 1).collect();
+    assert_eq!(rest.first(), Some(&"program's own hook ran"), "{stderr}");
+    assert!(stderr.contains("boom in a worker"), "{stderr}");
+}
+
+/// The stack guard gap is configurable, and a bad size is an error naming it.
+#[test]
+fn the_guard_gap_size_is_checked() {
+    let e = coro::Runtime::builder()
+        .stack_guard_size(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("stack_guard_size"), "{e}");
+    let mut rt = coro::Runtime::builder()
+        .stack_guard_size(64 * 1024)
+        .build()
+        .unwrap();
+    assert_eq!(rt.block_on(|| coro::spawn(|| 3).join().unwrap()), 3);
+    assert_eq!(coro::DEFAULT_STACK_GUARD, 1 << 20);
 }

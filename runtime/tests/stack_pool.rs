@@ -1,4 +1,4 @@
-//! The stack pool gives memory back (issue #13, item 11): stacks of finished
+//! The stack pool gives memory back: stacks of finished
 //! threads keep their touched pages only while they may be reused soon; a
 //! burst of deep threads leaves nothing resident a few seconds later. And a
 //! pooled stack is never reused while its thread lives. Memory is measured
@@ -28,8 +28,8 @@ fn touch_stack() -> u8 {
 }
 
 #[test]
-fn issue_13_11_pooled_stacks_give_their_pages_back() {
-    const NAME: &str = "issue_13_11_pooled_stacks_give_their_pages_back";
+fn pooled_stacks_give_their_pages_back() {
+    const NAME: &str = "pooled_stacks_give_their_pages_back";
     if is_child(NAME) {
         coro::run(|| {
             let before = rss();

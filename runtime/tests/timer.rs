@@ -1,10 +1,16 @@
-//! sleep, sleep_until and the timer heap.
+//! sleep, sleep_until and the timer heap: deadline order, no early wake,
+//! no timer left behind by a sleep that failed before it suspended or by a
+//! scope that left with its timer armed.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::panic;
 use std::rc::Rc;
 use std::time::Duration;
 
-use coro_runtime::{self as coro, clock};
+use coro_runtime::{self as coro, clock, WaitError};
+
+mod util;
+use util::bounded;
 
 /// 10 000 sleepers with deadlines 1 µs apart, spawned in a scrambled
 /// order, all parked before the first is due; `None` if some sleeper only
@@ -149,5 +155,99 @@ fn timeouts_around_blocking_calls_do_not_pile_up_in_the_heap() {
         let s = coro::stats();
         assert_eq!(s.pending_timers, 0, "{s:?}");
         assert!(s.timer_heap_len <= 600, "heap kept stale entries: {s:?}");
+    });
+}
+
+/// A sleep that failed before it suspended (an interrupt was
+/// pending) leaves a timer that must not wake the thread's next park, and
+/// `pending_timers` counts exactly the timers that will still fire.
+#[test]
+fn a_cancelled_sleeps_timer_wakes_nothing_later() {
+    bounded(60, || {
+        coro::run(|| {
+            coro::current().interrupt().unwrap();
+            assert_eq!(
+                coro::sleep(Duration::from_millis(5)),
+                Err(WaitError::Interrupted)
+            );
+            assert_eq!(coro::stats().pending_timers, 0);
+            let woken_by = Rc::new(Cell::new(""));
+            let me = coro::current();
+            let w = woken_by.clone();
+            let unparker = coro::spawn(move || {
+                coro::sleep(Duration::from_millis(100)).unwrap();
+                w.set("unparker");
+                me.unpark().unwrap();
+            });
+            coro::park().unwrap();
+            assert_eq!(woken_by.get(), "unparker", "woken by the stale 5 ms timer");
+            unparker.join().unwrap();
+
+            // The same race, then a sleep: the stale entry neither cuts the
+            // sleep short nor makes the count read low while it lasts.
+            coro::current().interrupt().unwrap();
+            assert!(coro::sleep(Duration::from_millis(5)).is_err());
+            let probe = coro::spawn(|| {
+                coro::sleep(Duration::from_millis(30)).unwrap();
+                coro::stats().pending_timers
+            });
+            let t = coro::clock::now();
+            coro::sleep(Duration::from_millis(100)).unwrap();
+            assert!(t.elapsed() >= Duration::from_millis(100));
+            assert_eq!(probe.join().unwrap(), 1, "main's sleep is pending");
+            assert_eq!(coro::stats().pending_timers, 0);
+        })
+    });
+}
+
+/// A timer entry that went stale (a scope that left with its timer
+/// armed) does not put off the deadlock report until its deadline.
+#[test]
+fn stale_timers_do_not_delay_the_deadlock_report() {
+    bounded(60, || {
+        let r = panic::catch_unwind(|| {
+            coro::run(|| {
+                let me = coro::current();
+                let waker = coro::spawn(move || me.unpark());
+                // Parks inside an hour-long scope: its timer is armed, and
+                // goes stale when the scope returns.
+                let _ = coro::with_timeout(Duration::from_secs(3600), coro::park);
+                waker.join().unwrap().unwrap();
+                let _ = coro::park();
+            })
+        });
+        let msg = r.expect_err("deadlock reported");
+        let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("deadlock"), "{msg}");
+    });
+}
+
+/// A due sleep is a blocking call (it reports an expired scope) and runs
+/// behind earlier due sleepers.
+#[test]
+fn a_zero_sleep_reports_an_expired_scope_and_keeps_deadline_order() {
+    bounded(60, || {
+        coro::run(|| {
+            assert_eq!(
+                coro::with_timeout(Duration::ZERO, || coro::sleep(Duration::ZERO)),
+                Err(coro::Timeout)
+            );
+            let order = Rc::new(RefCell::new(Vec::new()));
+            let t0 = coro::clock::now();
+            let o = order.clone();
+            let early = coro::spawn(move || {
+                coro::sleep_until(t0 + Duration::from_millis(1)).unwrap();
+                o.borrow_mut().push("early");
+            });
+            coro::yield_now(); // `early` sleeps
+                               // Let its deadline and ours pass without the loop firing timers.
+            while coro::clock::now() < t0 + Duration::from_millis(3) {
+                std::hint::spin_loop();
+            }
+            coro::sleep_until(t0 + Duration::from_millis(2)).unwrap();
+            order.borrow_mut().push("due");
+            early.join().unwrap();
+            assert_eq!(*order.borrow(), ["early", "due"]);
+        })
     });
 }

@@ -1,4 +1,4 @@
-//! Wall time ↔ ticks (issue #14, item 15): `clock::instant_at` is the
+//! Wall time ↔ ticks: `clock::instant_at` is the
 //! inverse of `clock::wall_at`, both follow the wall offset and its
 //! re-synchronisation, and a sleep until a converted wall time lasts as
 //! long as the wall clock says. One test: the wall offset is process-wide.
@@ -14,7 +14,7 @@ fn close(a: SystemTime, b: SystemTime, within: Duration) {
 }
 
 #[test]
-fn issue_14_15_wall_time_converts_to_ticks_and_back() {
+fn wall_time_converts_to_ticks_and_back() {
     clock::resync_wall();
     // Round trips, now and far from now: exact to a tick or so.
     for offset in [0, 1, 3600, 86_400 * 365] {

@@ -515,3 +515,32 @@ fn rendezvous_send_timeout_returns_the_value_and_a_dropped_receiver_fails_sender
         assert_eq!(log.with("Disconnected(..)"), [0, 1]);
     });
 }
+
+/// `channel()` is unbounded as std's, `sync_channel(0)` is a
+/// rendezvous (not a panic), and `recv` says "disconnected" the std
+/// way; `while let Ok(..)` ends.
+#[test]
+fn channels_have_std_shapes() {
+    run(|| {
+        let (tx, rx) = channel();
+        for i in 0..100 {
+            tx.send(i).unwrap();
+        }
+        drop(tx);
+        let mut n = 0;
+        while let Ok(i) = rx.recv() {
+            assert_eq!(i, n);
+            n += 1;
+        }
+        assert_eq!(n, 100);
+
+        let (tx, rx) = sync_channel(0);
+        let h = spawn(move || rx.recv());
+        tx.send("rendezvous").unwrap();
+        assert_eq!(h.join().unwrap(), Ok("rendezvous"));
+        assert_eq!(
+            RecvError::Disconnected.to_string(),
+            "receiving on a closed channel"
+        );
+    });
+}

@@ -1,4 +1,4 @@
-//! GroupPool's spawn failures and first workers (issue #27): a failed
+//! GroupPool's spawn failures and first workers: a failed
 //! background spawn removes its group and the next caller sees the error;
 //! a key that keeps failing backs off; a waiter whose group's spawn failed
 //! spawns for itself; with `min_processes > 1` the caller that started the

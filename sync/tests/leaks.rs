@@ -1,5 +1,5 @@
-//! Leaked threads when nothing can ever run again (issue #26, "a receiver
-//! whose senders are gone"): a receiver that keeps its own channel's last
+//! Leaked threads when nothing can ever run again ("a receiver whose
+//! senders are gone"): a receiver that keeps its own channel's last
 //! sender (or whose sender was forgotten), in a runtime with nothing else
 //! that could wake a thread, is reported as leaked (WARN, `stats().leaked`,
 //! `leaks()`) and the runtime stops with a deadlock panic. A receiver whose

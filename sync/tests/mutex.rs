@@ -1,13 +1,16 @@
-//! Mutex: FIFO hand-off, no barging, self-lock error, try_lock, and every
-//! interleaving of interrupts, timeouts and releases.
+//! Mutex: FIFO hand-off, no barging, self-lock error, try_lock, every
+//! interleaving of interrupts, timeouts and releases, owner queries (also
+//! RwLock's), and a deadlock report while a lock is held and awaited.
 
 mod util;
 
+use std::panic;
 use std::rc::Rc;
+use std::sync::mpsc;
 use std::time::Duration;
 
-use coro_runtime::{spawn, with_timeout, yield_now, JoinHandle, Timeout, WaitError};
-use coro_sync::{LockError, Mutex, TryLockError};
+use coro_runtime::{self as coro, spawn, with_timeout, yield_now, JoinHandle, Timeout, WaitError};
+use coro_sync::{LockError, Mutex, RwLock, TryLockError};
 use util::{interrupt, join_all, run, settle, Log};
 
 /// Spawns `n` threads that each lock `m` once, log the outcome and unlock.
@@ -263,4 +266,73 @@ fn runtime_shutdown_with_waiters_queued_is_clean() {
     assert_eq!(log.entries(), [(0, "Err(Wait(Interrupted))".to_string())]);
     assert!(!m.is_locked());
     assert_eq!(m.waiters(), 0);
+}
+
+/// The runtime's deadlock report unwinds `block_on` while a parked thread
+/// holds a lock another one waits for. The holder is unwound with its
+/// runtime current, its guard hands the lock on, and nothing panics inside
+/// cleanup (a panic there would abort the whole test binary).
+#[test]
+fn a_deadlock_report_with_a_lock_held_and_awaited_does_not_abort() {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let r = panic::catch_unwind(|| {
+            coro::run(|| {
+                let m = Rc::new(Mutex::new(0));
+                let m2 = m.clone();
+                drop(coro::spawn(move || {
+                    let _g = m2.lock().unwrap();
+                    let _ = coro::park(); // holds the guard
+                }));
+                coro::yield_now();
+                let m3 = m.clone();
+                drop(coro::spawn(move || m3.lock().map(|g| *g).is_ok()));
+                let _ = coro::park(); // everything parked: "coro: deadlock"
+            })
+        });
+        let msg = r
+            .err()
+            .and_then(|p| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let _ = tx.send(msg);
+    });
+    let msg = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("run returned");
+    assert!(msg.contains("deadlock"), "{msg}");
+}
+
+/// A lock says whether it is held and by whom.
+#[test]
+fn locks_report_their_owner() {
+    run(|| {
+        let m = Rc::new(Mutex::new(()));
+        assert_eq!(m.owner(), None);
+        let g = m.lock().unwrap();
+        assert!(m.is_owned_by_current_thread());
+        assert_eq!(m.owner(), coro_runtime::current_id());
+        let other = {
+            let m = m.clone();
+            spawn(move || (m.is_locked(), m.is_owned_by_current_thread()))
+        };
+        assert_eq!(other.join().unwrap(), (true, false));
+        drop(g);
+        assert!(!m.is_owned_by_current_thread());
+
+        let l = Rc::new(RwLock::new(()));
+        let w = l.write().unwrap();
+        assert!(l.is_locked() && l.is_write_owned_by_current_thread());
+        assert_eq!(l.writer(), coro_runtime::current_id());
+        let other = {
+            let l = l.clone();
+            spawn(move || l.is_write_owned_by_current_thread())
+        };
+        assert!(!other.join().unwrap());
+        drop(w);
+        assert_eq!(l.writer(), None);
+        let r = l.read().unwrap();
+        assert!(l.is_read_owned_by_current_thread() && !l.is_write_owned_by_current_thread());
+        drop(r);
+        assert!(!l.is_locked());
+    });
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The relay's memory with many sessions deep in DATA (issue 22's target:
-# 1000 sessions, each halfway through a 10 MB message, under 200 MB RSS).
+# The relay's memory with many sessions deep in DATA (the target: 1000
+# sessions, each halfway through a 10 MB message, under 200 MB RSS).
 #
 #   bash examples/mail-relay/bench/memory.sh [SESSIONS] [OCTETS_EACH]
 #                                              (default: 1000 5000000)

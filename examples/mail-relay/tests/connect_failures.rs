@@ -1,4 +1,4 @@
-//! Connect failures through the connection cache (issue #27): with an
+//! Connect failures through the connection cache: with an
 //! upstream that refuses connections (a port bound, then closed), each
 //! failed attempt is logged by the cache and deferred with its error for
 //! the delivery that made it; after three in a row the cache backs the

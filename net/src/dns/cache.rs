@@ -1,5 +1,6 @@
-//! The answer cache: what a name/type resolved to, until its TTL runs out,
-//! with a bound on its size.
+//! The answer cache: what a name/type resolved to, until it expires, with
+//! a bound on its size. The resolver says when each answer expires (the
+//! earliest expiry of the records it rests on).
 //!
 //! # Design
 //!
@@ -11,7 +12,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use std::time::Duration;
 
 use coro_runtime::clock::{self, Instant};
 use hickory_proto::rr::{Name, RData, RecordType};
@@ -34,8 +34,6 @@ pub(crate) enum Answer {
 pub(crate) struct Cache {
     /// Entries at most; 0 caches nothing.
     capacity: usize,
-    /// The longest an entry stays.
-    max_ttl: Duration,
     /// Key → (expiry, sequence number in `by_expiry`, answer).
     map: HashMap<Key, (Instant, u64, Answer)>,
     /// (expiry, sequence) → key, for eviction. Holds exactly the entries of
@@ -46,10 +44,9 @@ pub(crate) struct Cache {
 }
 
 impl Cache {
-    pub fn new(capacity: usize, max_ttl: Duration) -> Cache {
+    pub fn new(capacity: usize) -> Cache {
         Cache {
             capacity,
-            max_ttl,
             map: HashMap::new(),
             by_expiry: BTreeMap::new(),
             seq: 0,
@@ -67,15 +64,15 @@ impl Cache {
         self.map.get(key).map(|e| e.2.clone())
     }
 
-    /// Keeps `answer` for `ttl` seconds (capped at the maximum); a TTL of 0
-    /// is not cached.
-    pub fn insert(&mut self, key: Key, answer: Answer, ttl: u32) {
-        let ttl = Duration::from_secs(u64::from(ttl)).min(self.max_ttl);
-        if self.capacity == 0 || ttl.is_zero() {
-            return;
-        }
+    /// Keeps `answer` until `expiry`, in place of any older answer for
+    /// `key`. One that has expired already is not kept, and the older
+    /// answer goes all the same: the newest answer is the one that holds.
+    pub fn insert(&mut self, key: Key, answer: Answer, expiry: Instant) {
         if let Some((expiry, seq, _)) = self.map.remove(&key) {
             self.by_expiry.remove(&(expiry, seq));
+        }
+        if self.capacity == 0 || expiry <= clock::now() {
+            return;
         }
         while self.map.len() >= self.capacity {
             let Some((_, k)) = self.by_expiry.pop_first() else {
@@ -83,7 +80,6 @@ impl Cache {
             };
             self.map.remove(&k);
         }
-        let expiry = clock::now() + ttl;
         self.seq += 1;
         self.by_expiry.insert((expiry, self.seq), key.clone());
         self.map.insert(key, (expiry, self.seq, answer));
@@ -103,24 +99,34 @@ impl Cache {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn key(n: &str) -> Key {
         (Name::from_ascii(n).unwrap(), RecordType::A)
     }
 
+    fn after(secs: u64) -> Instant {
+        clock::now() + Duration::from_secs(secs)
+    }
+
     #[test]
     fn bounded_and_expiring() {
-        let mut c = Cache::new(2, Duration::from_secs(60));
-        c.insert(key("a."), Answer::NxDomain, 30);
-        c.insert(key("b."), Answer::NxDomain, 10);
-        c.insert(key("c."), Answer::NxDomain, 0); // not cached
+        let mut c = Cache::new(2);
+        c.insert(key("a."), Answer::NxDomain, after(30));
+        c.insert(key("b."), Answer::NxDomain, after(10));
+        c.insert(key("c."), Answer::NxDomain, clock::now()); // expired: not cached
         assert_eq!(c.len(), 2);
-        c.insert(key("d."), Answer::NxDomain, 3600); // evicts b, the first to expire
+        c.insert(key("d."), Answer::NxDomain, after(3600)); // evicts b, the first to expire
         assert_eq!(c.len(), 2);
         assert!(c.get(&key("b.")).is_none());
         assert!(c.get(&key("a.")).is_some() && c.get(&key("d.")).is_some());
         assert_eq!(c.map.len(), c.by_expiry.len());
+        // A newer answer that cannot be kept still replaces the older one.
+        c.insert(key("a."), Answer::NxDomain, clock::now());
+        assert!(c.get(&key("a.")).is_none());
+        assert_eq!((c.len(), c.by_expiry.len()), (1, 1));
         c.clear();
         assert_eq!(c.len(), 0);
     }

@@ -40,7 +40,8 @@ pub struct Config {
     pub search: Vec<String>,
     /// See `search` (default 1).
     pub ndots: usize,
-    /// How long to wait for one server's answer (default 5 s).
+    /// How long to wait for one server's answer to one query (default
+    /// 5 s); a retry over TCP or without EDNS0 waits as long again.
     pub timeout: Duration,
     /// Rounds over the server list (default 2).
     pub attempts: usize,
@@ -48,7 +49,8 @@ pub struct Config {
     pub rotate: bool,
     /// The EDNS0 payload size advertised (default 1232, the DNS flag day
     /// 2020 value); a UDP answer larger than this is an error. 0 sends no
-    /// EDNS0 record and allows 512 bytes.
+    /// EDNS0 record and allows 512 bytes, as does a query asked again
+    /// without EDNS0 after a server answered FORMERR.
     pub edns_payload: u16,
     /// Answers the cache holds at most (default 10 000); 0 turns it off.
     pub cache_size: usize,
@@ -191,15 +193,6 @@ impl Config {
             return bad("the EDNS0 payload size must be 0 (off) or at least 512");
         }
         Ok(())
-    }
-
-    /// The largest UDP answer accepted.
-    pub(crate) fn udp_limit(&self) -> usize {
-        if self.edns_payload == 0 {
-            512
-        } else {
-            usize::from(self.edns_payload)
-        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 /// | variant | `io::ErrorKind` |
 /// |---|---|
 /// | `NxDomain`, `NoRecords` | `NotFound` |
-/// | `ServFail`, `Refused` | `Other` |
+/// | `ServFail`, `Refused`, `NotRecursive` | `Other` |
 /// | `Timeout` | `TimedOut` |
 /// | `Unreachable` | `ConnectionRefused` |
 /// | `Malformed`, `Mismatched`, `Oversized`, `Truncated`, `CnameChain` | `InvalidData` |
@@ -70,6 +70,16 @@ pub enum DnsError {
         server: SocketAddr,
         /// The response code, as hickory-proto names it.
         rcode: String,
+    },
+    /// A server answered with no records while it neither offers
+    /// recursion nor holds the zone (a referral): it cannot say whether
+    /// the name has records. A temporary failure, as for a server that
+    /// refuses.
+    NotRecursive {
+        /// The name asked for.
+        name: String,
+        /// The server.
+        server: SocketAddr,
     },
     /// No server answered within its timeout, on any attempt.
     Timeout {
@@ -144,7 +154,9 @@ impl DnsError {
     pub fn kind(&self) -> io::ErrorKind {
         match self {
             DnsError::NxDomain { .. } | DnsError::NoRecords { .. } => io::ErrorKind::NotFound,
-            DnsError::ServFail { .. } | DnsError::Refused { .. } => io::ErrorKind::Other,
+            DnsError::ServFail { .. }
+            | DnsError::Refused { .. }
+            | DnsError::NotRecursive { .. } => io::ErrorKind::Other,
             DnsError::Timeout { .. } => io::ErrorKind::TimedOut,
             DnsError::Unreachable { .. } => io::ErrorKind::ConnectionRefused,
             DnsError::Malformed { .. }
@@ -182,6 +194,10 @@ impl fmt::Display for DnsError {
                 server,
                 rcode,
             } => write!(f, "dns: {server} answered {rcode} for {name}"),
+            DnsError::NotRecursive { name, server } => write!(
+                f,
+                "dns: {server} gave no answer for {name} (a referral: it does not recurse)"
+            ),
             DnsError::Timeout {
                 name,
                 servers,

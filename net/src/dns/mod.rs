@@ -21,15 +21,18 @@
 //! * **Configuration** ([`Config`]): `/etc/resolv.conf` (`nameserver`,
 //!   `search`, `ndots`, `timeout`, `attempts`, `rotate`) or an explicit
 //!   list of servers with their ports.
-//! * **Transport**: UDP with an EDNS0 record (1232 bytes), TCP when the
-//!   answer is truncated. Each query has a random id (the OS CSPRNG) and a
+//! * **Transport**: UDP with an EDNS0 record (1232 bytes), TCP when an
+//!   answer is truncated, without EDNS0 when a server answers FORMERR
+//!   to it (then 512 bytes). Each query has a random id (the OS CSPRNG) and a
 //!   socket of its own on a random port. An answer must come from the
 //!   server's address, carry the query's id and its question; datagrams
 //!   that do not are dropped, answers that do but are malformed or larger
 //!   than the query allowed are errors. A per-server timeout, `attempts`
-//!   rounds over the servers, the next server when one fails.
-//! * **Cache**: TTLs honoured, negative answers cached (RFC 2308), a bound
-//!   on its size; identical questions in flight share one query.
+//!   rounds over the servers, the next server when one fails (SERVFAIL,
+//!   REFUSED, a referral from a server that does not recurse).
+//! * **Cache**: TTLs honoured, negative answers cached (RFC 2308), an
+//!   answer through CNAMEs no longer than its shortest link, a bound on
+//!   its size; identical questions in flight share one query.
 //! * **Records**: CNAME chains followed to a limit; every failure is a
 //!   [`DnsError`] inside the `io::Error` (NXDOMAIN, SERVFAIL, timeout,
 //!   malformed answer, ...), never a panic.
@@ -44,7 +47,9 @@
 //! on a second green thread, scoped to the call, while the caller asks A.
 //!
 //! * `config.rs`: [`Config`] and `resolv.conf`;
-//! * `transport.rs`: one exchange with one server, and the checks;
+//! * `transport.rs`: one exchange with one server, and the wire's checks;
+//! * `reply.rs`: what a reply means (an answer, a retry, a failure), the
+//!   one judgement every reply passes, whatever path fetched it;
 //! * `resolver.rs`: [`Resolver`]: servers, retries, coalescing, CNAMEs;
 //! * `cache.rs`: the bounded TTL cache;
 //! * `lookup.rs`: the typed lookups and [`Mx`];
@@ -74,6 +79,7 @@ mod cache;
 mod config;
 mod error;
 mod lookup;
+mod reply;
 mod resolver;
 mod transport;
 

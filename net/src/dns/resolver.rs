@@ -1,6 +1,7 @@
 //! [`Resolver`]: the query policy. Cache first; identical questions in
 //! flight share one query; servers in turn with timeouts and attempts;
-//! TCP when an answer is truncated; CNAME chains followed.
+//! the retries `reply.rs` asks for (TCP, no EDNS0); CNAME chains followed,
+//! each answer cached until the first of the records it rests on expires.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -8,7 +9,9 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::Duration;
 
+use coro_runtime::clock::{self, Instant};
 use coro_sync::Event;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
@@ -16,7 +19,12 @@ use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
 use super::cache::{Answer, Cache, Key};
 use super::config::Config;
 use super::error::DnsError;
-use super::transport::{self, Fail, Outgoing};
+use super::reply::{self, Verdict};
+use super::transport::{self, Fail, Outgoing, Via};
+
+/// The largest TTL there is (RFC 2181 §8: 31 bits); one with the top bit
+/// set counts as 0.
+const MAX_TTL: u32 = i32::MAX as u32;
 
 /// A stub resolver for green threads: it asks recursive servers (those of
 /// `/etc/resolv.conf`, or the ones given) and caches their answers.
@@ -26,14 +34,29 @@ use super::transport::{self, Fail, Outgoing};
 /// with `Rc`. See the [module documentation](super) for what it does and
 /// when to use it rather than [`lookup_host`](crate::lookup_host).
 ///
+/// # What counts as an answer
+///
+/// Every reply, however it was fetched (over UDP, over TCP, asked again
+/// without EDNS0 after a FORMERR), passes the same judgement before it is
+/// read: a truncated UDP reply is asked again over TCP, and a truncated
+/// TCP reply is an error, never "no records"; SERVFAIL, REFUSED and the
+/// other failure codes, and a reply without records from a server that
+/// neither recurses nor is authoritative (a referral), send the query to
+/// the next server.
+///
 /// # Cache and coalescing
 ///
-/// Answers are kept for their TTL (at most [`Config::max_ttl`]); NXDOMAIN
-/// and NODATA answers for the SOA's negative TTL (RFC 2308: the smaller of
-/// the SOA record's TTL and its `minimum`), not at all without an SOA.
-/// Failures (SERVFAIL, timeouts) are not cached. While a question is being
-/// asked, green threads asking the same one wait for that query's answer
-/// instead of sending their own.
+/// Answers are kept for their TTL (at most [`Config::max_ttl`]; a TTL with
+/// its top bit set counts as 0, RFC 2181 §8); NXDOMAIN and NODATA answers
+/// for the SOA's negative TTL (RFC 2308: the smaller of the SOA record's
+/// TTL and its `minimum`), not at all without an SOA. An answer reached
+/// through CNAMEs lasts no longer than its shortest link (RFC 2181 §5.2):
+/// each CNAME's TTL, the records' TTL or, for a negative answer, the
+/// SOA's, each counted from when the reply that carried it arrived, also
+/// when the chain's end had to be asked separately. Failures (SERVFAIL,
+/// timeouts) are not cached. While a question is being asked, green
+/// threads asking the same one wait for that query's answer instead of
+/// sending their own.
 ///
 /// # Errors
 ///
@@ -125,7 +148,7 @@ impl Resolver {
     pub fn new(cfg: Config) -> io::Result<Resolver> {
         cfg.validate()?;
         Ok(Resolver {
-            cache: RefCell::new(Cache::new(cfg.cache_size, cfg.max_ttl)),
+            cache: RefCell::new(Cache::new(cfg.cache_size)),
             cfg,
             in_flight: RefCell::new(HashMap::new()),
             next_server: Cell::new(0),
@@ -195,7 +218,7 @@ impl Resolver {
             };
             let mut chain = vec![key.0.clone()];
             return match self.fetch(name, rtype, &mut chain) {
-                Ok(a) => {
+                Ok((a, _)) => {
                     *flight.result.borrow_mut() = Some(Ok(a.clone()));
                     Ok(a)
                 }
@@ -211,12 +234,23 @@ impl Resolver {
     /// Asks the servers about `name`, reads the chain of CNAMEs in the
     /// answer, and asks again about the chain's end if the answer stopped
     /// short of it. `chain` holds the names seen so far (lower-cased).
-    /// Caches what it learns under the first name.
-    fn fetch(&self, name: &Name, rtype: RecordType, chain: &mut Vec<Name>) -> Result<Answer, Stop> {
+    /// Caches what it learns under the first name, until the first of the
+    /// records it rests on expires, and returns that expiry with it.
+    fn fetch(
+        &self,
+        name: &Name,
+        rtype: RecordType,
+        chain: &mut Vec<Name>,
+    ) -> Result<(Answer, Instant), Stop> {
         let m = self.ask(name, rtype)?;
-        let neg_ttl = negative_ttl(&m);
+        let received = clock::now();
+        let lasts = |ttl: u32| self.expiry(received, ttl);
+        // The negative answer's expiry, or now if there is no SOA: a
+        // negative answer without one is not cached (RFC 2308 §5).
+        let soa = negative_ttl(&m);
+        let negative = soa.map_or(received, lasts);
         let mut owner = name.clone();
-        let mut ttl = u32::MAX;
+        let mut until = lasts(MAX_TTL);
         let answer = loop {
             let here = m
                 .answers()
@@ -226,7 +260,7 @@ impl Resolver {
             let mut cname = None;
             for r in here {
                 if r.record_type() == rtype {
-                    ttl = ttl.min(r.ttl());
+                    until = until.min(lasts(r.ttl()));
                     found.push(r.data().clone());
                 } else if let RData::CNAME(c) = r.data() {
                     cname = Some((c.0.clone(), r.ttl()));
@@ -235,8 +269,8 @@ impl Resolver {
             if !found.is_empty() {
                 break Answer::Records(Rc::new(found));
             }
-            if let Some((target, t)) = cname {
-                ttl = ttl.min(t);
+            if let Some((target, ttl)) = cname {
+                until = until.min(lasts(ttl));
                 let target = target.to_lowercase();
                 if chain.contains(&target) {
                     return Err(self.chain_error(name, chain, "it loops"));
@@ -249,27 +283,33 @@ impl Resolver {
                 continue;
             }
             if m.response_code() == ResponseCode::NXDomain {
-                ttl = ttl.min(neg_ttl.unwrap_or(0));
+                until = until.min(negative);
                 break Answer::NxDomain;
             }
-            if owner == *name || neg_ttl.is_some() {
+            if owner == *name || soa.is_some() {
                 // NODATA: the name (or the chain's end) has no such records.
-                ttl = ttl.min(neg_ttl.unwrap_or(0));
+                until = until.min(negative);
                 break Answer::Records(Rc::new(Vec::new()));
             }
             // The answer stopped at a CNAME whose target it does not cover:
-            // ask about the target.
-            let rest = self.fetch(&owner, rtype, chain)?;
-            // The target's answer is cached under its own name; this one
-            // only as long as the links seen here.
+            // ask about the target. The composite answer lasts no longer
+            // than the target's (RFC 2181 §5.2, RFC 2308 §5).
+            let (rest, rest_until) = self.fetch(&owner, rtype, chain)?;
+            until = until.min(rest_until);
             break rest;
         };
-        self.cache.borrow_mut().insert(
-            (name.to_lowercase(), rtype),
-            answer.clone(),
-            if ttl == u32::MAX { 0 } else { ttl },
-        );
-        Ok(answer)
+        self.cache
+            .borrow_mut()
+            .insert((name.to_lowercase(), rtype), answer.clone(), until);
+        Ok((answer, until))
+    }
+
+    /// When a record received at `received` with `ttl` expires: at most
+    /// [`Config::max_ttl`] later, at once for a TTL with its top bit set
+    /// (RFC 2181 §8).
+    fn expiry(&self, received: Instant, ttl: u32) -> Instant {
+        let ttl = if ttl > MAX_TTL { 0 } else { ttl };
+        received.saturating_add(Duration::from_secs(u64::from(ttl)).min(self.cfg.max_ttl))
     }
 
     fn chain_error(&self, name: &Name, chain: &[Name], why: &str) -> Stop {
@@ -285,9 +325,8 @@ impl Resolver {
     }
 
     /// One question to the servers: each in turn (from the next one with
-    /// `rotate`), `attempts` rounds, until one answers it (an answer or
-    /// NXDOMAIN). A truncated UDP answer is asked again over TCP; a FORMERR
-    /// to a query with EDNS0 is asked again without.
+    /// `rotate`), `attempts` rounds, until one answers it (see
+    /// [`ask_one`](Self::ask_one)).
     fn ask(&self, name: &Name, rtype: RecordType) -> Result<Message, Stop> {
         let servers = &self.cfg.servers;
         let start = if self.cfg.rotate {
@@ -303,22 +342,7 @@ impl Resolver {
             for i in 0..servers.len() {
                 let server = servers[(start + i) % servers.len()];
                 match self.ask_one(server, name, rtype) {
-                    Ok(m) => match m.response_code() {
-                        ResponseCode::NoError | ResponseCode::NXDomain => return Ok(m),
-                        ResponseCode::ServFail => {
-                            last = Some(DnsError::ServFail {
-                                name: name.to_string(),
-                                server,
-                            })
-                        }
-                        other => {
-                            last = Some(DnsError::Refused {
-                                name: name.to_string(),
-                                server,
-                                rcode: other.to_string(),
-                            })
-                        }
-                    },
+                    Ok(m) => return Ok(m),
                     Err(Fail::Timeout { dropped: d }) => dropped += d,
                     Err(Fail::Dns(e)) => {
                         log::debug!("{e}");
@@ -335,24 +359,32 @@ impl Resolver {
         })))
     }
 
-    /// One exchange with one server, with the TCP and no-EDNS0 retries.
+    /// One question to one server: over UDP with EDNS0, then as each
+    /// reply's verdict asks (over TCP, without EDNS0), until a reply
+    /// answers it. Every reply, on every path, is judged by
+    /// `reply::judge`; only an answer comes back.
     fn ask_one(&self, server: SocketAddr, name: &Name, rtype: RecordType) -> Result<Message, Fail> {
-        let q = Outgoing::new(name, rtype, self.cfg.edns_payload).map_err(Fail::Caller)?;
-        self.count();
-        let m = transport::udp(server, &q, &self.cfg)?;
-        if m.truncated() {
-            log::debug!("dns: truncated answer for {name} from {server}; asking over TCP");
+        let mut edns_payload = self.cfg.edns_payload;
+        let mut via = Via::Udp;
+        // Each retry moves `via` from UDP to TCP or drops EDNS0, never
+        // back: four queries at most.
+        loop {
+            let q = Outgoing::new(name, rtype, edns_payload).map_err(Fail::Caller)?;
             self.count();
-            let q = Outgoing::new(name, rtype, self.cfg.edns_payload).map_err(Fail::Caller)?;
-            return transport::tcp(server, &q, &self.cfg);
+            let m = transport::exchange(server, &q, via, &self.cfg)?;
+            match reply::judge(server, name, &q, &m, via) {
+                Verdict::Answer => return Ok(m),
+                Verdict::OverTcp => {
+                    log::debug!("dns: truncated answer for {name} from {server}; asking over TCP");
+                    via = Via::Tcp;
+                }
+                Verdict::WithoutEdns => {
+                    log::debug!("dns: FORMERR for {name} from {server}; asking without EDNS0");
+                    edns_payload = 0;
+                }
+                Verdict::Fail(e) => return Err(Fail::Dns(e)),
+            }
         }
-        if m.response_code() == ResponseCode::FormErr && q.edns {
-            // RFC 6891 §7: a server that does not know EDNS0 may say FORMERR.
-            self.count();
-            let q = Outgoing::new(name, rtype, 0).map_err(Fail::Caller)?;
-            return transport::udp(server, &q, &self.cfg);
-        }
-        Ok(m)
     }
 
     fn count(&self) {

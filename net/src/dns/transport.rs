@@ -1,6 +1,11 @@
 //! One exchange with one server: a query out, its answer back and
 //! checked, over UDP (a fresh socket per query) or TCP.
 //!
+//! The checks here are the wire's: the reply parses, comes from the
+//! server, carries the query's id and question, and fits the size the
+//! query allowed. What a checked reply means (an answer, a retry, a
+//! failure) is decided in `reply.rs`.
+//!
 //! # Design
 //!
 //! Each UDP query gets a socket of its own, bound to port 0 (the kernel
@@ -37,6 +42,15 @@ pub(crate) enum Fail {
     Caller(io::Error),
 }
 
+/// The transport an exchange uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// One datagram each way, of at most the size the query allows.
+    Udp,
+    /// A connection of its own (RFC 7766).
+    Tcp,
+}
+
 /// A query ready to send.
 #[derive(Debug)]
 pub(crate) struct Outgoing {
@@ -48,6 +62,9 @@ pub(crate) struct Outgoing {
     pub bytes: Vec<u8>,
     /// It carries an EDNS0 record.
     pub edns: bool,
+    /// The largest UDP answer it allows: the EDNS0 payload size it
+    /// advertises, 512 bytes without EDNS0 (RFC 1035 §4.2.1).
+    pub udp_limit: usize,
 }
 
 impl Outgoing {
@@ -81,19 +98,38 @@ impl Outgoing {
             query,
             bytes,
             edns: edns_payload != 0,
+            udp_limit: if edns_payload == 0 {
+                512
+            } else {
+                usize::from(edns_payload)
+            },
         })
     }
 }
 
+/// Sends `q` to `server` over `via` and waits for its answer, checked
+/// against the query (not yet judged: see `reply.rs`).
+pub(crate) fn exchange(
+    server: SocketAddr,
+    q: &Outgoing,
+    via: Via,
+    cfg: &Config,
+) -> Result<Message, Fail> {
+    match via {
+        Via::Udp => udp(server, q, cfg),
+        Via::Tcp => tcp(server, q, cfg),
+    }
+}
+
 /// Sends `q` to `server` over UDP and waits for its answer.
-pub(crate) fn udp(server: SocketAddr, q: &Outgoing, cfg: &Config) -> Result<Message, Fail> {
+fn udp(server: SocketAddr, q: &Outgoing, cfg: &Config) -> Result<Message, Fail> {
     let local = if server.is_ipv4() {
         "0.0.0.0:0"
     } else {
         "[::]:0"
     };
     let sock = UdpSocket::bind(local).map_err(Fail::Caller)?;
-    let limit = cfg.udp_limit();
+    let limit = q.udp_limit;
     let mut dropped = 0;
     let mut buf = vec![0u8; limit + 1];
     let r = coro_runtime::with_timeout(cfg.timeout, || -> Result<Message, Fail> {
@@ -129,7 +165,7 @@ pub(crate) fn udp(server: SocketAddr, q: &Outgoing, cfg: &Config) -> Result<Mess
 
 /// Sends `q` to `server` over TCP (RFC 7766: a two-byte length before each
 /// message) and reads its answer.
-pub(crate) fn tcp(server: SocketAddr, q: &Outgoing, cfg: &Config) -> Result<Message, Fail> {
+fn tcp(server: SocketAddr, q: &Outgoing, cfg: &Config) -> Result<Message, Fail> {
     let r = coro_runtime::with_timeout(cfg.timeout, || -> Result<Message, Fail> {
         let mut s = TcpStream::connect(server).map_err(|e| sock_fail(server, e))?;
         let len = u16::try_from(q.bytes.len()).expect("a query is far below 64 KiB");
@@ -143,11 +179,7 @@ pub(crate) fn tcp(server: SocketAddr, q: &Outgoing, cfg: &Config) -> Result<Mess
         let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
         s.read_exact(&mut buf)
             .map_err(|e| tcp_read_fail(server, e))?;
-        let m = parse(server, &buf, q)?;
-        if m.truncated() {
-            return Err(Fail::Dns(DnsError::Truncated { server }));
-        }
-        Ok(m)
+        parse(server, &buf, q)
     });
     match r {
         Ok(r) => r,

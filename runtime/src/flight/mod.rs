@@ -166,9 +166,9 @@ const NAMES: usize = 1024;
 
 /// A recorder's three rings, kept per OS thread between runtimes.
 ///
-/// Building a runtime used to allocate and zero them (144 KiB: about as
-/// much work as spawning a hundred threads). Now the first runtime an OS
-/// thread builds allocates them and the thread keeps a handle; a later
+/// Allocating and zeroing them (144 KiB: about as much work as spawning a
+/// hundred threads) is not left to every runtime built: the first runtime
+/// an OS thread builds allocates them and the thread keeps a handle; a later
 /// runtime takes them over once no other recorder holds them (at most one
 /// set is kept; runtimes alive at the same time on one OS thread beyond
 /// the first get their own).

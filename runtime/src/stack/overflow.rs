@@ -413,12 +413,12 @@ mod tests {
         st
     }
 
-    /// Issue #13, item 14: an existing 8 KiB alternate stack is too small
-    /// for the kernel's signal frame plus the handler; the runtime's own is
-    /// used meanwhile, and the thread's own is put back afterwards (it used
-    /// to be accepted, or replaced by a disabled one).
+    /// An existing 8 KiB alternate stack is too small for the kernel's
+    /// signal frame plus the handler; the runtime's own is used meanwhile,
+    /// and the thread's own is put back afterwards (neither accepted as it
+    /// is nor replaced by a disabled one).
     #[test]
-    fn issue_13_a_small_alternate_stack_is_replaced_then_restored() {
+    fn a_small_alternate_stack_is_replaced_then_restored() {
         std::thread::spawn(|| {
             let mut small = vec![0u8; 8 * 1024];
             let st = libc::stack_t {

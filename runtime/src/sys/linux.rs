@@ -135,11 +135,11 @@ fn relative_ns(deadline: Instant, now: Instant) -> u64 {
 mod tests {
     use super::*;
 
-    /// Issue #13, item 13: a deadline 50 ms ahead arms the timerfd about
-    /// 50 ms ahead however long ago the clock was calibrated (it used to be
-    /// placed by extrapolating from the calibration, drifting with uptime).
+    /// A deadline 50 ms ahead arms the timerfd about 50 ms ahead however
+    /// long ago the clock was calibrated (not placed by extrapolating from
+    /// the calibration, which would drift with uptime).
     #[test]
-    fn issue_13_timerfd_is_armed_relative_to_the_present() {
+    fn the_timerfd_is_armed_relative_to_the_present() {
         let poll = mio::Poll::new().unwrap();
         let timer = PreciseTimer::new(poll.registry()).unwrap();
         assert!(timer.fd.get().is_none(), "made before it is needed");

@@ -130,11 +130,11 @@ pub(crate) fn flush() {
 mod tests {
     use super::*;
 
-    /// Issue #21, item 4: a stall's burst is shown whole; past the burst,
+    /// A stall's burst is shown whole; past the burst,
     /// one line per refill period, and the line after a gap counts what it
     /// skipped.
     #[test]
-    fn issue_21_4_bursts_are_shown_whole_then_one_a_second_with_a_count() {
+    fn bursts_are_shown_whole_then_one_a_second_with_a_count() {
         let t0 = Instant::now();
         let mut b = Bucket::new(t0);
         assert_eq!(

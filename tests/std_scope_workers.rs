@@ -1,10 +1,9 @@
-//! Issue 20, item 1, the pattern coro's docs recommend: OS workers fill a
-//! green thread's local array (borrowed through `std::thread::scope`)
-//! while it waits for them on `coro::sync::remote`, under plain
-//! `coro::run` defaults. The workers wait until the green thread has been
-//! parked across the idle sweep (about 4 s) before they touch its stack;
-//! when idle stacks were copied out by default, they read zeros and their
-//! writes were lost.
+//! The pattern coro's docs recommend: OS workers fill a green thread's
+//! local array (borrowed through `std::thread::scope`) while it waits for
+//! them on `coro::sync::remote`, under plain `coro::run` defaults. The
+//! workers wait until the green thread has been parked across the idle
+//! sweep before they touch its stack; they must read what it holds (not
+//! zeros, as from a stack copied out) and their writes must stay.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -29,13 +28,13 @@ fn watch_sweeps() -> Arc<AtomicBool> {
 }
 
 #[test]
-fn issue_20_1_workers_fill_a_parked_green_threads_array_through_remote_channels() {
+fn workers_fill_a_parked_green_threads_array_through_remote_channels() {
     let (dog_done, dog) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
             dog.recv_timeout(Duration::from_secs(60))
         {
-            eprintln!("issue_20_1 ran past 60 s; aborting");
+            eprintln!("workers_fill_a_parked_green_threads_array ran past 60 s; aborting");
             std::process::abort();
         }
     });

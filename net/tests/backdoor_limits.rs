@@ -1,4 +1,4 @@
-//! Issue 20, item 4: when the back door is full, the session that has
+//! When the back door is full, the session that has
 //! waited longest for a command gives way to a newcomer (forgotten `socat`
 //! windows never lock the owner out), and a session running a command is
 //! never cut.

@@ -1,9 +1,9 @@
-//! Issue #25: TCP stream reads take a short count as "drained" (saving the
+//! TCP stream reads take a short count as "drained" (saving the
 //! `recvfrom` that would only say `EWOULDBLOCK`), so every way a read can
-//! stop short with data still queued is tested here: a `readv` capped at
-//! `IOV_MAX` buffers (it is full, not short), a Unix stream read stopped at
-//! an `SCM_RIGHTS` boundary (Unix streams keep the safe rule). The urgent
-//! mark is `issue_13::issue_13_3_data_after_the_urgent_mark_is_read`.
+//! stop short with data still queued is tested here: the urgent mark, a
+//! `readv` capped at `IOV_MAX` buffers (it is full, not short), a Unix
+//! stream read stopped at an `SCM_RIGHTS` boundary (Unix streams keep the
+//! safe rule).
 
 use std::io::{self, IoSliceMut, Read, Write};
 use std::os::fd::AsRawFd;
@@ -105,5 +105,54 @@ fn a_unix_read_stopped_at_scm_rights_does_not_strand_the_rest() -> io::Result<()
         assert_eq!(got, b"abcd");
         drop(b);
         Ok(())
+    })
+}
+
+/// A peer sends `hello`, one urgent (`MSG_OOB`) byte, `world`. Linux stops
+/// the first read at the urgent mark; the second must still get `world`
+/// (were readiness cleared by the short read, it would wait forever: no new
+/// event comes).
+#[test]
+fn data_after_the_urgent_mark_is_read() -> io::Result<()> {
+    coro::run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let (sent, all_sent) = std::sync::mpsc::channel();
+        let (done, read_all) = std::sync::mpsc::channel::<()>();
+        let peer = std::thread::spawn(move || -> io::Result<()> {
+            let mut s = std::net::TcpStream::connect(addr)?;
+            s.write_all(b"hello")?;
+            // SAFETY: sending one byte from a valid buffer on an open socket.
+            let n = unsafe { libc::send(s.as_raw_fd(), b"!".as_ptr().cast(), 1, libc::MSG_OOB) };
+            assert_eq!(n, 1);
+            s.write_all(b"world")?;
+            // Loopback queues the bytes at the receiver during the send.
+            sent.send(()).unwrap();
+            // Open until the reader is done: its close would be an event
+            // that sets readiness again and hides the bug.
+            let _ = read_all.recv();
+            Ok(())
+        });
+        let (mut conn, _) = listener.accept()?;
+        // Everything is queued before the first read: no event can arrive
+        // after it to set readiness again.
+        coro::blocking(move || all_sent.recv()).unwrap().unwrap();
+        let mut got = Vec::new();
+        let r = coro::with_timeout(Duration::from_secs(20), || -> io::Result<()> {
+            let mut buf = [0u8; 64];
+            while got.len() < 10 {
+                let n = conn.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            Ok(())
+        });
+        drop(done);
+        assert!(r.is_ok(), "the read after the urgent mark waited forever");
+        r.unwrap()?;
+        assert_eq!(got, b"helloworld");
+        peer.join().unwrap()
     })
 }

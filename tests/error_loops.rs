@@ -1,7 +1,7 @@
-//! Regression tests for issue #14 ("What a newcomer missed") that need both
-//! coro-sync and coro-net, written against the facade as a user would:
-//! error loops that cannot starve the other green threads (item 3), and an
-//! OS thread that spawns into a running runtime and sends into it (item 2).
+//! Error loops cannot starve the other green threads: a loop that ignores
+//! the errors of calls that fail at once (closed channels, held locks,
+//! closed or unusable sockets) yields every few calls. Written against the
+//! facade as a user would, across coro-sync and coro-net.
 
 mod util;
 
@@ -18,8 +18,7 @@ const CALLS: u32 = 1000;
 /// Runs `call` [`CALLS`] times (every call fails at once) while another
 /// green thread yields in a loop; returns how often that thread ran. A call
 /// that fails without waiting spends selfishness (4 by default), so the
-/// other thread gets about a turn every four calls; before the fix it got
-/// none.
+/// other thread gets about a turn every four calls rather than none.
 fn ticks_during(mut call: impl FnMut()) -> u32 {
     let ticks = Rc::new(Cell::new(0u32));
     let stop = Rc::new(Cell::new(false));
@@ -51,10 +50,11 @@ fn assert_kept_its_schedule(what: &str, ticks: u32) {
     );
 }
 
-/// Item 3: `while let Ok(m) = rx.recv()` on a closed channel used to spin
-/// (recv returned `Ok(None)` at once, forever, without yielding).
+/// An error loop around `recv` or `send` on a closed channel (local or
+/// remote), as `while let Ok(m) = rx.recv()` becomes when its error is
+/// ignored, yields every few calls instead of spinning.
 #[test]
-fn issue_14_3_an_error_loop_on_a_closed_channel_yields() {
+fn an_error_loop_on_a_closed_channel_yields() {
     util::run(|| {
         let (tx, rx) = sync_channel::<u32>(4);
         drop(tx);
@@ -73,10 +73,10 @@ fn issue_14_3_an_error_loop_on_a_closed_channel_yields() {
     });
 }
 
-/// Item 3: a lock that fails at once (the caller already holds it) yields
+/// A lock that fails at once (the caller already holds it) yields
 /// in a loop too.
 #[test]
-fn issue_14_3_an_error_loop_on_a_held_lock_yields() {
+fn an_error_loop_on_a_held_lock_yields() {
     util::run(|| {
         let m = Mutex::new(0);
         let _g = m.lock().unwrap();
@@ -89,11 +89,11 @@ fn issue_14_3_an_error_loop_on_a_held_lock_yields() {
     });
 }
 
-/// Item 3: a loop that ignores errors on a closed listener, on a closed
+/// A loop that ignores errors on a closed listener, on a closed
 /// stream, or on a socket whose syscall fails at once (`EDESTADDRREQ`)
 /// yields every few calls.
 #[test]
-fn issue_14_3_an_error_loop_on_a_socket_lets_others_run() -> io::Result<()> {
+fn an_error_loop_on_a_socket_lets_others_run() -> io::Result<()> {
     util::run(|| {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let stream = TcpStream::connect(listener.local_addr()?)?;
@@ -110,33 +110,4 @@ fn issue_14_3_an_error_loop_on_a_socket_lets_others_run() -> io::Result<()> {
         assert_kept_its_schedule("send on an unconnected UDP socket", ticks);
         Ok(())
     })
-}
-
-/// Item 2: a plain OS thread (a library callback, say) spawns a green
-/// thread into a running runtime and sends it data over a `Send` channel;
-/// `std::thread::spawn(move || tx.send(1))` used to fail with E0277 on
-/// `Rc<Chan>`.
-#[test]
-fn issue_14_2_an_os_thread_spawns_into_a_runtime_and_sends_into_it() {
-    let total = util::run(|| {
-        let handle = coro::handle();
-        let (tx, rx) = remote::channel::<u64>();
-        let (results, from_green) = remote::channel::<u64>();
-        let os = std::thread::spawn(move || {
-            // Spawn a green thread that sums what the OS thread sends.
-            handle
-                .spawn(move || {
-                    let sum: u64 = rx.iter().sum();
-                    results.send(sum).unwrap();
-                })
-                .unwrap();
-            for i in 1..=100 {
-                tx.send(i).unwrap();
-            }
-        });
-        let total = from_green.recv().unwrap();
-        os.join().unwrap();
-        total
-    });
-    assert_eq!(total, 5050);
 }
