@@ -29,6 +29,9 @@
 # 10000 otherwise); CLIENT_REUSE and UPSTREAM_REUSE (env) the values tried
 # (default "off on" and "on off").
 #
+# RELAY_BIN (env) runs that mail-relay binary instead of building this tree's
+# (to compare two builds in alternating runs); PEER=none leaves Postfix out.
+#
 # ROUTING (env) says how mail-relay finds the sink, one way or both in each
 # combination (default "relayhost"):
 #   relayhost   `relayhost = "127.0.0.1:2601"`, no DNS (rows: mail-relay)
@@ -55,8 +58,13 @@ root=$(pwd)
 peer=$root/examples/mail-relay/bench/postfix.sh
 
 bash scripts/install-postfix.sh
-cargo build --release -q -p mail-relay
-relay_bin=${CARGO_TARGET_DIR:-$root/target}/release/mail-relay
+if [ -n "${RELAY_BIN:-}" ]; then
+  relay_bin=$RELAY_BIN
+else
+  cargo build --release -q -p mail-relay
+  relay_bin=${CARGO_TARGET_DIR:-$root/target}/release/mail-relay
+fi
+with_peer=${PEER:-postfix}
 routing=${ROUTING:-relayhost}
 for r in $routing; do
   case $r in
@@ -114,7 +122,7 @@ report() {
 # The sink both relays deliver to; -c prints its counters as they change.
 smtp-sink -u nobody -c 127.0.0.1:2601 1000 > "$work/sink.out" &
 sink_pid=$!
-bash "$peer" start "$work/pf" 2600 2601 >/dev/null
+[ "$with_peer" = none ] || bash "$peer" start "$work/pf" 2600 2601 >/dev/null
 if [[ " $routing " == *" mx "* ]]; then
   # The exchanger's sink, and the DNS server that names it.
   smtp-sink -u nobody -c 127.0.0.2:2601 1000 > "$work/sink-mx.out" &
@@ -184,6 +192,7 @@ EOF
         report "$n" "$cr" "$ur" "$who" "$m" "$t0" "$t1" "$t2" "$c0" "$c1" "$lost"
       done
       sink_out=$work/sink.out
+      [ "$with_peer" = none ] && continue
 
       # Postfix, the same load, relayed to the same sink
       postfix_cache "$ur"

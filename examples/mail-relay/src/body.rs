@@ -27,6 +27,9 @@ pub struct Body {
     pub error: Option<io::Error>,
     /// Content octets from the client (dot-unstuffed, CRLFs included).
     pub size: u64,
+    /// The content has octets over 127 (kept in the envelope, so that
+    /// delivery knows before it reads the content back).
+    pub has_8bit: bool,
     max: u64,
     /// Over `max`.
     pub too_big: bool,
@@ -53,6 +56,7 @@ impl Body {
             spill: None,
             error: None,
             size: 0,
+            has_8bit: false,
             max,
             too_big: false,
             too_long: false,
@@ -85,6 +89,7 @@ impl Body {
         if self.too_big || self.too_long || self.error.is_some() {
             return Ok(());
         }
+        self.has_8bit |= text.iter().any(|&b| b >= 0x80);
         self.data.extend_from_slice(text);
         self.data.extend_from_slice(b"\r\n");
         if self.data.len() >= SPILL_AT {

@@ -139,17 +139,16 @@ pub fn mailq(config: &Config) -> Result<String, String> {
         }
     }
     let dir = &config.spool_dir;
-    let scan =
-        read_queue(dir, &|_| false).map_err(|e| format!("spool_dir {}: {e}", dir.display()))?;
+    let scan = read_queue(dir).map_err(|e| format!("spool_dir {}: {e}", dir.display()))?;
     let mut items: Vec<MailqItem> = scan
         .batches
         .into_iter()
         .flat_map(|b| b.messages)
-        .map(|(q, _)| {
+        .map(|q| {
             let (env, st) = (&q.msg.env, q.state);
             MailqItem {
                 id: env.id.clone(),
-                size: q.size,
+                size: q.msg.content.len(),
                 arrival: env.arrival,
                 rcpts: env
                     .rcpts

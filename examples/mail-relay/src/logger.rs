@@ -1,7 +1,8 @@
 //! The binary's `log` backend: one line per record on stderr, or appended
 //! to a log file (`--log-file`), in the shape of Postfix's maillog
 //! (`time host mail-relay[pid]: level: message`). Control characters in a
-//! message (which may come from a client) are escaped.
+//! message (which may come from a client or an upstream) are escaped
+//! ([`crate::escape`]).
 //!
 //! A few dozen lines of our own rather than `env_logger`: the relay needs
 //! only the maillog shape, a level from its own configuration (changed at
@@ -42,7 +43,7 @@ impl log::Log for Logger {
             "{} mail-relay[{}]: {level}{}\n",
             Utc::now().iso8601(),
             self.pid,
-            escape(&r.args().to_string())
+            crate::escape::escape(&r.args().to_string())
         );
         match LOG_FILE.get() {
             // O_APPEND: each line lands whole at the end of the file.
@@ -101,26 +102,54 @@ pub fn reopen(path: Option<&Path>, level: log::LevelFilter) -> io::Result<()> {
     Ok(())
 }
 
-/// `text` with control characters (which may come from a client: ESC
-/// sequences that would drive an admin's terminal, a NUL, a CR that would
-/// forge a line) written as `\xNN` (or `\u{NNNN}`), and a backslash as
-/// `\\`, so that a line means what it says.
-pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() || c == '\\') {
-        return text.into();
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() && (c as u32) < 0x100 => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
-            c => out.push(c),
+/// A warning that may repeat fast (an accept failing while the open-file
+/// limit is reached): logged at most once per period, with how many were
+/// left out since, so that the log cannot be flooded.
+#[derive(Debug)]
+pub struct Throttled {
+    every: std::time::Duration,
+    last: Option<std::time::Instant>,
+    left_out: u64,
+}
+
+impl Throttled {
+    /// At most one line per `every`.
+    pub fn new(every: std::time::Duration) -> Throttled {
+        Throttled {
+            every,
+            last: None,
+            left_out: 0,
         }
     }
-    out.into()
+
+    /// Logs `text` as a warning, unless a line was logged less than the
+    /// period ago; returns whether it was logged.
+    pub fn warn(&mut self, text: &str) -> bool {
+        self.log(log::Level::Warn, text)
+    }
+
+    /// Logs `text` at `level`, unless a line was logged less than the
+    /// period ago; returns whether it was logged.
+    pub fn log(&mut self, level: log::Level, text: &str) -> bool {
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < self.every)
+        {
+            self.left_out += 1;
+            return false;
+        }
+        match std::mem::take(&mut self.left_out) {
+            0 => log::log!(level, "{text}"),
+            n => log::log!(
+                level,
+                "{text} ({} like it not logged)",
+                count(n as usize, "more line")
+            ),
+        }
+        self.last = Some(now);
+        true
+    }
 }
 
 /// `n` and the noun, singular for one: "1 message", "2 messages".
@@ -136,12 +165,18 @@ pub fn count(n: usize, noun: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::Throttled;
+    use std::time::Duration;
+
     #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(super::escape("plain text"), "plain text");
-        assert_eq!(
-            super::escape("a\x1b[31mb\0c\\d\r\u{85}"),
-            "a\\x1b[31mb\\x00c\\\\d\\x0d\\x85"
-        );
+    fn a_repeated_warning_is_logged_once_per_period() {
+        let mut t = Throttled::new(Duration::from_secs(3600));
+        assert!(t.warn("accept: too many open files"));
+        for _ in 0..1000 {
+            assert!(!t.warn("accept: too many open files"));
+        }
+        assert_eq!(t.left_out, 1000);
+        let mut t = Throttled::new(Duration::ZERO);
+        assert!(t.warn("a") && t.warn("b"));
     }
 }

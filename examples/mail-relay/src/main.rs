@@ -16,7 +16,8 @@
 //! # Modules
 //!
 //! * `config`, `cidr`: defaults, the TOML file, the flags.
-//! * `server`: start, accept loop and limits, graceful stop.
+//! * `server`, `fds`: start, accept loop and limits (the open-file limit's
+//!   among them), graceful stop.
 //! * `session`, `protocol`, `body`, `wire`, `stream`, `tls`: the SMTP server
 //!   side.
 //! * `spool`, `id`: the durable queue, its group commit and its journals.
@@ -27,7 +28,8 @@
 //! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line), the
 //!   spool lock.
 //! * `reload`: SIGHUP.
-//! * `logger`, `time`: maillog-style lines, dates.
+//! * `logger`, `time`, `escape`: maillog-style lines, dates, text from the
+//!   network made safe to show.
 //! * `metrics`: Prometheus counters and `--metrics`.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
@@ -38,6 +40,8 @@ mod config;
 mod control;
 mod delivery;
 mod dkim;
+mod escape;
+mod fds;
 mod id;
 mod logger;
 mod metrics;

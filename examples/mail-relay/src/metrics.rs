@@ -8,6 +8,17 @@
 //! here: one request per connection, `GET /metrics` only, bounded in size
 //! and time, so no HTTP framework is pulled in for it.
 //!
+//! # Limits
+//!
+//! The endpoint is for a scraper or two, and must never take from SMTP
+//! what it needs (file descriptors above all): at most
+//! [`MAX_CONNECTIONS`] connections are served at once and
+//! [`MAX_PER_CLIENT`] from one address; a connection beyond them is
+//! closed as soon as it is accepted. A request must arrive within
+//! [`REQUEST_TIMEOUT`], so idle connections go fast. An accept that fails
+//! (the open-file limit reached) backs off, doubling to 1 s, and its
+//! warning is logged at most once a minute.
+//!
 //! ```text
 //! mail_relay_sessions                    sessions now
 //! mail_relay_sessions_accepted_total     sessions started
@@ -22,8 +33,10 @@
 //!                                        the runtime's own counters (coro::stats())
 //! ```
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 use std::sync::LazyLock;
@@ -200,58 +213,133 @@ fn age(t: SystemTime) -> Duration {
 
 /// The largest request we read.
 const MAX_REQUEST: usize = 8 * 1024;
-/// How long a scraper may take to send its request and read the answer.
-const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; one more is closed when accepted.
+pub const MAX_CONNECTIONS: usize = 16;
+/// Connections served at once from one client address.
+pub const MAX_PER_CLIENT: usize = 4;
+/// How long a scraper may take to send its whole request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a scraper may take to read the answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The connections being served, in all and per client address.
+#[derive(Debug, Default)]
+struct Served {
+    all: usize,
+    per_client: HashMap<IpAddr, usize>,
+}
+
+/// A connection's place among those served; given back when dropped.
+struct Place {
+    served: Rc<RefCell<Served>>,
+    ip: IpAddr,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut s = self.served.borrow_mut();
+        s.all -= 1;
+        if let Some(n) = s.per_client.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                s.per_client.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A place for a connection from `ip`, if the limits leave one.
+fn admit(served: &Rc<RefCell<Served>>, ip: IpAddr) -> Option<Place> {
+    let mut s = served.borrow_mut();
+    let mine = s.per_client.get(&ip).copied().unwrap_or(0);
+    if s.all >= MAX_CONNECTIONS || mine >= MAX_PER_CLIENT {
+        return None;
+    }
+    s.all += 1;
+    *s.per_client.entry(ip).or_insert(0) += 1;
+    Some(Place {
+        served: served.clone(),
+        ip,
+    })
+}
 
 /// Serves `GET /metrics` on `listener` until it is closed: one green
-/// thread per connection; `sessions` says how many sessions are live.
+/// thread per connection, within the limits (see the module docs);
+/// `sessions` says how many sessions are live.
 pub fn serve(listener: Rc<TcpListener>, queue: Queue, sessions: Rc<dyn Fn() -> usize>) {
+    const MIN_BACKOFF: Duration = Duration::from_millis(5);
+    let served = Rc::new(RefCell::new(Served::default()));
+    let mut backoff = MIN_BACKOFF;
+    let mut failing = crate::logger::Throttled::new(Duration::from_secs(60));
     loop {
-        let (stream, _) = match listener.accept() {
+        let (stream, peer) = match listener.accept() {
             Ok(c) => c,
             Err(_) if listener.is_closed() => return,
             Err(e) if coro::WaitError::from_io(&e).is_some() => return,
             Err(e) => {
-                log::warn!("metrics: accept: {e}");
-                if coro::sleep(Duration::from_millis(100)).is_err() {
+                failing.warn(&format!("metrics: accept: {e}; backing off"));
+                if coro::sleep(backoff).is_err() {
                     return;
                 }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
                 continue;
             }
+        };
+        backoff = MIN_BACKOFF;
+        let Some(place) = admit(&served, peer.ip()) else {
+            log::debug!("metrics: connection from {peer} closed: too many at once");
+            stream.close();
+            continue;
         };
         let (queue, sessions) = (queue.clone(), sessions.clone());
         let spawned = coro::Builder::new()
             .name("metrics scrape".into())
             .spawn(move || {
-                let r = crate::wire::timed(SCRAPE_TIMEOUT, || answer(stream, &queue, &*sessions));
-                if let Err(e) = r {
-                    log::debug!("metrics: {e}");
+                let _place = place;
+                if let Err(e) = answer(stream, &queue, &*sessions) {
+                    log::debug!("metrics: {peer}: {e}");
                 }
             });
         if let Err(e) = spawned {
-            log::warn!("metrics: cannot start a thread for a scrape: {e}");
+            failing.warn(&format!("metrics: cannot start a thread for a scrape: {e}"));
         }
     }
 }
 
-/// Reads one request and answers it.
+/// Reads one request (within [`REQUEST_TIMEOUT`]) and answers it (within
+/// `ANSWER_TIMEOUT`).
 fn answer(mut s: TcpStream, queue: &Queue, sessions: &dyn Fn() -> usize) -> io::Result<()> {
+    let req = crate::wire::timed(REQUEST_TIMEOUT, || read_request(&mut s))?;
+    let Some(req) = req else { return Ok(()) };
+    crate::wire::timed(ANSWER_TIMEOUT, || respond_to(&mut s, &req, queue, sessions))
+}
+
+/// The request's head; `None` when the client closed first.
+fn read_request(s: &mut TcpStream) -> io::Result<Option<Vec<u8>>> {
     let mut req = Vec::new();
     let mut buf = [0; 1024];
     while !req.windows(4).any(|w| w == b"\r\n\r\n") {
         let n = s.read(&mut buf)?;
         if n == 0 {
-            return Ok(());
+            return Ok(None);
         }
         req.extend_from_slice(&buf[..n]);
         if req.len() > MAX_REQUEST {
-            return respond(
-                &mut s,
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                "",
-            );
+            break;
         }
+    }
+    Ok(Some(req))
+}
+
+/// Answers the request `req`.
+fn respond_to(
+    s: &mut TcpStream,
+    req: &[u8],
+    queue: &Queue,
+    sessions: &dyn Fn() -> usize,
+) -> io::Result<()> {
+    if req.len() > MAX_REQUEST {
+        return respond(s, "431 Request Header Fields Too Large", "text/plain", "");
     }
     let line = req.split(|&b| b == b'\r').next().unwrap_or_default();
     let mut parts = line.split(|&b| b == b' ');
@@ -260,14 +348,14 @@ fn answer(mut s: TcpStream, queue: &Queue, sessions: &dyn Fn() -> usize) -> io::
         parts.next().unwrap_or_default(),
     );
     if method != b"GET" {
-        return respond(&mut s, "405 Method Not Allowed", "text/plain", "GET only\n");
+        return respond(s, "405 Method Not Allowed", "text/plain", "GET only\n");
     }
     if path != b"/metrics" {
-        return respond(&mut s, "404 Not Found", "text/plain", "see /metrics\n");
+        return respond(s, "404 Not Found", "text/plain", "see /metrics\n");
     }
     let body = get().render(sessions(), queue);
     respond(
-        &mut s,
+        s,
         "200 OK",
         "application/openmetrics-text; version=1.0.0; charset=utf-8",
         &body,

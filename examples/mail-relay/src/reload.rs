@@ -5,14 +5,19 @@
 //! (`max_*`, `error_limit`, `junk_command_limit`, `hopcount_limit`,
 //! `min_data_rate`), `add_missing_headers`, `stop_deadline`, `log_level`
 //! and every timeout; sessions see the new values at their next command.
-//! Everything else (the listener, the spool and the Maildir, delivery's
-//! routes and settings, TLS, the back door, `log_file`, the blocking pool)
-//! is set up once at start: a change there is logged as needing a restart,
-//! and the running value stays. A file that does not load keeps the whole
-//! running configuration, with an error line. The log file is reopened in
-//! any case (for `logrotate`).
+//! `[dkim]` too: its keys are read again at every SIGHUP, changed or not
+//! (a key file rotated in place), and sign from the next message on; a
+//! key that does not load keeps the keys in force. Everything else (the
+//! listener, the spool and the Maildir, delivery's routes and settings,
+//! `[mx]`, TLS, the back door, `log_file`, the blocking pool) is set up
+//! once at start: a change there is logged as needing a restart, and the
+//! running value stays. Every key of [`Config`] is one or the other
+//! ([`merge`] does not compile otherwise). A file that does not load
+//! keeps the whole running configuration, with an error line. The log
+//! file is reopened in any case (for `logrotate`).
 
 use crate::config::{Config, ConfigError};
+use crate::dkim::Dkim;
 
 /// What a reload did: the configuration now in force, and the keys that
 /// changed (live) or would need a restart (kept as they were).
@@ -31,6 +36,41 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
     let mut config = new;
     let mut changed = Vec::new();
     let mut need_restart = Vec::new();
+    // Every key, each in one of the lists below: a key added to `Config`
+    // fails to compile here until it is classified.
+    let Config {
+        listen: _,
+        hostname: _,
+        spool_dir: _,
+        maildir: _,
+        mynetworks: _,
+        local_domains: _,
+        relay_domains: _,
+        relayhost: _,
+        routes: _,
+        backdoor: _,
+        metrics: _,
+        max_message_size: _,
+        max_recipients: _,
+        max_sessions: _,
+        max_sessions_per_client: _,
+        error_limit: _,
+        junk_command_limit: _,
+        hopcount_limit: _,
+        add_missing_headers: _,
+        min_data_rate: _,
+        stop_deadline: _,
+        log_level: _,
+        log_file: _,
+        blocking_threads: _,
+        timeouts: _,
+        tls: _,
+        queue: _,
+        smtp: _,
+        mx: _,
+        dkim: _,
+        testing: _,
+    } = old;
     macro_rules! live {
         ($($f:ident),*) => {$(
             if format!("{:?}", old.$f) != format!("{:?}", config.$f) {
@@ -61,7 +101,8 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
         add_missing_headers,
         stop_deadline,
         log_level,
-        timeouts
+        timeouts,
+        dkim
     );
     fixed!(
         listen,
@@ -75,6 +116,7 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
         tls,
         queue,
         smtp,
+        mx,
         log_file,
         metrics,
         testing
@@ -86,9 +128,14 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
     }
 }
 
-/// Reads the configuration again with `load`, merges it, and logs what
-/// happened; `None` when it did not load (the error is logged).
-pub fn reload(old: &Config, load: &dyn Fn() -> Result<Config, ConfigError>) -> Option<Config> {
+/// Reads the configuration again with `load`, merges it, reads the DKIM
+/// keys again into `dkim`, and logs what happened; `None` when it did not
+/// load (the error is logged).
+pub fn reload(
+    old: &Config,
+    load: &dyn Fn() -> Result<Config, ConfigError>,
+    dkim: &Dkim,
+) -> Option<Config> {
     let new = match load() {
         Ok(c) => c,
         Err(e) => {
@@ -97,7 +144,36 @@ pub fn reload(old: &Config, load: &dyn Fn() -> Result<Config, ConfigError>) -> O
             return None;
         }
     };
-    let r = merge(old, new);
+    let mut r = merge(old, new);
+    if !r.config.dkim.is_empty() || !old.dkim.is_empty() {
+        // Whether or not [dkim] changed: a key file may have been rotated.
+        match dkim.reload(&r.config.dkim) {
+            Ok(_) => {
+                if !r.changed.contains(&"dkim") {
+                    r.changed.push("dkim (keys read again)");
+                }
+                let signers: Vec<String> = r
+                    .config
+                    .dkim
+                    .iter()
+                    .map(|(d, k)| format!("{d} (selector {})", k.selector))
+                    .collect();
+                log::info!(
+                    "reload at SIGHUP: DKIM keys read again; signing for {}",
+                    if signers.is_empty() {
+                        "no domain".to_owned()
+                    } else {
+                        signers.join(", ")
+                    }
+                );
+            }
+            Err(e) => {
+                log::error!("reload at SIGHUP: {e}; the DKIM keys in force stay");
+                r.config.dkim = old.dkim.clone();
+                r.changed.retain(|k| *k != "dkim");
+            }
+        }
+    }
     if let Err(e) = crate::logger::reopen(r.config.log_file.as_deref(), r.config.log_level) {
         log::error!("reload at SIGHUP: reopening the log: {e}");
     }
@@ -131,5 +207,12 @@ mod tests {
         assert_eq!(r.need_restart, ["listen"]);
         assert_eq!(r.config.max_recipients, 7);
         assert_eq!(r.config.listen, old.listen);
+        let new = Config::from_toml("[mx]\nport = 2525\n").unwrap();
+        assert_eq!(merge(&old, new).need_restart, ["mx"]);
+        let new =
+            Config::from_toml("[dkim.\"example.test\"]\nselector = \"s\"\nkey_file = \"k.pem\"\n")
+                .unwrap();
+        let r = merge(&old, new);
+        assert_eq!((r.changed, r.config.dkim.len()), (vec!["dkim"], 1));
     }
 }

@@ -168,6 +168,11 @@ impl Relay {
 /// up.
 pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -> io::Result<()> {
     let signals = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])?;
+    let nofile = crate::fds::raise_limit().unwrap_or_else(|e| {
+        log::warn!("cannot read the open-file limit: {e}");
+        usize::MAX
+    });
+    crate::fds::check(nofile, &config);
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
         _ => None,
@@ -194,7 +199,7 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
     } else {
         router
     };
-    let (transports, smtp) = transports(&config, &router)?;
+    let (transports, smtp, dkim) = transports(&config, &router)?;
     let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
     let (spool, recovered) = {
         let q = queue.clone();
@@ -304,7 +309,7 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
             }
             SIGHUP => {
                 let old = relay.config();
-                if let Some(new) = crate::reload::reload(&old, &*load) {
+                if let Some(new) = crate::reload::reload(&old, &*load, &dkim) {
                     *relay.config.borrow_mut() = Rc::new(new);
                 }
             }
@@ -377,19 +382,16 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
 }
 
 /// A transport for each destination the router can name: the Maildir, and
-/// one per SMTP upstream sharing one client and connection cache.
-type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>);
+/// one per SMTP upstream sharing one client and connection cache, each
+/// SMTP one DKIM-signing with the keys in force (none, until `[dkim]`
+/// names some).
+type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>, Rc<Dkim>);
 
 fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
     // Keys are read (and a bad one is an error) at start, whatever the routes.
-    let dkim = match config.dkim.is_empty() {
-        true => None,
-        false => {
-            Some(Rc::new(Dkim::load(&config.dkim).map_err(|e| {
-                io::Error::new(io::ErrorKind::InvalidInput, e)
-            })?))
-        }
-    };
+    let dkim = Rc::new(
+        Dkim::load(&config.dkim).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+    );
     let maildir = Maildir::open(&config.maildir, &config.hostname)
         .map_err(|e| annotate(e, "maildir", &config.maildir))?;
     let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];
@@ -403,7 +405,7 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
         .collect();
     let by_mx = router.destinations().contains(&Dest::Mx);
     if upstreams.is_empty() && !by_mx {
-        return Ok((out, None));
+        return Ok((out, None, dkim));
     }
     let c = &config.smtp;
     let settings = Settings {
@@ -420,18 +422,22 @@ fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
         out.push((Dest::Smtp(up), Rc::new(dest)));
     }
     if by_mx {
-        let mx = MxDelivery::new(smtp.clone(), &config.mx, c.connection_limit)
-            .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
+        let mx = MxDelivery::new(
+            smtp.clone(),
+            &config.mx,
+            config.listen.ip(),
+            c.connection_limit,
+            c.message_timeout,
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
         out.push((Dest::Mx, Rc::new(mx)));
     }
-    if let Some(dkim) = dkim {
-        for (dest, t) in &mut out {
-            if *dest != Dest::Local {
-                *t = Rc::new(Signing::new(t.clone(), dkim.clone()));
-            }
+    for (dest, t) in &mut out {
+        if *dest != Dest::Local {
+            *t = Rc::new(Signing::new(t.clone(), dkim.clone()));
         }
     }
-    Ok((out, Some(smtp)))
+    Ok((out, Some(smtp), dkim))
 }
 
 /// Spawns a core thread running `body`, and runs `body` again (with a log
@@ -468,10 +474,12 @@ fn annotate(e: io::Error, key: &str, path: &std::path::Path) -> io::Error {
     io::Error::new(e.kind(), format!("{key} {}: {e}", path.display()))
 }
 
-/// Accepts until the listener closes; backs off when out of fds or memory.
+/// Accepts until the listener closes; backs off when out of fds or memory
+/// (the warning logged at most once a minute).
 fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
     const MIN_BACKOFF: Duration = Duration::from_millis(5);
     let mut backoff = MIN_BACKOFF;
+    let mut failing = crate::logger::Throttled::new(Duration::from_secs(60));
     loop {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -480,14 +488,16 @@ fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
             }
             Err(_) if listener.is_closed() => return,
             Err(e) if is_fd_exhaustion(&e) => {
-                log::warn!("accept: {e}; backing off {backoff:?}");
+                failing.warn(&format!("accept: {e}; backing off (up to 1s)"));
                 if coro::sleep(backoff).is_err() {
                     return;
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(1));
             }
             Err(e) if coro::WaitError::from_io(&e).is_some() => return,
-            Err(e) => log::info!("accept: {e}"),
+            Err(e) => {
+                failing.log(log::Level::Info, &format!("accept: {e}"));
+            }
         }
     }
 }

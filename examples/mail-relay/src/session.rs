@@ -350,6 +350,8 @@ impl Session {
             rcpts: txn.rcpts.clone(),
             eight_bit: txn.params.eight_bit,
             smtputf8: txn.params.smtputf8,
+            has_8bit: false,
+            trusted: self.trusted_source(),
         };
         self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
         let c = self.relay.config();
@@ -444,6 +446,7 @@ impl Session {
         let (size, message_id) = (body.size, body.message_id.clone());
         let (from, nrcpt) = (env.from.clone(), env.rcpts.len());
         env.arrival = SystemTime::now();
+        env.has_8bit = body.has_8bit;
         let content = match body.finish(&env) {
             Ok(c) => c,
             Err(e) if is_interrupt(&e) => return Some(self.wait_failed(e)),
@@ -530,6 +533,15 @@ impl Session {
         self.esmtp = false;
         self.txn = None;
         None
+    }
+
+    /// Whether this session's mail comes from a trusted source, which the
+    /// relay vouches for (DKIM signs it, as OpenDKIM's `InternalHosts`):
+    /// a client in `mynetworks`. This is the one place that decides it;
+    /// an authenticated submission is trusted here when the relay offers
+    /// AUTH.
+    fn trusted_source(&self) -> bool {
+        self.relay.trusted(self.client)
     }
 
     /// `Received:` (RFC 5321 §4.4), CRLF-terminated.

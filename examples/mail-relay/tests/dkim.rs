@@ -2,7 +2,9 @@
 //! relay signs (rsa-sha256 with a PKCS#8 and a PKCS#1 key, ed25519-sha256)
 //! is verified by Python's dkimpy, given the public key records directly
 //! (its `dnsfunc`). Keys are made with openssl. A key that is missing or
-//! unreadable stops the relay at start.
+//! unreadable stops the relay at start; only mail from trusted sources is
+//! signed; a key rotated in place signs from the next message after
+//! SIGHUP.
 
 mod util;
 
@@ -213,4 +215,147 @@ fn missing_or_bad_key_stops_the_relay_at_start() {
             "{err}"
         );
     }
+}
+
+/// dkimpy's verdict on `sent` (CRLF text) with `records` as its DNS.
+fn verify(py: &str, dir: &Path, name: &str, sent: &str, records: &[String]) -> String {
+    let file = dir.join(name);
+    std::fs::write(&file, sent).unwrap();
+    let mut args = vec![file.display().to_string()];
+    args.extend(records.iter().cloned());
+    let out = Command::new(py)
+        .arg("-c")
+        .arg(VERIFY)
+        .args(&args)
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout).trim(),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Sends a message from `127.0.0.2` (Python's smtplib, which can choose
+/// its source address) to `relay`.
+fn send_from_127_0_0_2(relay: &Relay, from: &str, to: &str, body: &str) {
+    let script = r#"
+import smtplib, sys
+s = smtplib.SMTP(source_address=("127.0.0.2", 0))
+s.connect("127.0.0.1", int(sys.argv[1]))
+s.sendmail(sys.argv[2], [sys.argv[3]], sys.argv[4].encode())
+s.quit()
+"#;
+    util::python(script, &[&relay.addr.port().to_string(), from, to, body]);
+}
+
+#[test]
+fn only_mail_from_trusted_sources_is_signed() {
+    require("openssl", "openssl");
+    let py = python_with_dkim();
+    let tmp = TempDir::new("dkim-trust");
+    let key = tmp.0.join("sign.pem");
+    let p = make_key("ed25519", &key);
+    let records = [format!(
+        "sel1._domainkey.sign.test=v=DKIM1; k=ed25519; p={p}"
+    )];
+    let sink = Sink::start(&tmp.0, &[]);
+    // Only 127.0.0.1 is trusted; dest.test is a relay domain, so the
+    // outsider at 127.0.0.2 may send there.
+    let config = format!(
+        "mynetworks = [\"127.0.0.1/32\"]\nrelay_domains = [\"dest.test\"]\n\
+         [dkim.\"sign.test\"]\nselector = \"sel1\"\nkey_file = \"{}\"\n",
+        key.display()
+    );
+    let relay = Relay::start_in(&tmp.0, &relay_to(&sink.addr(), &config));
+    // A stranger claims our signing domain.
+    send_from_127_0_0_2(
+        &relay,
+        "x@outside.test",
+        "r@dest.test",
+        "From: CEO <ceo@sign.test>\r\nSubject: outsider\r\n\r\nwire the money\r\n",
+    );
+    // A trusted client, the same From:.
+    relay.client().message(
+        "ceo@sign.test",
+        &["r@dest.test"],
+        "From: CEO <ceo@sign.test>\r\nSubject: insider\r\n\r\nhello\r\n",
+    );
+    let dumps = sink.wait_messages(2);
+    let (mut outsider, mut insider) = (None, None);
+    for d in &dumps {
+        let sent = sent_content(d).replace('\n', "\r\n");
+        if sent.contains("Subject: outsider") {
+            outsider = Some(sent);
+        } else {
+            insider = Some(sent);
+        }
+    }
+    let outsider = outsider.expect("the outsider's message");
+    assert!(
+        !outsider.contains("DKIM-Signature:"),
+        "an outsider's mail was signed:\n{outsider}"
+    );
+    let insider = insider.expect("the trusted client's message");
+    let verdict = verify(&py, &tmp.0, "insider.eml", &insider, &records);
+    assert!(
+        verdict.starts_with("pass sign.test"),
+        "{verdict}\n{insider}"
+    );
+}
+
+#[test]
+fn a_rotated_key_signs_the_next_message_after_sighup() {
+    require("openssl", "openssl");
+    let py = python_with_dkim();
+    let tmp = TempDir::new("dkim-rotate");
+    let key = tmp.0.join("key.pem");
+    let old = make_key("rsa", &key);
+    let sink = Sink::start(&tmp.0, &[]);
+    let config = format!(
+        "[dkim.\"rot.test\"]\nselector = \"sel1\"\nkey_file = \"{}\"\n",
+        key.display()
+    );
+    let relay = Relay::start_in(&tmp.0, &relay_to(&sink.addr(), &config));
+    let send = |subject: &str| {
+        relay.client().message(
+            "a@rot.test",
+            &["x@dest.test"],
+            &format!("From: a@rot.test\r\nSubject: {subject}\r\n\r\nbody\r\n"),
+        );
+    };
+    let record = |p: &str| vec![format!("sel1._domainkey.rot.test=v=DKIM1; k=rsa; p={p}")];
+    send("before");
+    let first = sent_content(&sink.wait_messages(1)[0]).replace('\n', "\r\n");
+    let verdict = verify(&py, &tmp.0, "before.eml", &first, &record(&old));
+    assert!(verdict.starts_with("pass"), "{verdict}");
+    // The key file is replaced (as a rotation does, by rename) and the
+    // relay told: the configuration itself is unchanged.
+    let new_key = tmp.0.join("key.pem.new");
+    let new = make_key("rsa", &new_key);
+    std::fs::rename(&new_key, &key).unwrap();
+    let ok = Command::new("kill")
+        .args(["-HUP", &relay.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    relay.wait_log(
+        "DKIM keys read again; signing for rot.test (selector sel1)",
+        1,
+    );
+    send("after");
+    let dumps = sink.wait_messages(2);
+    let after = dumps
+        .iter()
+        .map(|d| sent_content(d).replace('\n', "\r\n"))
+        .find(|s| s.contains("Subject: after"))
+        .unwrap();
+    let verdict = verify(&py, &tmp.0, "after.eml", &after, &record(&new));
+    assert!(
+        verdict.starts_with("pass"),
+        "not signed with the new key: {verdict}\n{after}"
+    );
+    let verdict = verify(&py, &tmp.0, "after-old.eml", &after, &record(&old));
+    assert!(verdict.starts_with("fail"), "{verdict}");
 }

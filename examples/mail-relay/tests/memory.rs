@@ -1,15 +1,19 @@
 //! Bounded memory in DATA: a message is streamed into the spool through a
 //! bounded per-session buffer, so hundreds of sessions each deep into a
 //! large DATA keep the relay's RSS small; an abandoned message, or one cut
-//! by a crash, leaves nothing behind that is ever delivered.
+//! by a crash, leaves nothing behind that is ever delivered. And in the
+//! queue: messages waiting for (or being sent to) a slow upstream stay on
+//! disk, read a chunk at a time as they go out.
 
 mod util;
 
-use std::io::Write;
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use util::{count, Client, Relay, TempDir, LIMIT};
+use util::{count, relay_to, Client, Relay, TempDir, LIMIT};
 
 /// About `n` octets of message text: whole 1000-octet lines (CRLF each).
 fn text(n: usize) -> Vec<u8> {
@@ -190,4 +194,95 @@ fn a_streamed_message_acknowledged_survives_a_crash() {
         "content differs"
     );
     assert_eq!(count(&dir.0.join("spool/corrupt")), 0);
+}
+
+/// An upstream that takes the envelope, says 354, and then reads nothing:
+/// each delivery to it stalls once the socket's buffers are full. Counts
+/// the connections that got their 354.
+fn stalling_upstream() -> (String, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let in_data = Arc::new(AtomicUsize::new(0));
+    let n = in_data.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            let n = n.clone();
+            std::thread::spawn(move || {
+                s.set_read_timeout(Some(LIMIT)).unwrap();
+                let mut w = s.try_clone().unwrap();
+                let mut r = BufReader::new(s);
+                let _ = w.write_all(b"220 slow.test ESMTP\r\n");
+                let mut line = String::new();
+                while r.read_line(&mut line).unwrap_or(0) > 0 {
+                    let reply: &[u8] = if line.starts_with("EHLO") {
+                        b"250-slow.test\r\n250 8BITMIME\r\n"
+                    } else if line.starts_with("DATA") {
+                        b"354 go ahead\r\n"
+                    } else {
+                        b"250 2.0.0 Ok\r\n"
+                    };
+                    let _ = w.write_all(reply);
+                    if line.starts_with("DATA") {
+                        n.fetch_add(1, Ordering::SeqCst);
+                        // Reads nothing more; holds the connection.
+                        std::thread::sleep(LIMIT);
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    (addr, in_data)
+}
+
+#[test]
+fn messages_waiting_on_a_slow_upstream_stay_on_disk() {
+    const MESSAGES: usize = 40;
+    const EACH: usize = 5 << 20;
+    let (up, in_data) = stalling_upstream();
+    let relay = Relay::start(
+        "queue-rss",
+        &relay_to(&up, "[smtp]\ndata_xfer_timeout = \"10m\"\n"),
+    );
+    // Idle: started, nothing sent yet.
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = rss(relay.child.id());
+    let body = text(EACH);
+    let mut c = relay.client();
+    c.cmd("EHLO client.test", 250);
+    for i in 0..MESSAGES {
+        c.cmd("MAIL FROM:<s@example.test>", 250);
+        c.cmd(&format!("RCPT TO:<r{i}@example.test>"), 250);
+        c.cmd("DATA", 354);
+        c.send_raw(format!("Subject: {i}\r\n\r\n").as_bytes());
+        c.send_raw(&body);
+        c.cmd(".", 250);
+    }
+    // Every message is queued; as many deliveries as the destination
+    // allows (20) are stuck in DATA, the others wait their turn.
+    relay.wait_log("(queue active)", MESSAGES);
+    wait_for("20 deliveries stuck in DATA", || {
+        in_data.load(Ordering::SeqCst) >= 20
+    });
+    // Let the stuck deliveries fill their sockets' buffers.
+    std::thread::sleep(Duration::from_millis(500));
+    let busy = rss(relay.child.id());
+    let grown = busy.saturating_sub(idle);
+    eprintln!(
+        "{MESSAGES} messages of {} MB queued, 20 of them being sent to an upstream that \
+         reads nothing: RSS {} MB, {:.1} MB over idle ({} MB)",
+        EACH >> 20,
+        busy >> 20,
+        grown as f64 / f64::from(1 << 20),
+        idle >> 20
+    );
+    assert!(
+        grown < 20 << 20,
+        "RSS grew by {} MB with {MESSAGES} messages of {} MB waiting",
+        grown >> 20,
+        EACH >> 20
+    );
+    assert_eq!(count(&relay.spool_queue()), MESSAGES);
 }

@@ -3,30 +3,37 @@
 //! 10 mx1 = 127.0.0.2 and MX 20 mx2 = 127.0.0.3, `plain.test` with only
 //! an A record 127.0.0.4, `null.test` with a null MX, NXDOMAIN for the
 //! rest), Postfix's smtp-sink plays the mail exchangers on 127.0.0.2, .3
-//! and .4, all on one port (the relay's `[mx] port`).
+//! and .4, all on one port (the relay's `[mx] port`). And the MX policy
+//! against hostile zones: an MX that is the relay itself, exchangers on
+//! private addresses, twenty MX records, a tarpit exchanger.
 
 mod util;
 
 #[path = "../../../net/tests/util/dnsmasq.rs"]
 mod dnsmasq;
 
+use std::io::Write;
+use std::net::TcpListener;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use dnsmasq::{mail_zone, Dnsmasq};
-use util::{Relay, Sink, TempDir};
+use util::{Relay, Sink, TempDir, LIMIT};
 
 const MX1: [u8; 4] = [127, 0, 0, 2];
 const MX2: [u8; 4] = [127, 0, 0, 3];
 const PLAIN: [u8; 4] = [127, 0, 0, 4];
 
 /// The relay's settings for MX delivery: DNS at `dns`, exchangers on
-/// `port`, short timeouts and retries; bounces for the local domain
-/// `relay.test` go into the Maildir. Then `extra` TOML.
+/// `port` (on loopback, so allowed), short timeouts and retries; bounces
+/// for the local domain `relay.test` go into the Maildir. Then `extra`
+/// TOML.
 fn mx_config(dns: u16, port: u16, extra: &str) -> String {
     format!(
         "local_domains = [\"relay.test\"]\n\
          [mx]\nenabled = true\ndns_servers = [\"127.0.0.1:{dns}\"]\ndns_timeout = \"300ms\"\n\
-         dns_attempts = 1\nport = {port}\n{extra}\n\
+         dns_attempts = 1\nport = {port}\nallow_private_addresses = true\n{extra}\n\
          [queue]\nminimal_backoff_time = \"1h\"\nmaximal_backoff_time = \"1h\"\n\
          [smtp]\nconnect_timeout = \"2s\"\nhelo_timeout = \"5s\"\nconnection_idle_time_limit = \"300ms\"\n"
     )
@@ -252,4 +259,157 @@ fn per_destination_concurrency_and_connection_cache() {
         relay.log()
     );
     assert!(relay.log().contains("conn_use=3"), "{}", relay.log());
+}
+
+/// Zone options for dnsmasq.
+fn zone(options: &[String]) -> Vec<String> {
+    options.to_vec()
+}
+
+#[test]
+fn an_mx_that_is_the_relay_itself_is_a_loop() {
+    let tmp = TempDir::new("mx-self");
+    let port = free_mx_port();
+    // The relay listens on 127.0.0.1.
+    let dns = Dnsmasq::start(
+        &zone(&[
+            "--mx-host=self.test,mx.self.test,10".into(),
+            "--host-record=mx.self.test,127.0.0.1".into(),
+            // We are the backup: the better exchanger takes the mail.
+            "--mx-host=backup.test,mx1.backup.test,10".into(),
+            "--mx-host=backup.test,mx.self.test,20".into(),
+            "--host-record=mx1.backup.test,127.0.0.2".into(),
+            // We are the best: nobody better to hand it to.
+            "--mx-host=first.test,mx.self.test,10".into(),
+            "--mx-host=first.test,mx1.backup.test,20".into(),
+        ]),
+        60,
+    );
+    let better = sink(MX1, port, &tmp.0, &[]);
+    let relay = Relay::start_in(&tmp.0, &mx_config(dns.port(), port, ""));
+    send(&relay, &["a@self.test", "b@first.test"]);
+    let log = relay.wait_log("status=bounced", 2);
+    for d in ["self.test", "first.test"] {
+        assert!(
+            log.contains(&format!(
+                "dsn=5.4.6, status=bounced (mail for {d} loops back to myself)"
+            )),
+            "{log}"
+        );
+    }
+    send(&relay, &["c@backup.test"]);
+    better.wait_messages(1);
+    relay.wait_log("status=sent", 1);
+    // The relay never talked to itself: its only sessions are the test's.
+    assert_eq!(
+        relay.log().matches("]: connect from").count(),
+        2,
+        "{}",
+        relay.log()
+    );
+    assert!(better.messages()[0].contains("c@backup.test"));
+}
+
+#[test]
+fn exchangers_on_private_addresses_are_refused_unless_allowed() {
+    let tmp = TempDir::new("mx-private");
+    let dns = Dnsmasq::start(&mail_zone(), 60);
+    let port = free_mx_port();
+    let primary = sink(MX1, port, &tmp.0, &[]);
+    let secondary = sink(MX2, port, &tmp.0, &[]);
+    // The defaults, but for the DNS server and the port.
+    let config = format!(
+        "local_domains = [\"relay.test\"]\n[mx]\nenabled = true\n\
+         dns_servers = [\"127.0.0.1:{}\"]\nport = {port}\n",
+        dns.port()
+    );
+    let relay = Relay::start_in(&tmp.0, &config);
+    send(&relay, &["a@mail.test"]);
+    let log = relay.wait_log("status=bounced", 1);
+    assert!(
+        log.contains("dsn=5.4.4, status=bounced (no usable address for the mail exchangers of mail.test: mx1.mail.test[127.0.0.2]: a loopback address; mx2.mail.test[127.0.0.3]: a loopback address (refused: [mx] allow_private_addresses is off))"),
+        "{log}"
+    );
+    // The bounce comes home; nothing went to the exchangers.
+    relay.wait_delivered(1);
+    assert!(primary.messages().is_empty() && secondary.messages().is_empty());
+    assert_eq!(primary.counters().0 + secondary.counters().0, 0);
+}
+
+#[test]
+fn at_most_address_limit_addresses_per_attempt() {
+    let tmp = TempDir::new("mx-many");
+    let port = free_mx_port();
+    // Twenty exchangers, none of which answers.
+    let mut options = Vec::new();
+    for i in 1..=20 {
+        options.push(format!("--mx-host=many.test,mx{i}.many.test,{}", 10 * i));
+        options.push(format!("--host-record=mx{i}.many.test,127.0.1.{i}"));
+    }
+    let dns = Dnsmasq::start(&zone(&options), 60);
+    let relay = Relay::start_in(&tmp.0, &mx_config(dns.port(), port, ""));
+    send(&relay, &["a@many.test"]);
+    let log = relay.wait_log("status=deferred", 1);
+    let tried: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("trying the next mail exchanger"))
+        .collect();
+    assert_eq!(tried.len(), 5, "{log}");
+    // In preference order: the five best.
+    for i in 1..=5 {
+        assert!(
+            log.contains(&format!("mx{i}.many.test[127.0.1.{i}]:{port}: ")),
+            "{log}"
+        );
+    }
+    assert!(!log.contains("mx6.many.test"), "{log}");
+}
+
+#[test]
+fn a_tarpit_exchanger_is_left_at_the_deliverys_deadline() {
+    let tmp = TempDir::new("mx-tarpit");
+    let port = free_mx_port();
+    let dns = Dnsmasq::start(
+        &zone(&[
+            "--mx-host=tar.test,mx.tar.test,10".into(),
+            "--host-record=mx.tar.test,127.0.0.6".into(),
+        ]),
+        60,
+    );
+    // The tarpit: a greeting that comes one octet every 200 ms and never
+    // ends, so no single read waits long; records when the relay hangs up.
+    let l = TcpListener::bind(("127.0.0.6", port)).unwrap();
+    let closed: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let c = closed.clone();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let _ = s.write_all(b"220");
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            if s.write_all(b"-").is_err() {
+                *c.lock().unwrap() = Some(Instant::now());
+                return;
+            }
+        }
+    });
+    // One message may take 2 s in all (each read may wait 5 s).
+    let config = format!(
+        "{}message_timeout = \"2s\"\n",
+        mx_config(dns.port(), port, "")
+    );
+    let relay = Relay::start_in(&tmp.0, &config);
+    let t0 = Instant::now();
+    send(&relay, &["a@tar.test"]);
+    let log = relay.wait_log("status=deferred", 1);
+    assert!(log.contains("smtp.message_timeout = 2s"), "{log}");
+    while closed.lock().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < LIMIT,
+            "the tarpit still holds its connection:\n{}",
+            relay.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let held = closed.lock().unwrap().unwrap().duration_since(t0);
+    assert!(held >= Duration::from_secs(2), "{held:?}");
 }

@@ -29,31 +29,42 @@ fn times_out(c: &mut Client, since: Instant) {
 fn each_wait_for_the_client_times_out() {
     let relay = Relay::start("timeouts", SHORT);
 
+    // Each wait starts once the relay's reply is out, so the time is taken
+    // before the command that it answers: a lower bound, however late
+    // this thread reads the reply.
+
     // greeting: no EHLO after our 220.
+    let t0 = Instant::now();
     let mut c = relay.client();
-    times_out(&mut c, Instant::now());
+    times_out(&mut c, t0);
 
     // mail: no MAIL after EHLO.
     let mut c = relay.client();
+    let t0 = Instant::now();
     c.cmd("EHLO client.test", 250);
-    times_out(&mut c, Instant::now());
+    times_out(&mut c, t0);
 
     // rcpt: no RCPT after MAIL.
     let mut c = relay.client();
     c.cmd("EHLO client.test", 250);
+    let t0 = Instant::now();
     c.cmd("MAIL FROM:<s@example.test>", 250);
-    times_out(&mut c, Instant::now());
+    times_out(&mut c, t0);
 
     // data_init: nothing after our 354.
     let mut c = relay.client();
-    c.open_data("s@example.test", &["a@example.test"]);
-    times_out(&mut c, Instant::now());
+    c.cmd("EHLO client.test", 250);
+    c.cmd("MAIL FROM:<s@example.test>", 250);
+    c.cmd("RCPT TO:<a@example.test>", 250);
+    let t0 = Instant::now();
+    c.cmd("DATA", 354);
+    times_out(&mut c, t0);
 
     // data_block: a line, then silence.
     let mut c = relay.client();
     c.open_data("s@example.test", &["a@example.test"]);
-    c.send_raw(b"Subject: half\r\n");
     let t0 = Instant::now();
+    c.send_raw(b"Subject: half\r\n");
     times_out(&mut c, t0);
 
     let log = relay.log();

@@ -29,9 +29,9 @@ pub struct Queue {
     /// `bounce_queue_lifetime`, 5 days).
     #[serde(with = "duration")]
     pub bounce_queue_lifetime: Duration,
-    /// Messages in delivery attempts at once, their content in memory;
-    /// the others wait with only their envelope in memory
-    /// (`qmgr_message_active_limit`, 20 000).
+    /// Messages in delivery attempts at once (`qmgr_message_active_limit`,
+    /// 20 000); the others wait their turn. Only envelopes are in memory
+    /// either way: contents are read from the spool as they are sent.
     pub active_limit: usize,
 }
 

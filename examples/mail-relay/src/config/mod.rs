@@ -257,8 +257,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     /// TOML file over the embedded defaults (its keys are the long flags' names
-    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]` and `[routes]`
-    /// tables).
+    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]`, `[mx]`,
+    /// `[dkim]` and `[routes]` tables).
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
     /// Address to listen on (IP:PORT or HOST:PORT) [default: 127.0.0.1:2525].
@@ -326,6 +326,15 @@ pub struct Cli {
     /// stderr].
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
+    /// MX delivery: addresses tried per delivery attempt, over all the
+    /// exchangers ([mx] address_limit) [default: 5].
+    #[arg(long, value_name = "N")]
+    pub mx_address_limit: Option<usize>,
+    /// MX delivery: connect to exchangers at loopback, private, link-local,
+    /// shared or unspecified addresses ([mx] allow_private_addresses)
+    /// [default: refused].
+    #[arg(long)]
+    pub mx_allow_private_addresses: bool,
 }
 
 /// What `mail-relay` does besides running.
@@ -418,6 +427,12 @@ impl Config {
             stop_deadline,
             log_level
         );
+        if let Some(n) = cli.mx_address_limit {
+            self.mx.address_limit = n;
+        }
+        if cli.mx_allow_private_addresses {
+            self.mx.allow_private_addresses = true;
+        }
         if let Some(p) = &cli.tls_cert {
             self.tls.cert = Some(p.clone());
         }

@@ -41,6 +41,16 @@ pub struct Mx {
     /// lifts it.
     #[serde(with = "duration")]
     pub dead_destination_time: Duration,
+    /// Addresses tried in one delivery attempt, over all the exchangers
+    /// (Postfix's `smtp_mx_address_limit`, 5): names are resolved in
+    /// preference order only until this many addresses are found.
+    pub address_limit: usize,
+    /// Use exchangers whose address is loopback, private (RFC 1918, RFC
+    /// 4193), link-local, shared (RFC 6598) or unspecified (false: such an
+    /// address is never connected to, since DNS, which anyone can write
+    /// for their own domain, would point the relay at the inside of its
+    /// network). Tests on loopback set it.
+    pub allow_private_addresses: bool,
 }
 
 impl Default for Mx {
@@ -54,6 +64,8 @@ impl Default for Mx {
             destination_concurrency_limit: 20,
             destination_rate_delay: Duration::ZERO,
             dead_destination_time: Duration::from_secs(60),
+            address_limit: 5,
+            allow_private_addresses: false,
         }
     }
 }
@@ -75,6 +87,9 @@ impl Mx {
         }
         if self.dead_destination_time.is_zero() {
             return bad("dead_destination_time", "must be longer than 0");
+        }
+        if self.address_limit == 0 {
+            return bad("address_limit", "must be at least 1");
         }
         Ok(())
     }

@@ -17,12 +17,22 @@
 //!
 //! For a message sent with SMTPUTF8 the parts are RFC 6533's
 //! `message/global-delivery-status` and `message/global-headers`.
+//!
+//! What the report quotes from the network (an upstream's reply and name,
+//! the addresses) is [escaped](crate::escape): a CR in a reply cannot
+//! start a header line of its own in the report.
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use super::Detail;
+use crate::escape::escape;
 use crate::spool::{Envelope, Message};
+
+/// The most of the original's header section a report carries (cut at a
+/// line end): its headers are read from the spool, and a message with
+/// more is shown in part.
+pub const HEADERS_LIMIT: usize = 64 * 1024;
 use crate::time::Utc;
 
 /// One recipient to report on.
@@ -34,8 +44,10 @@ pub struct Failure<'a> {
     pub detail: &'a Detail,
 }
 
-/// The DSN returning `original` to its sender for `failed`; `expired`
-/// says the queue lifetime ran out (the recipients were only deferred).
+/// The DSN returning the message of `original` (its envelope) and
+/// `headers` (its header section, at most [`HEADERS_LIMIT`]) to its sender
+/// for `failed`; `expired` says the queue lifetime ran out (the recipients
+/// were only deferred).
 ///
 /// # Panics
 ///
@@ -43,14 +55,15 @@ pub struct Failure<'a> {
 /// to it) or `failed` is empty.
 pub fn report(
     hostname: &str,
-    original: &Message,
+    original: &Envelope,
+    headers: &[u8],
     failed: &[Failure<'_>],
     expired: bool,
 ) -> Message {
-    assert!(!original.env.from.is_empty(), "never bounce to <>");
+    assert!(!original.from.is_empty(), "never bounce to <>");
     assert!(!failed.is_empty(), "a report needs a failed recipient");
     let id = crate::id::next();
-    let global = original.env.smtputf8;
+    let global = original.smtputf8;
     let boundary = format!("{id}/{hostname}");
     let now = Utc::now().rfc5322();
     let mut m = String::new();
@@ -64,7 +77,7 @@ pub fn report(
          Content-Type: multipart/report; report-type=delivery-status;\r\n\
          \tboundary=\"{boundary}\"\r\n\r\n\
          This is a MIME-encapsulated message.\r\n\r\n",
-        to = original.env.from,
+        to = escape(&original.from),
     );
     let _ = write!(
         m,
@@ -81,9 +94,9 @@ pub fn report(
         },
     );
     for f in failed {
-        let _ = write!(m, "<{}>: {}\r\n", f.rcpt, f.detail.text);
+        let _ = write!(m, "<{}>: {}\r\n", escape(f.rcpt), escape(&f.detail.text));
     }
-    let arrival = Utc::from(original.env.arrival).rfc5322();
+    let arrival = Utc::from(original.arrival).rfc5322();
     let _ = write!(
         m,
         "\r\n--{boundary}\r\nContent-Description: Delivery report\r\n\
@@ -91,21 +104,22 @@ pub fn report(
          Reporting-MTA: dns; {hostname}\r\nX-Mail-Relay-Queue-ID: {orig}\r\n\
          Arrival-Date: {arrival}\r\n",
         g = if global { "global-" } else { "" },
-        orig = original.env.id,
+        orig = original.id,
     );
     for f in failed {
         let d = f.detail;
         let status = if expired { "4.4.7" } else { d.dsn.as_str() };
         let _ = write!(
             m,
-            "\r\nFinal-Recipient: rfc822; {}\r\nAction: failed\r\nStatus: {status}\r\n",
-            f.rcpt
+            "\r\nFinal-Recipient: rfc822; {}\r\nAction: failed\r\nStatus: {}\r\n",
+            escape(f.rcpt),
+            escape(status)
         );
         if let Some(remote) = &d.remote {
-            let _ = write!(m, "Remote-MTA: dns; {remote}\r\n");
+            let _ = write!(m, "Remote-MTA: dns; {}\r\n", escape(remote));
         }
         if let Some(reply) = &d.reply {
-            let _ = write!(m, "Diagnostic-Code: smtp; {reply}\r\n");
+            let _ = write!(m, "Diagnostic-Code: smtp; {}\r\n", escape(reply));
         }
     }
     let _ = write!(
@@ -119,7 +133,7 @@ pub fn report(
         }
     );
     let mut data = m.into_bytes();
-    data.extend_from_slice(headers(&original.data));
+    data.extend_from_slice(headers);
     data.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
     let eight_bit = data.iter().any(|&b| b >= 0x80);
     Message {
@@ -129,20 +143,14 @@ pub fn report(
             client: "127.0.0.1:0".parse().expect("a valid address"),
             helo: hostname.to_owned(),
             from: String::new(),
-            rcpts: vec![original.env.from.clone()],
+            rcpts: vec![original.from.clone()],
             eight_bit,
             smtputf8: global,
+            has_8bit: eight_bit,
+            // Our own mail.
+            trusted: true,
         },
         data,
-    }
-}
-
-/// The header section of `data`, with its last CRLF (the whole of it if
-/// there is no body).
-fn headers(data: &[u8]) -> &[u8] {
-    match data.windows(4).position(|w| w == b"\r\n\r\n") {
-        Some(i) => &data[..i + 2],
-        None => data,
     }
 }
 
@@ -151,21 +159,23 @@ mod tests {
     use super::*;
     use std::time::UNIX_EPOCH;
 
-    fn original(from: &str) -> Message {
-        Message {
-            env: Envelope {
-                id: "ORIG1".into(),
-                arrival: UNIX_EPOCH,
-                client: "127.0.0.1:9".parse().unwrap(),
-                helo: "c.test".into(),
-                from: from.into(),
-                rcpts: vec!["a@x.test".into(), "b@y.test".into()],
-                eight_bit: false,
-                smtputf8: false,
-            },
-            data: b"Received: by relay\r\nSubject: hello\r\n\r\nsecret body\r\n".to_vec(),
+    fn original(from: &str) -> Envelope {
+        Envelope {
+            id: "ORIG1".into(),
+            arrival: UNIX_EPOCH,
+            client: "127.0.0.1:9".parse().unwrap(),
+            helo: "c.test".into(),
+            from: from.into(),
+            rcpts: vec!["a@x.test".into(), "b@y.test".into()],
+            eight_bit: false,
+            smtputf8: false,
+            has_8bit: false,
+            trusted: false,
         }
     }
+
+    /// The original's header section, as the queue reads it.
+    const HEADERS: &[u8] = b"Received: by relay\r\nSubject: hello\r\n";
 
     #[test]
     fn shape_of_a_report() {
@@ -179,6 +189,7 @@ mod tests {
         let m = report(
             "relay.test",
             &original("s@z.test"),
+            HEADERS,
             &[Failure {
                 rcpt: "b@y.test",
                 detail: &d,
@@ -202,11 +213,37 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want:?} not in\n{text}");
         }
-        assert!(!text.contains("secret body"), "only the headers go back");
         assert!(text.ends_with("--\r\n"));
         assert!(!text.contains("a@x.test"), "only failed recipients");
         // Every line ends in CRLF, as the spool requires.
         assert!(!text.replace("\r\n", "").contains('\n'));
+    }
+
+    #[test]
+    fn an_upstreams_words_cannot_forge_lines() {
+        let d = Detail {
+            dsn: "5.0.0".into(),
+            text: "host x said: 550 no\rX-Forged: yes\x1b[2J".into(),
+            reply: Some("550 no\rX-Forged: yes\x1b[2J".into()),
+            remote: Some("mx\r".into()),
+        };
+        let m = report(
+            "relay.test",
+            &original("s@z.test"),
+            HEADERS,
+            &[Failure {
+                rcpt: "a@x.test",
+                detail: &d,
+            }],
+            false,
+        );
+        let text = String::from_utf8(m.data).unwrap();
+        assert!(!text.contains('\x1b'), "{text:?}");
+        assert!(!text.replace("\r\n", "").contains('\r'), "{text:?}");
+        assert!(
+            text.contains("Diagnostic-Code: smtp; 550 no\\x0dX-Forged: yes\\x1b[2J\r\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -215,6 +252,7 @@ mod tests {
         let m = report(
             "relay.test",
             &original("s@z.test"),
+            HEADERS,
             &[Failure {
                 rcpt: "a@x.test",
                 detail: &d,
@@ -234,6 +272,7 @@ mod tests {
         report(
             "relay.test",
             &original(""),
+            HEADERS,
             &[Failure {
                 rcpt: "a@x.test",
                 detail: &d,

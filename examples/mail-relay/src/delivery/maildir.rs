@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use super::{Detail, Job, Outcome, Status, Transport};
-use crate::spool::{sync_dir, Message};
+use crate::spool::{sync_dir, Envelope};
 
 /// A Maildir on the local disk.
 #[derive(Debug)]
@@ -48,14 +48,13 @@ impl Maildir {
     }
 
     /// The name a message is delivered under.
-    pub fn file_name(&self, msg: &Message) -> String {
-        let secs = msg
-            .env
+    pub fn file_name(&self, env: &Envelope) -> String {
+        let secs = env
             .arrival
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
-        format!("{secs}.Q{}.{}", msg.env.id, self.host)
+        format!("{secs}.Q{}.{}", env.id, self.host)
     }
 }
 
@@ -126,7 +125,7 @@ impl Maildir {
     fn deliver_batch(&self, batch: &[Job]) -> io::Result<Vec<io::Result<String>>> {
         let jobs: Vec<(Job, String)> = batch
             .iter()
-            .map(|j| (j.clone(), self.file_name(&j.msg)))
+            .map(|j| (j.clone(), self.file_name(&j.msg.env)))
             .collect();
         let names: Vec<String> = jobs.iter().map(|(_, n)| n.clone()).collect();
         let root = self.root.clone();
@@ -186,7 +185,18 @@ fn write_all(root: &Path, jobs: &[(Job, String)]) -> (Vec<io::Result<String>>, W
                 .open(&path)
                 .and_then(|mut f| {
                     f.write_all(&local_header(job))?;
-                    f.write_all(&to_lf(&job.msg.data))?;
+                    // The content from the spool, a chunk at a time (this
+                    // runs on the blocking pool).
+                    let mut lf = ToLf::default();
+                    let mut out = Vec::new();
+                    job.msg.content.read_sync(|chunk| {
+                        out.clear();
+                        lf.convert(chunk, &mut out);
+                        f.write_all(&out).map(|()| true)
+                    })?;
+                    out.clear();
+                    lf.finish(&mut out);
+                    f.write_all(&out)?;
                     Ok(f)
                 });
             match r {
@@ -240,17 +250,56 @@ fn local_header(job: &Job) -> Vec<u8> {
     h.into_bytes()
 }
 
-/// The content with CRLF line ends turned into LF.
-pub fn to_lf(data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(data.len());
-    let mut i = 0;
-    while i < data.len() {
-        if data[i] == b'\r' && data.get(i + 1) == Some(&b'\n') {
-            i += 1;
-            continue;
+/// CRLF line ends turned into LF, over content that comes in chunks (a
+/// CR at the end of one chunk may pair with the LF that starts the next).
+#[derive(Debug, Default)]
+pub struct ToLf {
+    /// The last chunk ended in a CR not yet written.
+    cr: bool,
+}
+
+impl ToLf {
+    /// Appends `data` converted to `out`.
+    pub fn convert(&mut self, data: &[u8], out: &mut Vec<u8>) {
+        let mut rest = data;
+        if std::mem::take(&mut self.cr) && rest.first() != Some(&b'\n') {
+            out.push(b'\r');
         }
-        out.push(data[i]);
-        i += 1;
+        while let Some(i) = rest.iter().position(|&b| b == b'\r') {
+            out.extend_from_slice(&rest[..i]);
+            match rest.get(i + 1) {
+                Some(b'\n') => {}
+                Some(_) => out.push(b'\r'),
+                None => self.cr = true,
+            }
+            rest = &rest[i + 1..];
+        }
+        out.extend_from_slice(rest);
     }
-    out
+
+    /// Appends what is held back (a final CR) to `out`.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        if std::mem::take(&mut self.cr) {
+            out.push(b'\r');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crlf_becomes_lf_across_chunks() {
+        let data = b"a\r\nb\rc\r\n\r\nlast\r";
+        let want = b"a\nb\rc\n\nlast\r";
+        for cut in 0..=data.len() {
+            let mut lf = ToLf::default();
+            let mut out = Vec::new();
+            lf.convert(&data[..cut], &mut out);
+            lf.convert(&data[cut..], &mut out);
+            lf.finish(&mut out);
+            assert_eq!(out, want, "cut at {cut}");
+        }
+    }
 }

@@ -20,14 +20,15 @@ use std::sync::Arc;
 
 pub use maildir::Maildir;
 
-use crate::spool::Message;
+use crate::spool::Stored;
 
 /// One delivery request: a message and the recipients (indices into its
-/// envelope's list) to deliver it to at one destination.
+/// envelope's list) to deliver it to at one destination. The content is
+/// read from the spool as the transport sends it.
 #[derive(Debug, Clone)]
 pub struct Job {
     /// The message.
-    pub msg: Arc<Message>,
+    pub msg: Arc<Stored>,
     /// Envelope indices of the recipients, ascending.
     pub rcpts: Vec<usize>,
 }

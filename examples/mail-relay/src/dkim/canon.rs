@@ -1,6 +1,12 @@
 //! DKIM's relaxed canonicalisation (RFC 6376 §3.4.2, §3.4.4), the choice
 //! of header fields to sign (§5.4.2), and the base64 of its tags.
+//!
+//! The header form and base64 are used as they are; the body and the
+//! choice of fields are computed a chunk at a time by [`scan`](super::scan),
+//! and their whole-message forms here (test only) are the reference it is
+//! checked against.
 
+#[cfg(test)]
 /// The body, relaxed: in each line, runs of spaces and tabs become one
 /// space and trailing ones go; empty lines at the end go; a non-empty
 /// body ends in CRLF. Lines end in CRLF (the spool's form).
@@ -48,6 +54,7 @@ pub fn relaxed_header(field: &[u8]) -> Vec<u8> {
     out
 }
 
+#[cfg(test)]
 /// The message's header fields, each with its folded continuation lines
 /// (no final CRLF), and the body after the empty line.
 pub fn split_message(data: &[u8]) -> (Vec<&[u8]>, &[u8]) {
@@ -82,6 +89,7 @@ pub fn split_message(data: &[u8]) -> (Vec<&[u8]>, &[u8]) {
     }
 }
 
+#[cfg(test)]
 /// The fields to sign among `fields`, for the `names` wanted: each name
 /// present once, its last occurrence (§5.4.2: an `h=` name matches from
 /// the bottom up). Returns the `h=` names and the fields, in order.
@@ -123,6 +131,7 @@ pub fn base64(data: &[u8]) -> String {
     out
 }
 
+#[cfg(test)]
 fn split_crlf(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut pos = Some(0);
     std::iter::from_fn(move || {
@@ -140,6 +149,7 @@ fn split_crlf(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+#[cfg(test)]
 fn find_crlf(data: &[u8], from: usize) -> Option<usize> {
     data.get(from..)?
         .windows(2)

@@ -2,16 +2,30 @@
 //! the configured domains' keys, and a [`Transport`] wrapper that signs
 //! each message before it leaves over SMTP.
 //!
+//! # What is signed
+//!
+//! Only mail from a trusted source
+//! ([`Envelope::trusted`](crate::spool::Envelope::trusted): a client in
+//! `mynetworks`, an authenticated submission, or the relay's own bounces),
+//! as OpenDKIM's `InternalHosts`: a signature says the domain vouches for
+//! the message, and a stranger who writes `From: ceo@<our domain>` must
+//! not get one. Such a message is signed when the domain of its `From:`
+//! header is one of `[dkim]`'s, with that domain's key (`d=` is the
+//! domain, `s=` its selector), relaxed/relaxed, over the header fields of
+//! RFC 6376 §5.4.1's list that the message has. The `DKIM-Signature:`
+//! field goes on top. Signing happens at each delivery attempt to an SMTP
+//! destination (relayhost, routes, MX), so the spooled message stays as
+//! it was received and local (Maildir) delivery is never signed.
+//!
 //! # Design
 //!
-//! A message is signed when the domain of its `From:` header is one of
-//! `[dkim]`'s, with that domain's key (`d=` is the domain, `s=` its
-//! selector), relaxed/relaxed, over the header fields of RFC 6376
-//! §5.4.1's list that the message has. The `DKIM-Signature:` field goes on
-//! top. Signing happens at each delivery attempt to an SMTP destination
-//! (relayhost, routes, MX), so the spooled message stays as it was
-//! received and local (Maildir) delivery is never signed. Keys are read
-//! and checked at start.
+//! The content is read from the spool in one pass on the blocking pool
+//! ([`scan`]): the header fields to sign are kept, the body is hashed as
+//! it goes, so a message of any size costs a chunk of memory, and the
+//! hashing and the signature stay off the relay's thread. The keys are
+//! read at start and again at every SIGHUP ([`Dkim::reload`]): a new key
+//! is used from the next message on, a key that does not load keeps the
+//! old set.
 //!
 //! The crypto is ring's (RSASSA-PKCS1-v1_5 with SHA-256; Ed25519 over the
 //! SHA-256 of the signed data, as RFC 8463 says); the canonicalisation is
@@ -19,9 +33,12 @@
 //! independent verifier (dkimpy) in `tests/dkim.rs`.
 
 pub mod canon;
+mod scan;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -33,7 +50,7 @@ use rustls::pki_types::PrivateKeyDer;
 
 use crate::config::DkimDomain;
 use crate::delivery::{Detail, Job, Outcome, Status, Transport};
-use crate::spool::Message;
+use crate::spool::{Content, Stored};
 
 /// The header fields signed when present (RFC 6376 §5.4.1's list).
 pub const SIGNED_HEADERS: &[&str] = &[
@@ -102,22 +119,27 @@ struct Signer {
     key: Key,
 }
 
-/// The signing domains and their keys.
-pub struct Dkim {
+/// A set of signing domains and their keys, as read from their files
+/// (shared with the blocking pool's threads, which sign).
+pub struct Keys {
     /// By lower-cased domain.
     signers: HashMap<String, Signer>,
     rng: SystemRandom,
 }
 
-impl fmt::Debug for Dkim {
+impl fmt::Debug for Keys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut domains: Vec<&String> = self.signers.keys().collect();
+        let mut domains: Vec<(&String, &str)> = self
+            .signers
+            .iter()
+            .map(|(d, s)| (d, s.selector.as_str()))
+            .collect();
         domains.sort();
-        f.debug_struct("Dkim").field("domains", &domains).finish()
+        f.debug_struct("Keys").field("domains", &domains).finish()
     }
 }
 
-impl Dkim {
+impl Keys {
     /// Reads every domain's key.
     ///
     /// # Errors
@@ -125,12 +147,11 @@ impl Dkim {
     /// Naming the domain and the file: a key file that is missing,
     /// unreadable, not PEM, or not an RSA (2048 to 4096 bits) or Ed25519
     /// private key.
-    pub fn load(domains: &BTreeMap<String, DkimDomain>) -> Result<Dkim, String> {
+    pub fn load(domains: &BTreeMap<String, DkimDomain>) -> Result<Keys, String> {
         let mut signers = HashMap::new();
         for (domain, d) in domains {
             let what = format!("dkim.{domain:?}.key_file {}", d.key_file.display());
-            let pem = std::fs::read(&d.key_file).map_err(|e| format!("{what}: {e}"))?;
-            let key = key_from_pem(&pem).map_err(|e| format!("{what}: {e}"))?;
+            let key = read_key(&d.key_file).map_err(|e| format!("{what}: {e}"))?;
             signers.insert(
                 domain.to_lowercase(),
                 Signer {
@@ -139,28 +160,57 @@ impl Dkim {
                 },
             );
         }
-        Ok(Dkim {
+        Ok(Keys {
             signers,
             rng: SystemRandom::new(),
         })
     }
 
-    /// `data` with a `DKIM-Signature:` field on top, when its `From:`
-    /// domain signs; `Ok(None)` when it does not.
+    /// No domain signs.
+    pub fn is_empty(&self) -> bool {
+        self.signers.is_empty()
+    }
+
+    /// The `DKIM-Signature:` field (with its CRLF) for the message whose
+    /// content is `content`, when its `From:` domain signs; `Ok(None)`
+    /// when it does not. Reads the content right here, in one pass: for
+    /// the blocking pool.
     ///
     /// # Errors
     ///
-    /// When the crypto fails.
-    pub fn sign(&self, data: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        let Some(domain) = from_domain(data) else {
+    /// Reading the content, a header field too long to sign, the crypto.
+    pub fn sign(&self, content: &Content) -> Result<Option<Vec<u8>>, String> {
+        let mut scanner = scan::Scanner::new(SIGNED_HEADERS);
+        let mut signer = None;
+        let r = content.read_sync(|chunk| {
+            scanner.feed(chunk);
+            if scanner.header_done() && signer.is_none() {
+                signer = scanner
+                    .sender_domain()
+                    .and_then(|d| self.signers.get_key_value(d));
+                // A domain that does not sign needs no body hash.
+                return Ok(signer.is_some());
+            }
+            Ok(true)
+        });
+        r.map_err(|e| format!("cannot read the message from the spool: {e}"))?;
+        if scanner.header_done() && signer.is_none() {
+            return Ok(None);
+        }
+        let scanned = scanner.finish()?;
+        let Some((domain, signer)) = scanned
+            .from_domain
+            .as_deref()
+            .and_then(|d| self.signers.get_key_value(d))
+        else {
             return Ok(None);
         };
-        let Some(signer) = self.signers.get(&domain) else {
-            return Ok(None);
-        };
-        let (fields, body) = canon::split_message(data);
-        let bh = ring::digest::digest(&ring::digest::SHA256, &canon::relaxed_body(body));
-        let (names, chosen) = canon::select(&fields, SIGNED_HEADERS);
+        let names: Vec<String> = SIGNED_HEADERS
+            .iter()
+            .zip(&scanned.fields)
+            .filter(|(_, f)| f.is_some())
+            .map(|(n, _)| n.to_ascii_lowercase())
+            .collect();
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -171,10 +221,12 @@ impl Dkim {
             signer.key.algorithm(),
             signer.selector,
             names.join(":"),
-            canon::base64(bh.as_ref())
+            canon::base64(&scanned.body_hash)
         );
-        let mut signed: Vec<u8> = chosen
+        let mut signed: Vec<u8> = scanned
+            .fields
             .iter()
+            .flatten()
             .flat_map(|f| canon::relaxed_header(f))
             .collect();
         let mut own = canon::relaxed_header(field.as_bytes());
@@ -185,7 +237,7 @@ impl Dkim {
             .sign(&signed, &self.rng)
             .map_err(|e| format!("DKIM signing for {domain} failed: {e}"))?;
         let b = canon::base64(&sig);
-        let mut out = Vec::with_capacity(field.len() + b.len() + data.len() + 16);
+        let mut out = Vec::with_capacity(field.len() + b.len() + 16);
         out.extend_from_slice(field.as_bytes());
         for (i, chunk) in b.as_bytes().chunks(72).enumerate() {
             if i > 0 {
@@ -194,9 +246,57 @@ impl Dkim {
             out.extend_from_slice(chunk);
         }
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(data);
         Ok(Some(out))
     }
+}
+
+/// The signing keys in force: read at start, read again at SIGHUP.
+pub struct Dkim {
+    keys: RefCell<Arc<Keys>>,
+}
+
+impl fmt::Debug for Dkim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Dkim").field(&self.keys.borrow()).finish()
+    }
+}
+
+impl Dkim {
+    /// Reads every domain's key.
+    ///
+    /// # Errors
+    ///
+    /// As [`Keys::load`].
+    pub fn load(domains: &BTreeMap<String, DkimDomain>) -> Result<Dkim, String> {
+        Ok(Dkim {
+            keys: RefCell::new(Arc::new(Keys::load(domains)?)),
+        })
+    }
+
+    /// The keys in force now.
+    pub fn keys(&self) -> Arc<Keys> {
+        self.keys.borrow().clone()
+    }
+
+    /// Reads the keys of `domains` again (a rotated key file, a domain
+    /// added or removed) and puts them in force for the next message;
+    /// returns how many domains sign now.
+    ///
+    /// # Errors
+    ///
+    /// As [`Keys::load`]: the keys in force stay.
+    pub fn reload(&self, domains: &BTreeMap<String, DkimDomain>) -> Result<usize, String> {
+        let keys = Keys::load(domains)?;
+        let n = keys.signers.len();
+        *self.keys.borrow_mut() = Arc::new(keys);
+        Ok(n)
+    }
+}
+
+/// Reads a private key file (PEM).
+fn read_key(path: &Path) -> Result<Key, String> {
+    let pem = std::fs::read(path).map_err(|e| e.to_string())?;
+    key_from_pem(&pem)
 }
 
 /// An RSA or Ed25519 private key from PEM.
@@ -218,41 +318,6 @@ fn key_from_pem(pem: &[u8]) -> Result<Key, String> {
             .map_err(|e| format!("not a usable RSA key ({e}; 2048 to 4096 bits)")),
         _ => Err("an EC (SEC1) key: DKIM signs with RSA or Ed25519".into()),
     }
-}
-
-/// The lower-cased domain of the first address of the `From:` header.
-pub fn from_domain(data: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(data);
-    let mut value: Option<String> = None;
-    for line in text.split("\r\n") {
-        if line.is_empty() {
-            break; // end of the header
-        }
-        match &mut value {
-            Some(v) if line.starts_with([' ', '\t']) => v.push_str(line),
-            Some(_) => break,
-            None => {
-                if let Some((name, v)) = line.split_once(':') {
-                    if name.trim().eq_ignore_ascii_case("from") {
-                        value = Some(v.to_owned());
-                    }
-                }
-            }
-        }
-    }
-    let value = value?;
-    // The first address: inside <...> if there is one.
-    let addr = match (value.find('<'), value.find('>')) {
-        (Some(a), Some(b)) if a < b => &value[a + 1..b],
-        _ => value.split(',').next().unwrap_or(""),
-    };
-    let domain = addr.rsplit_once('@')?.1;
-    let domain: String = domain
-        .chars()
-        .take_while(|c| !c.is_whitespace() && !matches!(c, '>' | ',' | ';' | '(' | ')'))
-        .collect();
-    let domain = domain.trim_end_matches('.').to_ascii_lowercase();
-    (!domain.is_empty()).then_some(domain)
 }
 
 /// A transport whose messages are signed before `inner` sends them.
@@ -277,21 +342,37 @@ impl Signing {
     }
 }
 
+impl Signing {
+    /// The signed form of `job`: `Ok(None)` to send it as it is.
+    fn sign(&self, keys: &Arc<Keys>, job: &Job) -> Result<Option<Job>, String> {
+        if !job.msg.env.trusted {
+            return Ok(None);
+        }
+        let (k, content) = (keys.clone(), job.msg.content.clone());
+        let field = coro::blocking(move || k.sign(&content))
+            .map_err(|e| format!("DKIM signing cut short: {e}"))??;
+        Ok(field.map(|field| Job {
+            msg: Arc::new(Stored {
+                env: job.msg.env.clone(),
+                content: job.msg.content.with_head(&field),
+            }),
+            rcpts: job.rcpts.clone(),
+        }))
+    }
+}
+
 impl Transport for Signing {
     fn deliver(&self, jobs: &[Job]) -> Vec<Outcome> {
+        let keys = self.dkim.keys();
+        if keys.is_empty() {
+            return self.inner.deliver(jobs);
+        }
         let mut signed = Vec::with_capacity(jobs.len());
         let mut failed: Vec<Option<Outcome>> = Vec::with_capacity(jobs.len());
         for job in jobs {
-            match self.dkim.sign(&job.msg.data) {
-                Ok(Some(data)) => {
-                    let msg = Arc::new(Message {
-                        env: job.msg.env.clone(),
-                        data,
-                    });
-                    signed.push(Job {
-                        msg,
-                        rcpts: job.rcpts.clone(),
-                    });
+            match self.sign(&keys, job) {
+                Ok(Some(j)) => {
+                    signed.push(j);
                     failed.push(None);
                 }
                 Ok(None) => {
@@ -325,7 +406,11 @@ impl Transport for Signing {
     }
 
     fn describe(&self) -> String {
-        format!("{} (DKIM-signed)", self.inner.describe())
+        if self.dkim.keys().is_empty() {
+            self.inner.describe()
+        } else {
+            format!("{} (DKIM-signed)", self.inner.describe())
+        }
     }
 
     fn batch_limit(&self) -> usize {
@@ -344,29 +429,6 @@ impl Transport for Signing {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn from_domains() {
-        let d = |h: &str| from_domain(format!("{h}\r\n\r\nbody\r\n").as_bytes());
-        assert_eq!(d("From: a@Example.ORG").as_deref(), Some("example.org"));
-        assert_eq!(
-            d("Subject: x\r\nfrom: \"A, B\" <a@b.test>").as_deref(),
-            Some("b.test")
-        );
-        assert_eq!(
-            d("From: A\r\n <a@folded.test>").as_deref(),
-            Some("folded.test")
-        );
-        assert_eq!(
-            d("From: a@x.test (comment), b@y.test").as_deref(),
-            Some("x.test")
-        );
-        assert_eq!(d("Subject: no from"), None);
-        assert_eq!(
-            from_domain(b"Subject: x\r\n\r\nFrom: a@body.test\r\n"),
-            None
-        );
-    }
 
     #[test]
     fn bad_keys_are_named() {

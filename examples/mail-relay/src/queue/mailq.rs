@@ -14,10 +14,15 @@
 //!
 //! -- 3 Kbytes in 2 Requests.
 //! ```
+//!
+//! Addresses and reasons came from the network (a client's envelope, an
+//! upstream's reply): they are shown [escaped](crate::escape), whether the
+//! listing comes from the running relay or from the spool.
 
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
+use crate::escape::escape;
 use crate::time::Utc;
 
 /// One message as `mailq` lists it.
@@ -26,7 +31,7 @@ pub struct Item {
     /// Queue id.
     pub id: String,
     /// Content size in octets.
-    pub size: usize,
+    pub size: u64,
     /// Arrival.
     pub arrival: SystemTime,
     /// Sender (empty: the null sender).
@@ -60,18 +65,19 @@ pub fn format(items: &[Item], now: SystemTime) -> String {
         "-Queue ID-",
         w = ID + 1
     );
-    let mut bytes = 0;
+    let mut bytes = 0u64;
     for it in items {
         bytes += it.size;
+        // Everything but our own numbers and dates came from the network.
         let from = if it.from.is_empty() {
-            "MAILER-DAEMON"
+            "MAILER-DAEMON".into()
         } else {
-            &it.from
+            escape(&it.from)
         };
         let _ = writeln!(
             out,
             "{:<w$}{}{:>9} {}  {from}",
-            it.id,
+            escape(&it.id),
             if it.active { '*' } else { ' ' },
             it.size,
             Utc::from(it.arrival).short(),
@@ -85,10 +91,10 @@ pub fn format(items: &[Item], now: SystemTime) -> String {
                 },
                 None => "due now".to_owned(),
             };
-            let _ = writeln!(out, "(attempt {}, {when}: {reason})", it.attempts);
+            let _ = writeln!(out, "(attempt {}, {when}: {})", it.attempts, escape(reason));
         }
         for r in &it.rcpts {
-            let _ = writeln!(out, "{:pad$}{r}", "");
+            let _ = writeln!(out, "{:pad$}{}", "", escape(r));
         }
         out.push('\n');
     }
@@ -157,5 +163,29 @@ mod tests {
         assert_eq!(text, want);
         assert_eq!(format(&[], t0), "Mail queue is empty\n");
         assert_eq!(human(Duration::from_secs(3725)), "1h02m");
+    }
+
+    #[test]
+    fn what_came_from_the_network_is_escaped() {
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_795_419_899);
+        let it = Item {
+            id: "18F3A0C2B1D4E00003".into(),
+            size: 1,
+            arrival: t0,
+            from: "s\x1b]0;owned\x07@example.test".into(),
+            rcpts: vec!["r\r@example.test".into()],
+            active: false,
+            attempts: 1,
+            next_attempt: Some(t0),
+            reason: Some("host said: 450 \x1b[2J\x07busy\rfake".into()),
+        };
+        let text = format(&[it], t0);
+        assert!(
+            !text.contains(['\x1b', '\x07', '\r']),
+            "raw control characters: {text:?}"
+        );
+        assert!(text.contains("s\\x1b]0;owned\\x07@example.test"), "{text}");
+        assert!(text.contains("r\\x0d@example.test"), "{text}");
+        assert!(text.contains("450 \\x1b[2J\\x07busy\\x0dfake"), "{text}");
     }
 }

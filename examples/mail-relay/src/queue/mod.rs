@@ -27,13 +27,16 @@
 //!
 //! # Memory
 //!
-//! A message's content stays in memory only while it is being delivered
-//! or about to be: at most `active_limit` messages (Postfix's
-//! `qmgr_message_active_limit`) are in attempts at once; a deferred
-//! message, and a new one beyond the limit, keeps only its envelope, and
-//! its content is read back from its batch file when its turn comes (one
-//! `coro::blocking` job per pass of the runner). So a long outage of the
-//! upstream fills the disk, not the memory.
+//! The queue keeps envelopes: a message's content stays in its spool
+//! file, and delivery reads it from there a chunk at a time as it sends it
+//! ([`crate::spool::Content`]). Only a message received whole (under
+//! 64 KiB) may keep its content in memory for its first attempt, while
+//! all such contents together stay within [`HOLD_LIMIT`]: a message
+//! delivered at once then costs no read of the disk, and a deferral, or
+//! the limit, sends it to the disk like the others. At most `active_limit`
+//! messages (Postfix's `qmgr_message_active_limit`) are in attempts at
+//! once. So a long outage of the upstream, or a slow one, fills the disk,
+//! not the memory.
 //!
 //! # Stopping
 //!
@@ -49,6 +52,7 @@ mod runner;
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -57,9 +61,13 @@ use coro::sync::{PeriodicExecutor, WaitGroup};
 use crate::config;
 use crate::delivery::route::{Dest, Router};
 use crate::delivery::{Job, Status, Transport};
-use crate::spool::{Message, Queued, Spool};
+use crate::spool::{Held, Queued, Spool, Stored};
 
 pub use mailq::{format as format_mailq, Item as MailqItem};
+
+/// The most octets of content held in memory for messages in their first
+/// attempt, all of them together (see "Memory" above).
+pub const HOLD_LIMIT: usize = 8 << 20;
 
 /// The delivery queue (cheap to clone: a handle).
 #[derive(Clone)]
@@ -82,12 +90,8 @@ struct Slot {
 
 /// A message in the queue.
 struct Entry {
-    /// The message; its content is empty while `parked`.
-    msg: Arc<Message>,
-    /// The content is not in memory (it is in the spool).
-    parked: bool,
-    /// The content's size.
-    size: usize,
+    /// The message (its envelope; its content is in the spool).
+    msg: Arc<Stored>,
     /// Per recipient: finished (sent, bounced, or dropped).
     done: Vec<bool>,
     /// Deferred attempts so far.
@@ -125,8 +129,10 @@ struct Inner {
     ready: RefCell<VecDeque<String>>,
     /// Deferred messages by next attempt.
     deferred: RefCell<BTreeSet<(SystemTime, String)>>,
-    /// Messages in an attempt (their content in memory).
+    /// Messages in an attempt.
     active: Cell<usize>,
+    /// Octets of content held in memory ([`HOLD_LIMIT`]).
+    held: Arc<AtomicUsize>,
     /// The runner, once started (taken at a stop).
     runner: RefCell<Option<PeriodicExecutor>>,
     /// Every agent is a member.
@@ -194,6 +200,7 @@ impl Queue {
                 ready: RefCell::new(VecDeque::new()),
                 deferred: RefCell::new(BTreeSet::new()),
                 active: Cell::new(0),
+                held: Arc::new(AtomicUsize::new(0)),
                 runner: RefCell::new(None),
                 agents: WaitGroup::new(),
                 agent_threads: RefCell::new(HashMap::new()),
@@ -247,11 +254,28 @@ impl Queue {
         let inner = &self.inner;
         let Queued {
             msg,
+            memory,
             state,
-            size,
-            loaded,
             received_in,
         } = q;
+        // Received whole and due now: its first attempt reads it from
+        // memory, if the budget has room.
+        let held = memory
+            .filter(|_| state.next_attempt.is_none())
+            .and_then(|m| Held::new(m, &inner.held, HOLD_LIMIT));
+        let msg = match held {
+            Some(h) => match Arc::try_unwrap(msg) {
+                Ok(mut m) => {
+                    m.content = m.content.with_held(h);
+                    Arc::new(m)
+                }
+                Err(msg) => Arc::new(Stored {
+                    env: msg.env.clone(),
+                    content: msg.content.with_held(h),
+                }),
+            },
+            None => msg,
+        };
         let id = msg.env.id.clone();
         let mut done = vec![false; msg.env.rcpts.len()];
         for &i in &state.done_rcpts {
@@ -260,21 +284,14 @@ impl Queue {
             }
         }
         let now = SystemTime::now();
-        let waits = match state.next_attempt.filter(|&t| t > now) {
+        match state.next_attempt.filter(|&t| t > now) {
             Some(t) => {
                 inner.deferred.borrow_mut().insert((t, id.clone()));
-                true
             }
-            None => {
-                let mut ready = inner.ready.borrow_mut();
-                ready.push_back(id.clone());
-                ready.len() + inner.active.get() > inner.settings.active_limit
-            }
-        };
-        let mut e = Entry {
+            None => inner.ready.borrow_mut().push_back(id.clone()),
+        }
+        let e = Entry {
             msg,
-            parked: !loaded,
-            size,
             done,
             attempts: state.attempts,
             next_attempt: state.next_attempt,
@@ -283,9 +300,6 @@ impl Queue {
             results: Vec::new(),
             received_in,
         };
-        if waits {
-            e.park();
-        }
         inner.entries.borrow_mut().insert(id, e);
     }
 
@@ -385,7 +399,7 @@ impl Queue {
             .values()
             .map(|e| MailqItem {
                 id: e.msg.env.id.clone(),
-                size: e.size,
+                size: e.msg.content.len(),
                 arrival: e.msg.env.arrival,
                 from: e.msg.env.from.clone(),
                 rcpts: pending(&e.msg, &e.done),
@@ -473,29 +487,8 @@ impl Inner {
     }
 }
 
-impl Entry {
-    /// Drops the content from memory (it stays in the spool).
-    fn park(&mut self) {
-        if !self.parked {
-            let env = self.msg.env.clone();
-            self.msg = Arc::new(Message {
-                env,
-                data: Vec::new(),
-            });
-            self.parked = true;
-        }
-    }
-
-    /// Puts the content read back from the spool in place.
-    fn unpark(&mut self, data: Vec<u8>) {
-        let env = self.msg.env.clone();
-        self.msg = Arc::new(Message { env, data });
-        self.parked = false;
-    }
-}
-
 /// The recipients of `msg` not yet finished.
-fn pending(msg: &Message, done: &[bool]) -> Vec<String> {
+fn pending(msg: &Stored, done: &[bool]) -> Vec<String> {
     msg.env
         .rcpts
         .iter()

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use super::Inner;
 use crate::delivery::bounce::{self, Failure};
 use crate::delivery::{Detail, Job, Outcome, Status};
-use crate::spool::{Message, Update};
+use crate::spool::{Stored, Update};
 
 /// Takes the outcomes of `jobs` (one each, in order); `attempt` is when
 /// the attempt started and how long it took.
@@ -181,7 +181,7 @@ fn settle(inner: &Inner, id: &str) {
 }
 
 /// Defers `id` for `why`: the next attempt after the backoff, in the
-/// journal; its content leaves memory until then.
+/// journal.
 pub(super) fn defer(inner: &Inner, id: &str, why: &Detail) {
     let mut entries = inner.entries.borrow_mut();
     let Some(e) = entries.get_mut(id) else { return };
@@ -189,7 +189,13 @@ pub(super) fn defer(inner: &Inner, id: &str, why: &Detail) {
     let next = SystemTime::now() + inner.settings.backoff(e.attempts);
     e.next_attempt = Some(next);
     e.reason = Some(why.text.clone());
-    e.park();
+    if e.msg.content.is_held() {
+        // Until the next attempt, its content is on disk only.
+        e.msg = Arc::new(Stored {
+            env: e.msg.env.clone(),
+            content: e.msg.content.unheld(),
+        });
+    }
     inner.spool().record(Update::Defer {
         id: id.to_owned(),
         attempts: e.attempts,
@@ -206,7 +212,7 @@ pub(super) fn defer(inner: &Inner, id: &str, why: &Detail) {
 /// report could not be committed.
 fn return_to_sender(
     inner: &Inner,
-    msg: &Message,
+    msg: &Stored,
     failed: &[(usize, Detail)],
     expired: bool,
 ) -> Result<(), String> {
@@ -229,7 +235,19 @@ fn return_to_sender(
             detail: d,
         })
         .collect();
-    let report = bounce::report(&inner.hostname, msg, &failures, expired);
+    // The report carries the original's header section, read from the
+    // spool and bounded (bounce::HEADERS_LIMIT).
+    let headers = match msg.content.header_section(bounce::HEADERS_LIMIT) {
+        Ok(h) => h,
+        Err(e) => {
+            log::warn!(
+                "{}: cannot read its headers for the bounce: {e}; sent without them",
+                env.id
+            );
+            Vec::new()
+        }
+    };
+    let report = bounce::report(&inner.hostname, env, &headers, &failures, expired);
     let rid = report.env.id.clone();
     match inner.spool().commit(Arc::new(report)) {
         Ok(()) => {

@@ -20,9 +20,6 @@ use crate::spool::Update;
 /// The runner's longest wait when nothing is deferred.
 const IDLE: Duration = Duration::from_secs(3600);
 
-/// Messages whose content is read back in one blocking job at most.
-const LOAD_CHUNK: usize = 1000;
-
 /// One pass of the runner.
 pub(super) fn run_once(inner: &Inner) {
     if inner.stopping.get() {
@@ -37,26 +34,16 @@ pub(super) fn run_once(inner: &Inner) {
             ready.push_back(id);
         }
     }
-    loop {
-        let room = inner
-            .settings
-            .active_limit
-            .saturating_sub(inner.active.get());
-        let batch: Vec<String> = {
-            let mut ready = inner.ready.borrow_mut();
-            let n = ready.len().min(room).min(LOAD_CHUNK);
-            ready.drain(..n).collect()
-        };
-        if batch.is_empty() {
-            break;
-        }
-        if !load(inner, &batch) {
-            let mut ready = inner.ready.borrow_mut();
-            for id in batch.into_iter().rev() {
-                ready.push_front(id);
-            }
-            return;
-        }
+    let room = inner
+        .settings
+        .active_limit
+        .saturating_sub(inner.active.get());
+    let batch: Vec<String> = {
+        let mut ready = inner.ready.borrow_mut();
+        let n = ready.len().min(room);
+        ready.drain(..n).collect()
+    };
+    if !batch.is_empty() {
         for id in batch {
             start_attempt(inner, &id);
         }
@@ -73,56 +60,12 @@ pub(super) fn run_once(inner: &Inner) {
     }
 }
 
-/// Reads the content of the parked messages among `ids` back from the
-/// spool; a message that cannot be read is deferred. `false` if the
-/// reading was cut short (the runner is stopping).
-fn load(inner: &Inner, ids: &[String]) -> bool {
-    let parked: Vec<String> = {
-        let entries = inner.entries.borrow();
-        ids.iter()
-            .filter(|id| entries.get(*id).is_some_and(|e| e.parked))
-            .cloned()
-            .collect()
-    };
-    if parked.is_empty() {
-        return true;
-    }
-    let contents = match inner.spool().load(&parked) {
-        Ok(c) => c,
-        Err(e) => {
-            log::warn!("reading {} queued messages back: {e}", parked.len());
-            return false;
-        }
-    };
-    if inner.stopping.get() {
-        return false;
-    }
-    for (id, content) in parked.iter().zip(contents) {
-        match content {
-            Ok(data) => {
-                if let Some(e) = inner.entries.borrow_mut().get_mut(id) {
-                    e.unpark(data);
-                }
-            }
-            Err(err) => {
-                log::error!("{id}: cannot read it from the spool: {err}");
-                let d = Detail::local(
-                    "4.3.0",
-                    format!("cannot read the message from the spool: {err}"),
-                );
-                outcome::defer(inner, id, &d);
-            }
-        }
-    }
-    true
-}
-
 /// Splits `id`'s unfinished recipients into one job per destination.
 fn start_attempt(inner: &Inner, id: &str) {
     let mut entries = inner.entries.borrow_mut();
     let Some(e) = entries.get_mut(id) else { return };
-    if e.outstanding > 0 || e.parked {
-        return; // an attempt is under way (a flush raced it), or unreadable
+    if e.outstanding > 0 {
+        return; // an attempt is under way (a flush raced it)
     }
     e.next_attempt = None;
     let mut jobs: Vec<(usize, Vec<usize>)> = Vec::new();

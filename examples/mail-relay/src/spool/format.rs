@@ -12,11 +12,17 @@
 //! helo client.test
 //! from sender@example.test    (empty for the null sender)
 //! rcpt a@example.test         one per recipient, in envelope order
-//! body 7bit                   or 8bitmime
+//! body 7bit                   or 8bitmime (as declared)
 //! smtputf8 no
+//! octets 7bit                 or 8bit: whether the content has octets over 127
+//! trusted yes                 the client was trusted (mynetworks): may be DKIM-signed
 //! size 1093                   octets of content
 //!                             a blank line, then exactly `size` octets
 //! ```
+//!
+//! A record written before `octets` and `trusted` existed reads as
+//! untrusted, and its content is scanned once for 8-bit octets when it is
+//! read back.
 //!
 //! # A state journal
 //!
@@ -34,6 +40,7 @@
 //! one is lost. A line that does not parse (a torn last line) is skipped.
 
 use std::collections::{BTreeSet, HashMap};
+use std::io::{self, BufRead, Read, Seek};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -56,10 +63,17 @@ pub struct Envelope {
     pub eight_bit: bool,
     /// SMTPUTF8 was declared.
     pub smtputf8: bool,
+    /// The content has octets over 127 (whatever BODY= said).
+    pub has_8bit: bool,
+    /// The message came from a trusted source: a client in `mynetworks`
+    /// (or an authenticated submission), or the relay itself (a bounce).
+    /// Only such mail is DKIM-signed.
+    pub trusted: bool,
 }
 
-/// A message: its envelope and its content (with our `Received:` header
-/// first, lines ending in CRLF, dot-unstuffed).
+/// A message in memory, as a session received it or the relay made it
+/// (a bounce), to be committed: its envelope and its content (with our
+/// `Received:` header first, lines ending in CRLF, dot-unstuffed).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Message {
     /// The envelope.
@@ -98,9 +112,11 @@ fn encode_size(env: &Envelope, size: &str) -> Vec<u8> {
         h.push('\n');
     }
     h.push_str(&format!(
-        "body {}\nsmtputf8 {}\nsize {size}\n\n",
+        "body {}\nsmtputf8 {}\noctets {}\ntrusted {}\nsize {size}\n\n",
         if env.eight_bit { "8bitmime" } else { "7bit" },
-        if env.smtputf8 { "yes" } else { "no" }
+        if env.smtputf8 { "yes" } else { "no" },
+        if env.has_8bit { "8bit" } else { "7bit" },
+        if env.trusted { "yes" } else { "no" },
     ));
     h.into_bytes()
 }
@@ -111,16 +127,68 @@ fn micros(t: SystemTime) -> String {
     format!("{}.{:06}", t.as_secs(), t.subsec_micros())
 }
 
-/// Parses a batch file: every message in it, in order, each with where
-/// its content starts in the file.
-pub fn decode_all(bytes: &[u8]) -> Result<Vec<(Message, u64)>, String> {
+/// The most octets an envelope may take in a batch file (a record whose
+/// envelope does not end within it is corrupt).
+pub const MAX_ENVELOPE: usize = 16 << 20;
+
+/// One message of a batch file, as read back: its envelope and where its
+/// content is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The envelope.
+    pub env: Envelope,
+    /// Where the content starts in the file.
+    pub offset: u64,
+    /// The content's length.
+    pub size: u64,
+}
+
+/// Reads every record of a batch file of `len` octets: the envelopes,
+/// skipping the contents (a record from before `octets` has its content
+/// scanned for 8-bit octets, a chunk at a time).
+///
+/// # Errors
+///
+/// What is wrong with the file (a truncated record, a bad envelope), or
+/// the read error.
+pub fn read_records<R: BufRead + Seek>(r: &mut R, len: u64) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        let (m, used) = decode(&bytes[at..])?;
-        let content = at + used - m.data.len();
-        out.push((m, content as u64));
-        at += used;
+    let mut at = 0u64;
+    let mut head = Vec::new();
+    while at < len {
+        head.clear();
+        loop {
+            // A line is read only as far as the envelope may still go.
+            let room = (MAX_ENVELOPE + 1).saturating_sub(head.len()) as u64;
+            let n = r
+                .by_ref()
+                .take(room)
+                .read_until(b'\n', &mut head)
+                .map_err(|e| e.to_string())?;
+            if head.ends_with(b"\n\n") {
+                break;
+            }
+            if head.len() > MAX_ENVELOPE {
+                return Err(format!("an envelope over {MAX_ENVELOPE} octets"));
+            }
+            if n == 0 {
+                return Err("no end of envelope".into());
+            }
+        }
+        let text =
+            std::str::from_utf8(&head[..head.len() - 2]).map_err(|_| "envelope is not UTF-8")?;
+        let (mut env, size, octets_known) = decode_envelope(text)?;
+        let offset = at + head.len() as u64;
+        if size > len - offset {
+            return Err(format!("size {size} but {} bytes of content", len - offset));
+        }
+        if octets_known {
+            r.seek_relative(size as i64).map_err(|e| e.to_string())?;
+        } else {
+            env.has_8bit = scan_8bit(r, size).map_err(|e| e.to_string())?;
+        }
+        out.push(Record { env, offset, size });
+        at = offset + size;
     }
     if out.is_empty() {
         return Err("empty batch file".into());
@@ -128,15 +196,23 @@ pub fn decode_all(bytes: &[u8]) -> Result<Vec<(Message, u64)>, String> {
     Ok(out)
 }
 
-/// Parses one message at the start of `bytes`; returns it and the bytes
-/// it took.
-pub fn decode(bytes: &[u8]) -> Result<(Message, usize), String> {
-    let split = bytes
-        .windows(2)
-        .position(|w| w == b"\n\n")
-        .ok_or("no end of envelope")?;
-    let head = std::str::from_utf8(&bytes[..split]).map_err(|_| "envelope is not UTF-8")?;
-    let rest = &bytes[split + 2..];
+/// Whether the next `size` octets of `r` have one over 127 (reads them
+/// all, a chunk at a time).
+fn scan_8bit(r: &mut impl Read, size: u64) -> io::Result<bool> {
+    let mut buf = vec![0; super::content::CHUNK];
+    let (mut left, mut found) = (size, false);
+    while left > 0 {
+        let n = buf.len().min(left as usize);
+        r.read_exact(&mut buf[..n])?;
+        found |= buf[..n].iter().any(|&b| b >= 0x80);
+        left -= n as u64;
+    }
+    Ok(found)
+}
+
+/// Parses an envelope (its text before the blank line): the envelope, the
+/// content's size, and whether `octets` was given.
+pub fn decode_envelope(head: &str) -> Result<(Envelope, u64, bool), String> {
     let mut lines = head.lines();
     if lines.next() != Some(MAGIC) {
         return Err(format!("not a version-1 queue record (want {MAGIC:?})"));
@@ -150,8 +226,11 @@ pub fn decode(bytes: &[u8]) -> Result<(Message, usize), String> {
         rcpts: Vec::new(),
         eight_bit: false,
         smtputf8: false,
+        has_8bit: false,
+        trusted: false,
     };
     let mut size = None;
+    let mut octets = false;
     for line in lines {
         let (k, v) = line.split_once(' ').unwrap_or((line, ""));
         match k {
@@ -169,24 +248,20 @@ pub fn decode(bytes: &[u8]) -> Result<(Message, usize), String> {
             "rcpt" => env.rcpts.push(v.to_owned()),
             "body" => env.eight_bit = v == "8bitmime",
             "smtputf8" => env.smtputf8 = v == "yes",
-            "size" => size = Some(v.parse::<usize>().map_err(|_| format!("bad size {v:?}"))?),
+            "octets" => {
+                env.has_8bit = v == "8bit";
+                octets = true;
+            }
+            "trusted" => env.trusted = v == "yes",
+            "size" => size = Some(v.parse::<u64>().map_err(|_| format!("bad size {v:?}"))?),
             _ => {} // a later version's key
         }
     }
     if env.id.is_empty() || env.rcpts.is_empty() {
         return Err("envelope without id or recipients".into());
     }
-    match size {
-        Some(n) if n <= rest.len() => Ok((
-            Message {
-                env,
-                data: rest[..n].to_vec(),
-            },
-            split + 2 + n,
-        )),
-        Some(n) => Err(format!("size {n} but {} bytes of content", rest.len())),
-        None => Err("no size".into()),
-    }
+    let size = size.ok_or("no size")?;
+    Ok((env, size, octets))
 }
 
 /// What the journal says about one message that is still queued.
@@ -321,7 +396,7 @@ pub fn replay(journal: &str) -> HashMap<String, Option<MsgState>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn sample() -> Message {
@@ -335,46 +410,101 @@ mod tests {
                 rcpts: vec!["a@x.test".into(), "ü@y.test".into()],
                 eight_bit: true,
                 smtputf8: true,
+                has_8bit: false,
+                trusted: true,
             },
             data: b"Subject: hi\r\n\r\nbody\r\n\r\n\n".to_vec(),
         }
     }
 
+    /// The records of `msgs` written one after the other, read back.
+    fn records(bytes: &[u8]) -> Result<Vec<Record>, String> {
+        read_records(&mut std::io::Cursor::new(bytes), bytes.len() as u64)
+    }
+
+    fn batch(msgs: &[&Message], fixed: bool) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for m in msgs {
+            let head = if fixed {
+                encode_fixed(&m.env, m.data.len())
+            } else {
+                encode(&m.env, m.data.len())
+            };
+            bytes.extend_from_slice(&head);
+            bytes.extend_from_slice(&m.data);
+        }
+        bytes
+    }
+
     #[test]
     fn round_trip() {
         let m = sample();
-        let mut bytes = encode(&m.env, m.data.len());
-        bytes.extend_from_slice(&m.data);
-        assert_eq!(decode(&bytes).unwrap(), (m, bytes.len()));
+        let bytes = batch(&[&m], false);
+        let r = records(&bytes).unwrap();
+        let head = encode(&m.env, m.data.len()).len() as u64;
+        assert_eq!(
+            r,
+            [Record {
+                env: m.env.clone(),
+                offset: head,
+                size: m.data.len() as u64
+            }]
+        );
     }
 
     #[test]
     fn a_fixed_width_size_reads_back() {
         let m = sample();
         let short = encode_fixed(&m.env, 0);
-        let mut bytes = encode_fixed(&m.env, m.data.len());
-        assert_eq!(short.len(), bytes.len());
-        bytes.extend_from_slice(&m.data);
-        assert_eq!(decode(&bytes).unwrap(), (m, bytes.len()));
+        assert_eq!(short.len(), encode_fixed(&m.env, m.data.len()).len());
+        let r = records(&batch(&[&m], true)).unwrap();
+        assert_eq!((&r[0].env, r[0].size), (&m.env, m.data.len() as u64));
     }
 
     #[test]
     fn truncated_or_foreign_files_are_refused() {
         let m = sample();
-        let mut bytes = encode(&m.env, m.data.len());
-        bytes.extend_from_slice(&m.data);
-        assert!(decode(&bytes[..bytes.len() - 1])
+        let bytes = batch(&[&m], false);
+        assert!(records(&bytes[..bytes.len() - 1])
             .unwrap_err()
             .contains("size"));
-        assert!(decode(b"hello\n\n").is_err());
+        assert!(records(b"hello\n\n").is_err());
+        assert!(records(b"").is_err());
+        // A file of junk without an end of envelope is read no further
+        // than an envelope may go.
+        let junk = vec![b'x'; MAX_ENVELOPE + 4096];
+        assert!(records(&junk).unwrap_err().contains("an envelope over"));
         let later = String::from_utf8(bytes.clone())
             .unwrap()
             .replace("size", "retry 3\nsize");
         assert_eq!(
-            decode(later.as_bytes()).unwrap().0,
-            m,
+            records(later.as_bytes()).unwrap()[0].env,
+            m.env,
             "unknown keys are skipped"
         );
+    }
+
+    #[test]
+    fn an_older_record_is_scanned_for_8bit_and_untrusted() {
+        let mut m = sample();
+        let old = |m: &Message| {
+            let text = String::from_utf8(encode(&m.env, m.data.len())).unwrap();
+            let text = text
+                .lines()
+                .filter(|l| {
+                    !l.is_empty() && !l.starts_with("octets ") && !l.starts_with("trusted ")
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            let mut bytes = format!("{text}\n\n").into_bytes();
+            bytes.extend_from_slice(&m.data);
+            bytes
+        };
+        let r = records(&old(&m)).unwrap();
+        assert!(!r[0].env.has_8bit && !r[0].env.trusted);
+        m.data = "caf\u{e9}\r\n".as_bytes().to_vec();
+        let r = records(&old(&m)).unwrap();
+        assert!(r[0].env.has_8bit);
     }
 
     #[test]
@@ -382,16 +512,19 @@ mod tests {
         let (a, mut b) = (sample(), sample());
         b.env.id = "ABC124".into();
         b.data = b"second\r\n".to_vec();
-        let mut bytes = Vec::new();
-        for m in [&a, &b] {
-            bytes.extend_from_slice(&encode(&m.env, m.data.len()));
-            bytes.extend_from_slice(&m.data);
-        }
+        let bytes = batch(&[&a, &b], false);
         let head = encode(&a.env, a.data.len()).len() as u64;
         let second = head + a.data.len() as u64 + encode(&b.env, b.data.len()).len() as u64;
-        assert_eq!(decode_all(&bytes).unwrap(), vec![(a, head), (b, second)]);
-        assert!(decode_all(&bytes[..bytes.len() - 3]).is_err());
-        assert!(decode_all(b"").is_err());
+        let r = records(&bytes).unwrap();
+        let got: Vec<(&str, u64, u64)> = r
+            .iter()
+            .map(|r| (r.env.id.as_str(), r.offset, r.size))
+            .collect();
+        assert_eq!(
+            got,
+            [("ABC123", head, a.data.len() as u64), ("ABC124", second, 8)]
+        );
+        assert!(records(&bytes[..bytes.len() - 3]).is_err());
     }
 
     #[test]

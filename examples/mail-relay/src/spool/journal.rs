@@ -90,7 +90,7 @@ impl Spool {
                 }
                 Request::Update(u) => u,
             };
-            let Some(name) = located.get(u.id()).map(|l| l.batch.to_string()) else {
+            let Some(name) = located.get(u.id()).map(|b| b.to_string()) else {
                 continue;
             };
             if let Update::Done { id } = &u {

@@ -37,11 +37,11 @@
 //! messages keep their attempt count, next attempt and reason across a
 //! restart, and finished recipients are not sent to again.
 //!
-//! The queue keeps only the envelope of a message that waits (deferred,
-//! or beyond its active limit) and reads the content back with
-//! [`Spool::load`] when its turn comes: the spool remembers where in its
-//! batch file each message's content is. A batch file stays until its
-//! last message is done, so a message deferred for days keeps its batch
+//! The queue keeps only envelopes in memory: a committed message is
+//! handed on with a [`Content`] handle (its batch file, where its content
+//! starts, its length), and delivery reads the content from the file a
+//! chunk at a time ([`mod@content`]). A batch file stays until its last
+//! message is done, so a message deferred for days keeps its batch
 //! companions' bytes on disk with it (never in memory).
 //!
 //! # Group commit
@@ -56,6 +56,7 @@
 //! per-message files would cap the relay near 200 messages/s; a batch file
 //! makes the cost per commit, not per message.
 
+mod content;
 mod format;
 mod journal;
 mod scan;
@@ -73,22 +74,14 @@ use std::time::Duration;
 use coro::clock::Instant;
 use coro::sync::{Event, Fifo};
 
+pub use content::{Content, Held, Stored, CHUNK};
 pub use format::{encode, Envelope, Message, Update};
 use scan::recover;
 pub use scan::{read_queue, Queued, Recovered};
 pub use spill::{Spill, Spilled, SPILL_AT};
 
-/// A message's place on disk: its batch file, where its content starts
-/// and how long it is.
-#[derive(Debug, Clone)]
-struct Loc {
-    batch: Arc<str>,
-    offset: u64,
-    len: usize,
-}
-
-/// A message as placed into a batch: (id, content offset, content length).
-type Placed = (String, u64, usize);
+/// The ids of the messages placed into a batch file.
+type Placed = Vec<String>;
 
 /// What a session waits on: the committer's verdict for its message.
 struct Done {
@@ -122,8 +115,8 @@ struct Inner {
     commit_delay: Duration,
     /// Batch files in `queue/`: name → messages in it not yet delivered.
     batches: RefCell<HashMap<String, usize>>,
-    /// Undelivered message id → where it is on disk.
-    located: RefCell<HashMap<String, Loc>>,
+    /// Undelivered message id → its batch file's name.
+    located: RefCell<HashMap<String, Arc<str>>>,
     /// Events for the journal green thread, in order.
     journal: Fifo<journal::Request>,
 }
@@ -172,55 +165,16 @@ impl Spool {
     }
 
     /// Counts the messages `placed` as held by the batch file `name`.
-    fn track(&self, name: &str, placed: Vec<Placed>) {
+    fn track(&self, name: &str, placed: Placed) {
         let mut located = self.inner.located.borrow_mut();
         self.inner
             .batches
             .borrow_mut()
             .insert(name.to_owned(), placed.len());
         let batch: Arc<str> = name.into();
-        for (id, offset, len) in placed {
-            let loc = Loc {
-                batch: batch.clone(),
-                offset,
-                len,
-            };
-            located.insert(id, loc);
+        for id in placed {
+            located.insert(id, batch.clone());
         }
-    }
-
-    /// Reads the contents of the messages `ids` back from their batch
-    /// files (one `coro::blocking` job for all): one result per id, in
-    /// order.
-    ///
-    /// # Errors
-    ///
-    /// A timeout or interruption of the wait; per message, an id the spool
-    /// does not hold or a read that failed.
-    pub fn load(&self, ids: &[String]) -> io::Result<Vec<io::Result<Vec<u8>>>> {
-        let wanted: Vec<Option<Loc>> = {
-            let located = self.inner.located.borrow();
-            ids.iter().map(|id| located.get(id).cloned()).collect()
-        };
-        let queue = self.inner.dir.join("queue");
-        coro::blocking(move || {
-            use std::os::unix::fs::FileExt;
-            let mut open: Option<(Arc<str>, File)> = None;
-            wanted
-                .into_iter()
-                .map(|loc| {
-                    let loc = loc.ok_or_else(|| io::Error::other("not in the spool"))?;
-                    if open.as_ref().is_none_or(|(b, _)| *b != loc.batch) {
-                        open = Some((loc.batch.clone(), File::open(queue.join(&*loc.batch))?));
-                    }
-                    let (_, f) = open.as_ref().expect("opened");
-                    let mut data = vec![0; loc.len];
-                    f.read_exact_at(&mut data, loc.offset)?;
-                    Ok(data)
-                })
-                .collect::<Vec<_>>()
-        })
-        .map_err(io::Error::from)
     }
 
     /// The spool directory.
@@ -315,6 +269,9 @@ impl Spool {
                     Err(e) => Err(io::Error::other(format!("commit cut short: {e}"))),
                 }
             };
+            let queue = inner.dir.join("queue");
+            // Where each committed message's content is.
+            let mut contents: HashMap<String, Content> = HashMap::new();
             match &result {
                 Ok(offsets) => {
                     if !msgs.is_empty() {
@@ -323,15 +280,18 @@ impl Spool {
                             msgs[0].env.id,
                             crate::logger::count(msgs.len(), "message")
                         );
-                        let placed = msgs
-                            .iter()
-                            .zip(offsets)
-                            .map(|(m, &at)| (m.env.id.clone(), at, m.data.len()))
-                            .collect();
+                        let path: Arc<Path> = queue.join(&msgs[0].env.id).into();
+                        for (m, &at) in msgs.iter().zip(offsets) {
+                            let c = Content::in_file(path.clone(), at, m.data.len() as u64);
+                            contents.insert(m.env.id.clone(), c);
+                        }
+                        let placed = msgs.iter().map(|m| m.env.id.clone()).collect();
                         self.track(&msgs[0].env.id, placed);
                     }
                     for (id, at, size) in &spilled_info {
-                        self.track(id, vec![(id.clone(), *at, *size)]);
+                        let path: Arc<Path> = queue.join(id).into();
+                        contents.insert(id.clone(), Content::in_file(path, *at, *size as u64));
+                        self.track(id, vec![id.clone()]);
                     }
                 }
                 Err(e) => log::warn!(
@@ -339,32 +299,30 @@ impl Spool {
                     crate::logger::count(msgs.len() + spilled_info.len(), "message")
                 ),
             }
-            let sizes: HashMap<&str, usize> = spilled_info
-                .iter()
-                .map(|(id, _, size)| (id.as_str(), *size))
-                .collect();
             for req in batch {
                 match req {
                     Request::Commit(msg, _, started, done) => {
                         let received_in = started.map_or(Duration::ZERO, Instant::elapsed);
-                        let r = match &result {
-                            Ok(_) => {
-                                let mut q = match sizes.get(msg.env.id.as_str()) {
-                                    // Streamed: its content stays on disk until its turn.
-                                    Some(&size) => Queued {
-                                        msg,
-                                        state: Default::default(),
-                                        size,
-                                        loaded: false,
-                                        received_in,
-                                    },
-                                    None => Queued::new(msg),
+                        let r = match (&result, contents.remove(&msg.env.id)) {
+                            (Ok(_), Some(content)) => {
+                                // The queue keeps the envelope; the content
+                                // too for a while if it came whole (the
+                                // queue decides).
+                                let stored = Stored {
+                                    env: msg.env.clone(),
+                                    content,
                                 };
-                                q.received_in = received_in;
-                                (inner.on_commit)(q);
+                                let whole = !spilled_info.iter().any(|(id, ..)| *id == msg.env.id);
+                                (inner.on_commit)(Queued {
+                                    msg: Arc::new(stored),
+                                    memory: whole.then_some(msg),
+                                    state: Default::default(),
+                                    received_in,
+                                });
                                 Ok(())
                             }
-                            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+                            (Ok(_), None) => Err(io::Error::other("committed, but not placed")),
+                            (Err(e), _) => Err(io::Error::new(e.kind(), e.to_string())),
                         };
                         *done.result.borrow_mut() = Some(r);
                         done.event.set();

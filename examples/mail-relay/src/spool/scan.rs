@@ -1,44 +1,31 @@
 //! Reading the queue directory back: at start (recovery, which also
 //! cleans up) and for `mail-relay mailq` while the relay is not running
-//! (read only).
+//! (read only). Only the envelopes are read; the contents stay on disk.
 
-use std::fs;
-use std::io;
-use std::path::Path;
+use std::fs::{self, File};
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use super::format::{decode_all, replay, Message, MsgState};
+use super::content::{Content, Stored};
+use super::format::{read_records, replay, Message, MsgState};
 use super::{sync_dir, Placed};
 
-/// A message still queued, as read back from the spool.
+/// A message still queued, as committed or read back from the spool:
+/// its envelope, where its content is, and its delivery state.
 #[derive(Debug)]
 pub struct Queued {
-    /// The message; its content is empty unless `loaded`.
-    pub msg: Arc<Message>,
+    /// The message (its content is in the spool).
+    pub msg: Arc<Stored>,
+    /// The message as committed, when it was received whole (its content
+    /// still in memory): the queue may hold it for the first attempt.
+    pub memory: Option<Arc<Message>>,
     /// What its batch's journal says about it.
     pub state: MsgState,
-    /// Its content's size.
-    pub size: usize,
-    /// Whether the content was kept in memory (a message due now); the
-    /// others' is read back when their turn comes.
-    pub loaded: bool,
     /// How long its receiving session took, from MAIL to the commit (the
     /// `a` of `delays=`; zero when not known, as after a restart).
     pub received_in: Duration,
-}
-
-impl Queued {
-    /// A message that was just committed (its content in memory).
-    pub fn new(msg: Arc<Message>) -> Queued {
-        Queued {
-            size: msg.data.len(),
-            msg,
-            state: MsgState::default(),
-            loaded: true,
-            received_in: Duration::ZERO,
-        }
-    }
 }
 
 /// A batch file and what is still queued of it.
@@ -46,9 +33,8 @@ impl Queued {
 pub struct ScannedBatch {
     /// Its file name in `queue/`.
     pub name: String,
-    /// Its messages that are not done, with where their content starts in
-    /// the file.
-    pub messages: Vec<(Queued, u64)>,
+    /// Its messages that are not done.
+    pub messages: Vec<Queued>,
 }
 
 /// What `queue/` holds.
@@ -67,15 +53,15 @@ pub fn journal_name(name: &str) -> String {
     format!("{name}.state")
 }
 
-/// Reads every batch file in `dir/queue` with its journal, keeping the
-/// content of the messages for which `keep` says so. Files that go away
-/// while it reads (delivered meanwhile) are skipped. Changes nothing.
+/// Reads every batch file in `dir/queue` with its journal: the envelopes
+/// and where each content is (the contents stay on disk). Files that go
+/// away while it reads (delivered meanwhile) are skipped. Changes nothing.
 ///
 /// # Errors
 ///
 /// If the directory or a file that exists cannot be read.
-pub fn read_queue(dir: &Path, keep: &dyn Fn(&MsgState) -> bool) -> io::Result<QueueScan> {
-    let queue = dir.join("queue");
+pub fn read_queue(dir: &Path) -> io::Result<QueueScan> {
+    let queue = std::path::absolute(dir.join("queue"))?;
     let mut out = QueueScan::default();
     let mut journals = Vec::new();
     for e in fs::read_dir(&queue)? {
@@ -83,7 +69,7 @@ pub fn read_queue(dir: &Path, keep: &dyn Fn(&MsgState) -> bool) -> io::Result<Qu
         match name.strip_suffix(".state") {
             Some(batch) => journals.push(batch.to_owned()),
             None if name.contains('.') => {} // not ours
-            None => match read_batch(&queue, &name, keep) {
+            None => match read_batch(&queue, &name) {
                 Ok(Some(b)) => out.batches.push(b),
                 Ok(None) => {}
                 Err(why) => out.corrupt.push((name, why)),
@@ -99,19 +85,17 @@ pub fn read_queue(dir: &Path, keep: &dyn Fn(&MsgState) -> bool) -> io::Result<Qu
 }
 
 /// One batch file and its journal; `Ok(None)` if it is gone.
-fn read_batch(
-    queue: &Path,
-    name: &str,
-    keep: &dyn Fn(&MsgState) -> bool,
-) -> Result<Option<ScannedBatch>, String> {
-    let bytes = match fs::read(queue.join(name)) {
-        Ok(b) => b,
+fn read_batch(queue: &Path, name: &str) -> Result<Option<ScannedBatch>, String> {
+    let path: PathBuf = queue.join(name);
+    let file = match File::open(&path) {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
-    let batch = decode_all(&bytes)?;
-    if batch[0].0.env.id != name {
-        return Err(format!("first message is {}", batch[0].0.env.id));
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let records = read_records(&mut BufReader::new(file), len)?;
+    if records[0].env.id != name {
+        return Err(format!("first message is {}", records[0].env.id));
     }
     let journal = match fs::read(queue.join(journal_name(name))) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
@@ -119,27 +103,25 @@ fn read_batch(
         Err(e) => return Err(format!("{}: {e}", journal_name(name))),
     };
     let mut states = replay(&journal);
-    let messages = batch
+    let path: Arc<Path> = path.into();
+    let messages = records
         .into_iter()
-        .filter_map(|(mut m, at)| {
-            let state = match states.remove(&m.env.id) {
+        .filter_map(|r| {
+            let state = match states.remove(&r.env.id) {
                 Some(None) => return None, // done
                 Some(Some(state)) => state,
                 None => MsgState::default(),
             };
-            let size = m.data.len();
-            let loaded = keep(&state);
-            if !loaded {
-                m.data = Vec::new();
-            }
-            let q = Queued {
-                msg: Arc::new(m),
-                state,
-                size,
-                loaded,
-                received_in: Duration::ZERO,
+            let msg = Stored {
+                env: r.env,
+                content: Content::in_file(path.clone(), r.offset, r.size),
             };
-            Some((q, at))
+            Some(Queued {
+                msg: Arc::new(msg),
+                memory: None,
+                state,
+                received_in: Duration::ZERO,
+            })
         })
         .collect();
     Ok(Some(ScannedBatch {
@@ -152,14 +134,14 @@ fn read_batch(
 #[derive(Debug, Default)]
 pub struct Recovered {
     /// Acknowledged messages not yet delivered, oldest first, with what the
-    /// journals say about them; the content of those due now is in memory.
+    /// journals say about them.
     pub messages: Vec<Queued>,
     /// Half-written files removed from `tmp/`.
     pub removed_tmp: usize,
     /// Queue files moved to `corrupt/`, with why.
     pub corrupt: Vec<(String, String)>,
     /// Batch files still holding messages: (name, their locations).
-    pub(super) batches: Vec<(String, Vec<Placed>)>,
+    pub(super) batches: Vec<(String, Placed)>,
 }
 
 /// At start: makes the directories, empties `tmp/`, reads `queue/`, sets
@@ -175,8 +157,7 @@ pub(super) fn recover(dir: &Path) -> io::Result<Recovered> {
         fs::remove_file(e?.path())?;
         out.removed_tmp += 1;
     }
-    let now = SystemTime::now();
-    let scan = read_queue(dir, &|s: &MsgState| s.next_attempt.is_none_or(|t| t <= now))?;
+    let scan = read_queue(dir)?;
     let queue = dir.join("queue");
     for name in &scan.orphans {
         fs::remove_file(queue.join(name))?;
@@ -197,13 +178,9 @@ pub(super) fn recover(dir: &Path) -> io::Result<Recovered> {
             let _ = fs::remove_file(queue.join(journal_name(&b.name)));
             continue;
         }
-        let placed = b
-            .messages
-            .iter()
-            .map(|(q, at)| (q.msg.env.id.clone(), *at, q.size))
-            .collect();
+        let placed = b.messages.iter().map(|q| q.msg.env.id.clone()).collect();
         out.batches.push((b.name, placed));
-        msgs.extend(b.messages.into_iter().map(|(q, _)| q));
+        msgs.extend(b.messages);
     }
     msgs.sort_by(|a, b| {
         let (a, b) = (&a.msg.env, &b.msg.env);

@@ -88,8 +88,8 @@ impl Relay {
         Relay::spawn(dir, extra, args, None)
     }
 
-    /// As [`start`](Relay::start), with the open-file limit (`ulimit -n`)
-    /// set to `nofile`.
+    /// As [`start`](Relay::start), with the open-file limit (soft and hard,
+    /// as `prlimit --nofile` sets them) at `nofile`.
     pub fn start_with_fd_limit(tag: &str, extra: &str, nofile: u32) -> Relay {
         let tmp = TempDir::new(tag);
         let mut r = Relay::spawn(&tmp.0.clone(), extra, &[], Some(nofile));
@@ -124,8 +124,9 @@ impl Relay {
         let mut cmd = match nofile {
             None => Command::new(bin),
             Some(n) => {
-                let mut c = Command::new("sh");
-                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), bin]);
+                require("prlimit", "util-linux");
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(bin);
                 c
             }
         };

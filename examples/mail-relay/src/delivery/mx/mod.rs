@@ -13,13 +13,21 @@
 //!    attempt until its dead-destination time has passed;
 //! 2. its concurrency slot (`destination_concurrency_limit`, 20) and
 //!    its rate delay;
-//! 3. the [`plan`]: MX lookup, bounce (null MX, NXDOMAIN) or defer
-//!    (SERVFAIL, timeout) at once, else the hosts in order;
+//! 3. the [`plan`]: MX lookup, bounce (null MX, NXDOMAIN, an MX that is
+//!    the relay itself, only non-public addresses) or defer (SERVFAIL,
+//!    timeout) at once, else the hosts in order, at most
+//!    `[mx] address_limit` addresses in all ([`policy`] says which
+//!    addresses may be used);
 //! 4. each host's addresses in turn, through the shared SMTP connection
 //!    cache keyed by the exchanger's address and port ([`Destination`]
 //!    for that address): a connection failure or a 4xx/5xx greeting moves
 //!    on to the next address or exchanger; a session that took place
 //!    decides the recipients' fate.
+//!
+//! Steps 3 and 4 together run under one deadline, `[smtp]
+//! message_timeout`: however many exchangers there are and however
+//! slowly they answer (a tarpit that drips its greeting), the attempt
+//! ends by then, connection set-up included.
 //!
 //! `routes`, local domains and `relayhost` are looked up first ([`Router`](
 //! super::route::Router)); only what they leave comes here.
@@ -30,14 +38,18 @@
 
 mod limits;
 pub mod plan;
+mod policy;
 
 use std::io;
+use std::net::IpAddr;
 use std::rc::Rc;
+use std::time::Duration;
 
 use coro::net::dns::{Config as DnsConfig, Resolver};
 
 use self::limits::Limits;
-use self::plan::Plan;
+use self::plan::{Plan, Policy};
+use self::policy::Own;
 use super::route::Upstream;
 use super::smtp::{Destination, Smtp};
 use super::{Detail, Job, Outcome, Status, Transport};
@@ -53,17 +65,33 @@ pub struct MxDelivery {
     limits: Limits,
     /// Agents at once for all domains together.
     concurrency: usize,
+    /// Addresses tried per attempt at most.
+    address_limit: usize,
+    /// Non-public exchanger addresses may be used.
+    allow_private: bool,
+    /// The relay's own addresses (an exchanger there is a loop).
+    own: Own,
+    /// One attempt's deadline, for all its exchangers.
+    message_timeout: Duration,
 }
 
 impl MxDelivery {
     /// MX delivery through `smtp`'s connection cache, with the `[mx]`
-    /// settings; `concurrency` deliveries at once over all domains.
+    /// settings, for a relay listening on `listen`; `concurrency`
+    /// deliveries at once over all domains, each attempt within
+    /// `message_timeout`.
     ///
     /// # Errors
     ///
     /// When `/etc/resolv.conf` is needed (no `dns_servers`) and cannot be
     /// read, or the resolver settings are invalid.
-    pub fn new(smtp: Rc<Smtp>, cfg: &config::Mx, concurrency: usize) -> io::Result<MxDelivery> {
+    pub fn new(
+        smtp: Rc<Smtp>,
+        cfg: &config::Mx,
+        listen: IpAddr,
+        concurrency: usize,
+        message_timeout: Duration,
+    ) -> io::Result<MxDelivery> {
         let mut dns = if cfg.dns_servers.is_empty() {
             DnsConfig::from_system()?
         } else {
@@ -81,6 +109,10 @@ impl MxDelivery {
                 cfg.dead_destination_time,
             ),
             concurrency,
+            address_limit: cfg.address_limit,
+            allow_private: cfg.allow_private_addresses,
+            own: Own::new(listen),
+            message_timeout,
         })
     }
 
@@ -126,7 +158,6 @@ impl MxDelivery {
 
     /// The recipients of `job`, all at `domain`.
     fn deliver_domain(&self, domain: &str, job: &Job) -> Outcome {
-        let id = &job.msg.env.id;
         let defer = |d: Detail| Outcome::all("none", job, Status::Deferred(d));
         if domain.is_empty() {
             return Outcome::all(
@@ -157,7 +188,34 @@ impl MxDelivery {
                 format!("waiting for the rate delay of {domain}: {w}"),
             ));
         }
-        let hosts = match plan::plan(&self.resolver, domain) {
+        let limit = self.message_timeout;
+        let mut out = None;
+        let expired =
+            coro::with_timeout(limit, || out = Some(self.try_exchangers(domain, job))).is_err();
+        let mut out = out.expect("the attempt runs to its end");
+        if expired {
+            for st in &mut out.rcpts {
+                if let Status::Deferred(d) = st {
+                    d.text.push_str(&format!(
+                        " (the time limit for one message, smtp.message_timeout = {limit:?}, ran out)"
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The plan for `domain`, then its exchangers' addresses in turn until
+    /// one takes a session (or the attempt's deadline passes).
+    fn try_exchangers(&self, domain: &str, job: &Job) -> Outcome {
+        let id = &job.msg.env.id;
+        let defer = |d: Detail| Outcome::all("none", job, Status::Deferred(d));
+        let policy = Policy {
+            address_limit: self.address_limit,
+            allow_private: self.allow_private,
+            ours: &|ip| self.own.contains(ip),
+        };
+        let hosts = match plan::plan(&self.resolver, domain, &policy) {
             Plan::Hosts(h) => h,
             Plan::Bounce(d) => {
                 log::info!("{id}: {domain}: {}", d.text);
@@ -171,6 +229,16 @@ impl MxDelivery {
         let mut failures = Vec::new();
         for host in &hosts {
             for ip in &host.addrs {
+                if deadline_passed() {
+                    failures.push("the time limit for the attempt ran out".to_owned());
+                    return defer(Detail::local(
+                        "4.4.1",
+                        format!(
+                            "no mail exchanger for {domain} answered in time ({})",
+                            failures.join("; ")
+                        ),
+                    ));
+                }
                 let up = Upstream {
                     host: ip.to_string(),
                     port: self.port,
@@ -199,6 +267,11 @@ impl MxDelivery {
         self.limits.suspend(domain, &why);
         defer(Detail::local("4.4.1", why))
     }
+}
+
+/// Whether the deadline of the attempt under way has passed.
+fn deadline_passed() -> bool {
+    coro::current_effective_deadline().is_some_and(|d| d <= coro::clock::now())
 }
 
 impl Transport for MxDelivery {

@@ -8,6 +8,16 @@
 //! * SERVFAIL, a timeout, a broken answer: defer, 4.4.3, the reason kept
 //!   for `mailq`.
 //!
+//! Names are resolved in that order only until `[mx] address_limit`
+//! addresses are found (Postfix's `smtp_mx_address_limit`), so a domain
+//! with many MX records costs a bounded number of lookups and connection
+//! attempts. An address is checked against the [`policy`](super::policy):
+//! an exchanger with one of the relay's own addresses means the relay is
+//! itself an MX of the domain, so only the better ones are kept, and with
+//! none left the mail bounces, 5.4.6 "mail for X loops back to myself"
+//! (Postfix's rule); a non-public address is skipped unless allowed, and
+//! a domain whose exchangers all have such addresses bounces, 5.4.4.
+//!
 //! The texts follow Postfix's, which operators grep for.
 
 use std::collections::hash_map::RandomState;
@@ -17,6 +27,7 @@ use std::net::IpAddr;
 
 use coro::net::dns::{DnsError, Mx, Resolver};
 
+use super::policy::{non_public, unusable};
 use crate::delivery::Detail;
 
 /// A mail exchanger to try, with its addresses.
@@ -24,8 +35,20 @@ use crate::delivery::Detail;
 pub struct Host {
     /// Its name (the domain itself for the implicit MX).
     pub name: String,
-    /// Its addresses, in the resolver's order.
+    /// Its MX preference (0 for the implicit MX).
+    pub preference: u16,
+    /// Its addresses to try, in the resolver's order.
     pub addrs: Vec<IpAddr>,
+}
+
+/// What the plan may use.
+pub struct Policy<'a> {
+    /// Addresses at most, over all the hosts.
+    pub address_limit: usize,
+    /// Non-public addresses may be used.
+    pub allow_private: bool,
+    /// Whether an address is one of the relay's own.
+    pub ours: &'a dyn Fn(IpAddr) -> bool,
 }
 
 /// What to do with a domain's mail.
@@ -39,8 +62,8 @@ pub enum Plan {
     Defer(Detail),
 }
 
-/// The plan for `domain`.
-pub fn plan(resolver: &Resolver, domain: &str) -> Plan {
+/// The plan for `domain` under `policy`.
+pub fn plan(resolver: &Resolver, domain: &str, policy: &Policy<'_>) -> Plan {
     let mxs = match resolver.lookup_mx(domain) {
         Ok(m) => m,
         Err(e) => return dns_failure(domain, "MX", &e),
@@ -51,35 +74,88 @@ pub fn plan(resolver: &Resolver, domain: &str) -> Plan {
             format!("Domain {domain} does not accept mail (nullMX)"),
         ));
     }
-    let names: Vec<String> = if mxs.is_empty() {
-        vec![domain.to_owned()] // RFC 5321 §5.1: the implicit MX
+    let names: Vec<(u16, String)> = if mxs.is_empty() {
+        vec![(0, domain.to_owned())] // RFC 5321 §5.1: the implicit MX
     } else {
         order(mxs, &mut random_u64)
             .into_iter()
             .filter(|m| !m.is_null())
-            .map(|m| m.exchange)
+            .map(|m| (m.preference, m.exchange))
             .collect()
     };
-    let mut hosts = Vec::new();
+    let mut hosts: Vec<Host> = Vec::new();
+    let mut found = 0;
     let mut temporary: Option<Plan> = None;
     let mut permanent: Option<String> = None;
-    for name in names {
-        match resolver.lookup_ip(&format!("{name}.")) {
-            Ok(addrs) => hosts.push(Host { name, addrs }),
-            Err(e) => match DnsError::from_io(&e) {
-                Some(d) if !d.is_temporary() => {
-                    log::info!("{domain}: mail exchanger {name} has no address: {d}");
-                    permanent = Some(format!("{name}: {d}"));
+    let mut refused: Vec<String> = Vec::new();
+    let mut looped = false;
+    for (preference, name) in names {
+        if found >= policy.address_limit {
+            break;
+        }
+        let addrs = match resolver.lookup_ip(&format!("{name}.")) {
+            Ok(addrs) => addrs,
+            Err(e) => {
+                match DnsError::from_io(&e) {
+                    Some(d) if !d.is_temporary() => {
+                        log::info!("{domain}: mail exchanger {name} has no address: {d}");
+                        permanent = Some(format!("{name}: {d}"));
+                    }
+                    _ => temporary = Some(dns_failure(&name, "A/AAAA", &e)),
                 }
-                _ => temporary = Some(dns_failure(&name, "A/AAAA", &e)),
-            },
+                continue;
+            }
+        };
+        if addrs.iter().any(|&a| (policy.ours)(a)) {
+            // We are this exchanger: only better ones may take the mail.
+            hosts.retain(|h| h.preference < preference);
+            looped = true;
+            break;
+        }
+        let mut usable = Vec::new();
+        for a in addrs {
+            let kind = non_public(a).filter(|_| !policy.allow_private || unusable(a));
+            if let Some(kind) = kind {
+                log::info!("{domain}: mail exchanger {name}[{a}] not used: {kind}");
+                refused.push(format!("{name}[{a}]: {kind}"));
+            } else if found < policy.address_limit {
+                usable.push(a);
+                found += 1;
+            }
+        }
+        if !usable.is_empty() {
+            hosts.push(Host {
+                name,
+                preference,
+                addrs: usable,
+            });
         }
     }
     if !hosts.is_empty() {
         return Plan::Hosts(hosts);
     }
+    if looped {
+        return Plan::Bounce(Detail::local(
+            "5.4.6",
+            format!("mail for {domain} loops back to myself"),
+        ));
+    }
     if let Some(p) = temporary {
         return p;
+    }
+    if !refused.is_empty() {
+        return Plan::Bounce(Detail::local(
+            "5.4.4",
+            format!(
+                "no usable address for the mail exchangers of {domain}: {}{}",
+                refused.join("; "),
+                if policy.allow_private {
+                    ""
+                } else {
+                    " (refused: [mx] allow_private_addresses is off)"
+                }
+            ),
+        ));
     }
     Plan::Bounce(Detail::local(
         "5.4.4",

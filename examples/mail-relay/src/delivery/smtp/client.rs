@@ -19,6 +19,21 @@
 //! more (`message_timeout`). Any I/O error, timeout, malformed reply or
 //! 421 marks the connection broken: it is never used again.
 //!
+//! # Replies are taken strictly
+//!
+//! Each reply must fit the command it answers (RFC 5321 §4.3.2): 2xx, 4xx
+//! or 5xx, and for DATA only 354 lets the content go (a 250 to DATA never
+//! saw the message, so it is no delivery). A reply that does not fit
+//! ends the transaction (its recipients are deferred, 4.5.0) and breaks
+//! the connection, so the next transaction cannot inherit a reply that
+//! was meant for another command. So does a server that speaks out of
+//! turn: octets already waiting when we are about to send a command (or
+//! the content) were sent before the server read it, an "early talker"
+//! lining up canned replies. Only the replies to a pipelined group may
+//! arrive together, and only from a server that announced PIPELINING
+//! (without it, commands go one at a time and each reply is read before
+//! the next command).
+//!
 //! Before a word is sent, the content is checked against what the server
 //! announced: 8-bit content to a server without 8BITMIME is deferred (it
 //! would be corrupted in transit, and converting it is not our business),
@@ -36,7 +51,7 @@ use super::reply::{Assembler, Reply, MAX_LINE};
 use crate::config::{Smtp as SmtpConfig, TlsLevel};
 use crate::delivery::route::Upstream;
 use crate::delivery::{Detail, Status};
-use crate::spool::Message;
+use crate::spool::{Content, Stored, CHUNK};
 use crate::stream::{connect_tls, Stream};
 use crate::wire::timed;
 
@@ -103,8 +118,6 @@ pub enum Delivery {
 
 /// Read buffer size.
 const READ_CHUNK: usize = 8 * 1024;
-/// Content is stuffed and written this much at a time.
-const BODY_CHUNK: usize = 64 * 1024;
 
 /// An open connection to an upstream.
 pub struct Client {
@@ -192,6 +205,10 @@ impl Client {
         }
         c.send(b"STARTTLS\r\n", Stage::StartTls, cfg.starttls_timeout)?;
         let r = c.read_reply(Stage::StartTls, cfg.starttls_timeout)?;
+        if r.code != 220 && !matches!(r.class(), 4 | 5) {
+            // Neither go-ahead nor refusal: the replies are out of step.
+            return Err(c.unexpected(Stage::StartTls, &r));
+        }
         if r.code != 220 {
             if required {
                 return Err(c.refused(Stage::StartTls, r));
@@ -283,8 +300,32 @@ impl Client {
         }
     }
 
-    /// Writes `bytes` under `timeout`; an error breaks the connection.
+    /// Writes a command (or a pipelined group, or the start of the
+    /// content) under `timeout`, after checking that the server has said
+    /// nothing we have not read: whatever it sent before reading what we
+    /// are about to send was not an answer to it. An error breaks the
+    /// connection.
     fn send(&mut self, bytes: &[u8], stage: Stage, timeout: Duration) -> Result<(), SmtpError> {
+        let early = self.rbuf.len() - self.rpos;
+        if early > 0 {
+            return Err(self.protocol(
+                stage,
+                format!(
+                    "{early} octets arrived before this was sent, unasked (the server \
+                     speaks out of turn)"
+                ),
+            ));
+        }
+        self.write_raw(bytes, stage, timeout)
+    }
+
+    /// Writes `bytes` under `timeout`; an error breaks the connection.
+    fn write_raw(
+        &mut self,
+        bytes: &[u8],
+        stage: Stage,
+        timeout: Duration,
+    ) -> Result<(), SmtpError> {
         let stream = &mut self.stream;
         timed(timeout, || {
             stream.write_all(bytes)?;
@@ -353,7 +394,8 @@ impl Client {
         }
     }
 
-    /// The status a reply gives the recipients it is about.
+    /// The status a reply gives the recipients it is about (a reply that
+    /// passed [`fits`](Client::fits)).
     fn status(&self, stage: Stage, reply: &Reply) -> Status {
         let detail = |text: String| Detail {
             dsn: reply.dsn(),
@@ -381,7 +423,7 @@ impl Client {
 
     /// Checks `msg` against what the server announced: `Some` status for
     /// every recipient when it must not be sent here.
-    fn precheck(&self, msg: &Message, rcpts: &[&str], eight_bit: bool) -> Option<Status> {
+    fn precheck(&self, msg: &Stored, rcpts: &[&str], eight_bit: bool) -> Option<Status> {
         let peer = &self.peer;
         if eight_bit && !self.ext.eight_bit {
             return Some(Status::Deferred(Detail::local(
@@ -400,11 +442,11 @@ impl Client {
             )));
         }
         match self.ext.size {
-            Some(limit) if msg.data.len() as u64 > limit => Some(Status::Bounced(Detail {
+            Some(limit) if msg.content.len() > limit => Some(Status::Bounced(Detail {
                 dsn: "5.3.4".into(),
                 text: format!(
                     "message size {} exceeds size limit {limit} of server {peer}",
-                    msg.data.len()
+                    msg.content.len()
                 ),
                 reply: None,
                 remote: Some(self.host.clone()),
@@ -415,8 +457,8 @@ impl Client {
 
     /// Sends `msg` to `rcpts`: RSET first if the connection was used
     /// before, pipelined when the server allows it.
-    pub fn deliver(&mut self, msg: &Message, rcpts: &[&str], s: &Settings) -> Delivery {
-        let eight_bit = msg.env.eight_bit || msg.data.iter().any(|&b| b >= 0x80);
+    pub fn deliver(&mut self, msg: &Stored, rcpts: &[&str], s: &Settings) -> Delivery {
+        let eight_bit = msg.env.eight_bit || msg.env.has_8bit;
         if let Some(st) = self.precheck(msg, rcpts, eight_bit) {
             return Delivery::Done(vec![st; rcpts.len()]);
         }
@@ -424,7 +466,7 @@ impl Client {
         self.uses += 1;
         let mut mail = format!("MAIL FROM:<{}>", msg.env.from);
         if self.ext.size.is_some() {
-            mail.push_str(&format!(" SIZE={}", msg.data.len()));
+            mail.push_str(&format!(" SIZE={}", msg.content.len()));
         }
         if eight_bit && self.ext.eight_bit {
             mail.push_str(" BODY=8BITMIME");
@@ -446,11 +488,14 @@ impl Client {
             Ok(true) => {
                 let t = &s.cfg;
                 let r = self
-                    .send_body(&msg.data, t.data_xfer_timeout)
-                    .and_then(|()| self.read_reply(Stage::Dot, t.data_done_timeout));
+                    .send_body(&msg.content, t.data_xfer_timeout)
+                    .map_err(Broke::Lost)
+                    .and_then(|()| self.reply(Stage::Dot, t.data_done_timeout));
                 let st = match r {
                     Ok(reply) => self.status(Stage::Dot, &reply),
-                    Err(e) => Status::Deferred(e.detail(Some(&self.host))),
+                    Err(Broke::Lost(e) | Broke::Stale(e)) => {
+                        Status::Deferred(e.detail(Some(&self.host)))
+                    }
                 };
                 for &i in &txn.accepted {
                     txn.statuses[i] = Some(st.clone());
@@ -467,6 +512,17 @@ impl Client {
                     *s = Some(st.clone());
                 }
             }
+        }
+        let unasked = self.rbuf.len() - self.rpos;
+        if unasked > 0 && !self.broken {
+            // More than the transaction's replies: the next transaction
+            // would take them for its own.
+            log::info!(
+                "{}: {unasked} octets after the last reply of a transaction, unasked; \
+                 not reusing the connection",
+                self.peer
+            );
+            self.broken = true;
         }
         Delivery::Done(
             txn.statuses
@@ -506,29 +562,25 @@ impl Client {
         if reuse {
             self.rset_reply(t.rset_timeout)?;
         }
-        let mail = self
-            .read_reply(Stage::Mail, t.mail_timeout)
-            .map_err(Broke::Lost)?;
+        let mail = self.reply(Stage::Mail, t.mail_timeout)?;
         for i in 0..rcpts.len() {
-            let r = self
-                .read_reply(Stage::Rcpt, t.rcpt_timeout)
-                .map_err(Broke::Lost)?;
+            let r = self.reply(Stage::Rcpt, t.rcpt_timeout)?;
             if mail.class() == 2 {
                 self.rcpt_reply(i, &r, txn);
             }
         }
-        let data = self
-            .read_reply(Stage::Data, t.data_init_timeout)
-            .map_err(Broke::Lost)?;
+        let data = self.reply(Stage::Data, t.data_init_timeout)?;
         if mail.class() != 2 {
             self.mail_refused(&mail, txn);
         }
         if data.code == 354 && txn.accepted.is_empty() {
             // A server that says 354 with no recipient: end the empty data.
-            self.exchange(b".\r\n", Stage::Dot, t.data_done_timeout)?;
+            self.send(b".\r\n", Stage::Dot, t.data_done_timeout)
+                .map_err(Broke::Lost)?;
+            self.reply(Stage::Dot, t.data_done_timeout)?;
             return Ok(false);
         }
-        self.data_reply(&data, txn)
+        Ok(self.data_reply(&data, txn))
     }
 
     /// The same, one command at a time.
@@ -560,13 +612,44 @@ impl Client {
             return Ok(false);
         }
         let r = self.exchange(b"DATA\r\n", Stage::Data, t.data_init_timeout)?;
-        self.data_reply(&r, txn)
+        Ok(self.data_reply(&r, txn))
     }
 
-    /// Sends a command and reads its reply; a broken connection is lost.
+    /// Sends a command and reads its reply, which must fit it; a broken
+    /// connection is lost.
     fn exchange(&mut self, cmd: &[u8], stage: Stage, timeout: Duration) -> Result<Reply, Broke> {
         self.send(cmd, stage, timeout).map_err(Broke::Lost)?;
-        self.read_reply(stage, timeout).map_err(Broke::Lost)
+        self.reply(stage, timeout)
+    }
+
+    /// Reads the reply to `stage`'s command; one that does not fit it
+    /// breaks the connection.
+    fn reply(&mut self, stage: Stage, timeout: Duration) -> Result<Reply, Broke> {
+        let r = self.read_reply(stage, timeout).map_err(Broke::Lost)?;
+        if Client::fits(stage, &r) {
+            Ok(r)
+        } else {
+            Err(Broke::Lost(self.unexpected(stage, &r)))
+        }
+    }
+
+    /// Whether `r` can answer `stage`'s command: 2xx, 4xx or 5xx; for
+    /// DATA, 354, 4xx or 5xx (RFC 5321 §4.3.2: only 354 starts the
+    /// content, and a 2xx to DATA never saw it).
+    fn fits(stage: Stage, r: &Reply) -> bool {
+        match stage {
+            Stage::Data => r.code == 354 || matches!(r.class(), 4 | 5),
+            _ => matches!(r.class(), 2 | 4 | 5),
+        }
+    }
+
+    /// A reply that does not fit its command: the connection is broken
+    /// (the replies may be out of step with the commands from here on).
+    fn unexpected(&mut self, stage: Stage, r: &Reply) -> SmtpError {
+        self.protocol(
+            stage,
+            format!("unexpected reply {r} to {}", stage.command()),
+        )
     }
 
     /// MAIL's refusal is every recipient's status.
@@ -597,38 +680,55 @@ impl Client {
         }
     }
 
-    /// DATA's reply: 354 goes on, anything else is the accepted
-    /// recipients' status.
-    fn data_reply(&self, r: &Reply, txn: &mut Txn) -> Result<bool, Broke> {
+    /// DATA's reply (one that fits): 354 goes on, a 4xx or 5xx is the
+    /// accepted recipients' status.
+    fn data_reply(&self, r: &Reply, txn: &mut Txn) -> bool {
         if r.code == 354 {
-            return Ok(!txn.accepted.is_empty());
+            return !txn.accepted.is_empty();
         }
         let st = self.status(Stage::Data, r);
         for &i in &txn.accepted {
             txn.statuses[i] = Some(st.clone());
         }
         txn.accepted.clear();
-        Ok(false)
+        false
     }
 
     /// Writes the content dot-stuffed (RFC 5321 §4.5.2) and the final
-    /// dot, a chunk at a time.
-    fn send_body(&mut self, data: &[u8], timeout: Duration) -> Result<(), SmtpError> {
-        let mut out = Vec::with_capacity(data.len().min(BODY_CHUNK) + 64);
-        let mut start = 0;
+    /// dot, a chunk at a time as it is read from the spool; nothing may
+    /// have come from the server between its 354 and the content. A
+    /// content that cannot be read breaks the connection before the dot,
+    /// so the server drops what it got.
+    fn send_body(&mut self, content: &Content, timeout: Duration) -> Result<(), SmtpError> {
+        let mut reader = content.reader();
+        let mut stuffer = Stuffer::default();
+        let mut out = Vec::with_capacity(CHUNK.min(content.len() as usize) + 64);
+        let mut first = true;
         loop {
-            let end = (start + BODY_CHUNK).min(data.len());
-            stuff(data, start, end, &mut out);
-            if end == data.len() {
-                if !data.ends_with(b"\r\n") {
-                    out.extend_from_slice(b"\r\n");
+            let chunk = match reader.next() {
+                Ok(c) => c,
+                Err(err) => {
+                    self.broken = true;
+                    return Err(SmtpError::Spool { err });
                 }
-                out.extend_from_slice(b".\r\n");
-                return self.send(&out, Stage::Body, timeout);
+            };
+            if let Some(chunk) = chunk {
+                stuffer.stuff(chunk, &mut out);
             }
-            self.send(&out, Stage::Body, timeout)?;
+            let last = reader.is_done();
+            if last {
+                stuffer.end(&mut out);
+            }
+            if first {
+                self.send(&out, Stage::Body, timeout)?;
+                first = false;
+            } else {
+                self.write_raw(&out, Stage::Body, timeout)?;
+            }
+            if last {
+                return Ok(());
+            }
             out.clear();
-            start = end;
         }
     }
 
@@ -675,18 +775,62 @@ impl Broke {
     }
 }
 
-/// Appends `data[start..end]` to `out`, dot-stuffed: a `.` that begins a
-/// line (at the start of `data` or after a LF) gets another before it.
-pub fn stuff(data: &[u8], start: usize, end: usize, out: &mut Vec<u8>) {
-    let mut from = start;
-    for i in start..end {
-        if data[i] == b'.' && (i == 0 || data[i - 1] == b'\n') {
-            out.extend_from_slice(&data[from..i]);
-            out.push(b'.');
-            from = i;
+/// Dot-stuffing (RFC 5321 §4.5.2) over content that comes in chunks: a
+/// `.` that begins a line gets another before it; the end adds a CRLF if
+/// the content lacks one, and the final dot.
+#[derive(Debug)]
+pub struct Stuffer {
+    /// The next octet begins a line.
+    line_start: bool,
+    /// The content so far ends in CRLF (or is empty).
+    ends_crlf: bool,
+    /// The content so far ends in CR.
+    cr: bool,
+}
+
+impl Default for Stuffer {
+    fn default() -> Stuffer {
+        Stuffer {
+            line_start: true,
+            ends_crlf: true,
+            cr: false,
         }
     }
-    out.extend_from_slice(&data[from..end]);
+}
+
+impl Stuffer {
+    /// Appends `data`, stuffed, to `out`.
+    pub fn stuff(&mut self, data: &[u8], out: &mut Vec<u8>) {
+        if data.is_empty() {
+            return;
+        }
+        let mut from = 0;
+        if self.line_start && data[0] == b'.' {
+            out.push(b'.');
+        }
+        for i in 0..data.len().saturating_sub(1) {
+            if data[i] == b'\n' && data[i + 1] == b'.' {
+                out.extend_from_slice(&data[from..=i]);
+                out.push(b'.');
+                from = i + 1;
+            }
+        }
+        out.extend_from_slice(&data[from..]);
+        let last = data[data.len() - 1];
+        self.line_start = last == b'\n';
+        self.ends_crlf = last == b'\n'
+            && (self.cr && data.len() == 1 || data.len() >= 2 && data[data.len() - 2] == b'\r');
+        self.cr = last == b'\r';
+    }
+
+    /// Appends the end of the content: a CRLF if it lacks one, and the
+    /// final dot.
+    pub fn end(&mut self, out: &mut Vec<u8>) {
+        if !self.ends_crlf {
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b".\r\n");
+    }
 }
 
 #[cfg(test)]
@@ -695,16 +839,56 @@ mod tests {
 
     #[test]
     fn dot_stuffing_across_chunks() {
-        let data = b".a\r\nb\r\n..c\r\n.\r\nd.e\r\n";
-        let want = b"..a\r\nb\r\n...c\r\n..\r\nd.e\r\n";
-        let mut one = Vec::new();
-        stuff(data, 0, data.len(), &mut one);
-        assert_eq!(one, want);
-        for cut in 0..data.len() {
-            let mut two = Vec::new();
-            stuff(data, 0, cut, &mut two);
-            stuff(data, cut, data.len(), &mut two);
-            assert_eq!(two, want, "cut at {cut}");
+        let cases: [(&[u8], &[u8]); 4] = [
+            (
+                b".a\r\nb\r\n..c\r\n.\r\nd.e\r\n",
+                b"..a\r\nb\r\n...c\r\n..\r\nd.e\r\n.\r\n",
+            ),
+            (b"no end", b"no end\r\n.\r\n"),
+            (b"cr end\r", b"cr end\r\r\n.\r\n"),
+            (b"", b".\r\n"),
+        ];
+        for (data, want) in cases {
+            for cut in 0..=data.len() {
+                let mut s = Stuffer::default();
+                let mut out = Vec::new();
+                s.stuff(&data[..cut], &mut out);
+                s.stuff(&data[cut..], &mut out);
+                s.end(&mut out);
+                assert_eq!(
+                    String::from_utf8_lossy(&out),
+                    String::from_utf8_lossy(want),
+                    "cut at {cut}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_replies_that_fit_their_command() {
+        let r = |code: u16| Reply {
+            code,
+            lines: vec![String::new()],
+        };
+        for stage in [Stage::Mail, Stage::Rcpt, Stage::Rset, Stage::Dot] {
+            for (code, fits) in [
+                (250, true),
+                (451, true),
+                (550, true),
+                (354, false),
+                (199, false),
+            ] {
+                assert_eq!(Client::fits(stage, &r(code)), fits, "{stage:?} {code}");
+            }
+        }
+        for (code, fits) in [
+            (354, true),
+            (451, true),
+            (554, true),
+            (250, false),
+            (334, false),
+        ] {
+            assert_eq!(Client::fits(Stage::Data, &r(code)), fits, "DATA {code}");
         }
     }
 

@@ -108,6 +108,12 @@ pub enum SmtpError {
         /// What happened.
         what: String,
     },
+    /// The message's content could not be read from the spool while it
+    /// was being sent (the connection is dropped before the final dot).
+    Spool {
+        /// The read error.
+        err: io::Error,
+    },
 }
 
 impl fmt::Display for SmtpError {
@@ -144,6 +150,9 @@ impl fmt::Display for SmtpError {
                 stage.doing()
             ),
             SmtpError::Tls { what } => f.write_str(what),
+            SmtpError::Spool { err } => {
+                write!(f, "cannot read the message from the spool: {err}")
+            }
         }
     }
 }
@@ -164,6 +173,7 @@ impl SmtpError {
             }
             SmtpError::Protocol { .. } => ("4.5.0".to_owned(), None),
             SmtpError::Tls { .. } => ("4.7.5".to_owned(), None),
+            SmtpError::Spool { .. } => ("4.3.0".to_owned(), None),
         };
         Detail {
             dsn,

@@ -5,7 +5,9 @@
 //! cache (waiting while the destination's connections are all busy, or
 //! while a new one is opened), runs one transaction ([`client`]), and
 //! gives the connection back. All of it runs under one `with_timeout`
-//! (`message_timeout`), whatever the per-command timeouts say. A
+//! (`message_timeout`), whatever the per-command timeouts say, and so
+//! does the opening of a connection it waits for (greeting, EHLO,
+//! STARTTLS), though that runs on the cache's own thread. A
 //! connection that broke is marked so and never handed out again; one
 //! found dead at its first command after a while in the cache (the server
 //! timed it out) is replaced and the message tried once more at once.
@@ -50,9 +52,10 @@ impl Smtp {
 
     /// The connection cache's state, as the back door's `pools` prints it:
     /// connections, upstreams, and each upstream whose connects keep
-    /// failing (with the error and the time until the next try).
+    /// failing (with the error, which may quote the upstream, escaped,
+    /// and the time until the next try).
     pub fn pool_status(&self) -> String {
-        self.pool.stats().to_string()
+        crate::escape::escape_lines(&self.pool.stats().to_string())
     }
 
     /// Lets every upstream in connect backoff be tried at once (an
@@ -114,6 +117,9 @@ impl Destination {
         let s = &self.smtp.settings;
         let mut retried = false;
         loop {
+            if let Some(deadline) = coro::current_effective_deadline() {
+                self.smtp.pool.spawner().wait_until(&self.up, deadline);
+            }
             let mut session = match self.smtp.pool.get(&self.up) {
                 Ok(session) => session,
                 Err(e) => return self.no_connection(job, e),

@@ -3,7 +3,11 @@
 //! (the [`Spawner`] documentation's pattern for a mail relay).
 //!
 //! * `spawn` opens a connection (connect, greeting, EHLO, STARTTLS); it
-//!   runs on the pool's spawner thread. Its error is logged by the pool
+//!   runs on the pool's spawner thread, within the deadline of the
+//!   deliveries waiting for it (each says its deadline before it asks the
+//!   pool, [`Connector::wait_until`]), so a server that drips its greeting
+//!   holds the connection slot no longer than the delivery it was opened
+//!   for would wait. Its error is logged by the pool
 //!   (`smtp: spawning a worker for HOST:PORT failed: ...`) and reaches the
 //!   delivery that asked for the connection; the upstream's other cached
 //!   connections are dropped (Passenger's rule) and deliveries waiting for
@@ -17,8 +21,10 @@
 //!   (then it is only closed).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
+use coro::clock::{self, Instant};
 use coro::sync::{GroupOptions, GroupPool, Spawner};
 
 use super::client::{Client, Settings, SmtpError};
@@ -33,6 +39,39 @@ pub struct Cached(RefCell<Option<Client>>);
 #[derive(Debug)]
 pub struct Connector {
     settings: Rc<Settings>,
+    /// Per upstream, the latest deadline of the deliveries about to wait
+    /// for a connection to it (entries past their deadline are dropped).
+    deadlines: RefCell<HashMap<Upstream, Instant>>,
+}
+
+impl Connector {
+    /// Says that a delivery is about to ask for a connection to `up` and
+    /// waits for it until `deadline`: a connection opened for it gives up
+    /// then.
+    pub fn wait_until(&self, up: &Upstream, deadline: Instant) {
+        let now = clock::now();
+        let mut d = self.deadlines.borrow_mut();
+        d.retain(|_, t| *t > now);
+        match d.get_mut(up) {
+            Some(t) => *t = (*t).max(deadline),
+            None => {
+                d.insert(up.clone(), deadline);
+            }
+        }
+    }
+
+    /// Opens a connection to `up` (with TLS as the policy says).
+    fn open(&self, up: &Upstream) -> Result<Client, SmtpError> {
+        let s = &self.settings;
+        match Client::open(up, s, false) {
+            // Opportunistic TLS that fails is tried again without it.
+            Err(SmtpError::Tls { what }) if s.cfg.tls_security_level == TlsLevel::May => {
+                log::info!("{what}; trying {up} again without TLS");
+                Client::open(up, s, true)
+            }
+            r => r,
+        }
+    }
 }
 
 impl Spawner for Connector {
@@ -43,14 +82,21 @@ impl Spawner for Connector {
 
     fn spawn(&self, up: &Upstream) -> Result<Cached, SmtpError> {
         let s = &self.settings;
-        let client = match Client::open(up, s, false) {
-            // Opportunistic TLS that fails is tried again without it.
-            Err(SmtpError::Tls { what }) if s.cfg.tls_security_level == TlsLevel::May => {
-                log::info!("{what}; trying {up} again without TLS");
-                Client::open(up, s, true)?
+        let deadline = self
+            .deadlines
+            .borrow()
+            .get(up)
+            .copied()
+            .unwrap_or_else(|| clock::now() + s.cfg.message_timeout);
+        let mut opened = None;
+        let expired = coro::with_deadline(deadline, || opened = Some(self.open(up))).is_err();
+        let client = opened.expect("open runs to its end").inspect_err(|_| {
+            if expired {
+                log::info!(
+                    "{up}: connection set-up cut short at the deadline of the deliveries waiting for it"
+                );
             }
-            r => r?,
-        };
+        })?;
         log::debug!(
             "connected to {}{}",
             client.peer,
@@ -110,5 +156,8 @@ pub fn build(settings: Rc<Settings>) -> std::io::Result<GroupPool<Connector>> {
             max_requests,
             min_processes: 0,
         })
-        .build(Connector { settings })
+        .build(Connector {
+            settings,
+            deadlines: RefCell::new(HashMap::new()),
+        })
 }
