@@ -205,7 +205,10 @@ pub mod net {
     //! One green thread per connection; the accept loop spawns with
     //! [`Builder::spawn`](crate::Builder::spawn), so running out of memory for
     //! stacks sheds a connection instead of killing the loop, and `incoming()`
-    //! ends when the listener is [closed](TcpListener::close):
+    //! ends when the listener is [closed](TcpListener::close) or the
+    //! acceptor's wait is cut short (a deadline passed, a cancel, an
+    //! interrupt, shutdown; it yields that error once, then ends), so a loop
+    //! that skips errors, as this one does, stops instead of spinning:
     //!
     //! ```
     //! use std::io::{BufRead, BufReader, Write};

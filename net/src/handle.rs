@@ -257,10 +257,12 @@ pub(crate) use ttl;
 macro_rules! stream_io {
     ($t:ident) => {
         impl std::io::Read for &$t {
+            #[track_caller]
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
                 self.inner.read_buf(concat!(stringify!($t), "::read"), buf)
             }
 
+            #[track_caller]
             fn read_vectored(
                 &mut self,
                 bufs: &mut [std::io::IoSliceMut<'_>],
@@ -271,11 +273,13 @@ macro_rules! stream_io {
         }
 
         impl std::io::Write for &$t {
+            #[track_caller]
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
                 self.inner
                     .write_buf(concat!(stringify!($t), "::write"), buf)
             }
 
+            #[track_caller]
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
                 self.inner
                     .write_bufs(concat!(stringify!($t), "::write_vectored"), bufs)
@@ -287,10 +291,12 @@ macro_rules! stream_io {
         }
 
         impl std::io::Read for $t {
+            #[track_caller]
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
                 std::io::Read::read(&mut &*self, buf)
             }
 
+            #[track_caller]
             fn read_vectored(
                 &mut self,
                 bufs: &mut [std::io::IoSliceMut<'_>],
@@ -300,10 +306,12 @@ macro_rules! stream_io {
         }
 
         impl std::io::Write for $t {
+            #[track_caller]
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
                 std::io::Write::write(&mut &*self, buf)
             }
 
+            #[track_caller]
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
                 std::io::Write::write_vectored(&mut &*self, bufs)
             }
@@ -329,6 +337,7 @@ macro_rules! datagram_io {
             ///
             /// `NotConnected`-like errors from the OS if not connected;
             /// otherwise as [`send_to`](Self::send_to).
+            #[track_caller]
             pub fn send(&self, buf: &[u8]) -> std::io::Result<usize> {
                 self.inner
                     .write(concat!(stringify!($t), "::send"), |s| s.send(buf))
@@ -340,6 +349,7 @@ macro_rules! datagram_io {
             /// # Errors
             ///
             /// As [`recv_from`](Self::recv_from).
+            #[track_caller]
             pub fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
                 self.inner
                     .read(concat!(stringify!($t), "::recv"), |s| s.recv(buf))
@@ -352,6 +362,7 @@ macro_rules! datagram_io {
             ///
             /// The `recvfrom` error; a timeout or an interruption;
             /// `NotConnected` after [`close`](Self::close).
+            #[track_caller]
             pub fn recv_from(&self, buf: &mut [u8]) -> std::io::Result<(usize, $addr)> {
                 self.inner
                     .read(concat!(stringify!($t), "::recv_from"), |s| s.recv_from(buf))
@@ -369,38 +380,107 @@ macro_rules! incoming {
             /// An iterator over incoming connections: each item is
             /// [`accept`](Self::accept)'s result without the address.
             ///
-            /// It **ends once the listener is [closed](Self::close)** (from
-            /// any handle, also while it waits), so `for stream in
-            /// listener.incoming()` stops there, as a std user expects.
-            /// Until then it does not end by itself: other errors
-            /// (including `EMFILE`, see the type's docs) are items, and an
-            /// error that comes at once spends selfishness, so a loop that
-            /// skips errors still lets the other green threads run.
+            /// # When it ends
+            ///
+            /// * **The listener is [closed](Self::close)** (from any
+            ///   handle, also while it waits): it returns `None`.
+            /// * **The calling green thread's wait is cut short**: the
+            ///   deadline of an enclosing `with_timeout` or cancel scope
+            ///   passed, the scope was cancelled, the thread was
+            ///   interrupted, the runtime is shutting down (or the thread
+            ///   may not block here, inside `no_suspend`). It yields
+            ///   that error once (an `io::Error` wrapping a
+            ///   [`WaitError`](coro_runtime::WaitError)), so the loop can
+            ///   say why it stopped, and then returns `None`. After a
+            ///   deadline every accept would fail at once: a loop that
+            ///   skips errors would spin instead of ending.
+            ///
+            /// Other errors are items and the iterator goes on:
+            /// `ECONNABORTED` concerns one connection, and `EMFILE` calls
+            /// for a back-off (see the type's docs). An error that comes
+            /// at once spends selfishness, so a loop that skips them still
+            /// lets the other green threads run. Once it returned `None`
+            /// it always does (it is fused); call `incoming` again to
+            /// accept under a new deadline.
+            ///
+            /// # Examples
+            ///
+            /// A loop that skips errors ends when its deadline passes
+            /// (shown with a `TcpListener`; every listener's `Incoming`
+            /// ends the same way):
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use coro::net::TcpListener;
+            ///
+            /// coro::run(|| -> std::io::Result<()> {
+            ///     let listener = TcpListener::bind("127.0.0.1:0")?;
+            ///     let mut skipped = Vec::new();
+            ///     let r = coro::with_timeout(Duration::from_millis(20), || {
+            ///         for stream in listener.incoming() {
+            ///             match stream {
+            ///                 Ok(stream) => drop(stream), // serve it
+            ///                 Err(e) => skipped.push(e),  // log it, go on
+            ///             }
+            ///         }
+            ///     });
+            ///     assert_eq!(r, Err(coro::Timeout));
+            ///     // The deadline's error came once, then the loop ended.
+            ///     assert_eq!(skipped.len(), 1);
+            ///     assert_eq!(skipped[0].kind(), std::io::ErrorKind::TimedOut);
+            ///     Ok(())
+            /// })
+            /// .unwrap();
+            /// ```
             pub fn incoming(&self) -> Incoming<'_> {
-                Incoming { listener: self }
+                Incoming {
+                    listener: self,
+                    ended: false,
+                }
             }
         }
 
         #[doc = concat!("The iterator of [`", stringify!($l), "::incoming`].")]
+        ///
+        /// It ends when the listener is closed and, after yielding the
+        /// error once, when the calling thread's wait is cut short (a
+        /// deadline passed, a cancel, an interrupt, shutdown); see
+        #[doc = concat!("[`", stringify!($l), "::incoming`].")]
         #[derive(Debug)]
         pub struct Incoming<'a> {
             /// The listener accepted on.
             listener: &'a $l,
+            /// It returned `None` or yielded a cut-short wait's error: it
+            /// returns `None` from now on.
+            ended: bool,
         }
 
         impl Iterator for Incoming<'_> {
             type Item = std::io::Result<$stream>;
 
+            #[track_caller]
             fn next(&mut self) -> Option<std::io::Result<$stream>> {
-                if self.listener.is_closed() {
+                if self.ended || self.listener.is_closed() {
+                    self.ended = true;
                     return None;
                 }
                 match self.listener.accept() {
-                    Err(_) if self.listener.is_closed() => None,
-                    r => Some(r.map(|(s, _)| s)),
+                    Ok((s, _)) => Some(Ok(s)),
+                    Err(_) if self.listener.is_closed() => {
+                        self.ended = true;
+                        None
+                    }
+                    Err(e) => {
+                        // The wait was cut short: level-triggered, every
+                        // later accept would fail at once.
+                        self.ended = coro_runtime::WaitError::from_io(&e).is_some();
+                        Some(Err(e))
+                    }
                 }
             }
         }
+
+        impl std::iter::FusedIterator for Incoming<'_> {}
     };
 }
 pub(crate) use incoming;

@@ -20,7 +20,10 @@
 //! yields to the back of the ready queue, so a sender on a fast link cannot
 //! starve the others; so does a call that fails at once (a closed socket,
 //! `EMFILE`), so a loop that skips errors cannot starve them either, and
-//! `incoming()` ends once its listener is closed. Waits honour `with_timeout` (→ `ErrorKind::TimedOut`)
+//! `incoming()` ends once its listener is closed or the accepting thread's
+//! wait is cut short (a deadline passed, a cancel, an interrupt, shutdown:
+//! it yields that error once, then ends), so such a loop does not spin
+//! after a deadline. Waits honour `with_timeout` (→ `ErrorKind::TimedOut`)
 //! and `Coro::interrupt` (→ `ErrorKind::Other` wrapping
 //! [`WaitError`](coro_runtime::WaitError), never `ErrorKind::Interrupted`).
 //! Host names are resolved on the runtime's blocking-offload pool
@@ -75,7 +78,7 @@
 //!                 coro::sleep(std::time::Duration::from_millis(10))?;
 //!             }
 //!         }
-//!         Ok(()) // incoming() ends when the listener is closed
+//!         Ok(()) // incoming() ends when the listener is closed or the wait is cut short
 //!     });
 //!     let mut c = TcpStream::connect(addr)?;
 //!     c.write_all(b"echo")?;

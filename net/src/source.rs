@@ -117,6 +117,7 @@ impl<S: mio::event::Source> Source<S> {
 
     /// Runs a read-side operation (read, recv, accept, peek) to completion;
     /// `what` names the public call (for the panic outside a runtime).
+    #[track_caller]
     pub(crate) fn read<R>(
         &self,
         what: &'static str,
@@ -129,6 +130,7 @@ impl<S: mio::event::Source> Source<S> {
     }
 
     /// Runs a write-side operation (write, send) to completion.
+    #[track_caller]
     pub(crate) fn write<R>(
         &self,
         what: &'static str,
@@ -164,6 +166,7 @@ impl<S: mio::event::Source> Source<S> {
         self.write_timeout.get()
     }
 
+    #[track_caller]
     fn run<R>(
         &self,
         dir: Direction,
@@ -176,6 +179,7 @@ impl<S: mio::event::Source> Source<S> {
         self.reg.io(dir, || op(&self.io))
     }
 
+    #[track_caller]
     fn run_stream(
         &self,
         dir: Direction,
@@ -190,7 +194,12 @@ impl<S: mio::event::Source> Source<S> {
             Direction::Read => self.read_timeout.get(),
             Direction::Write => self.write_timeout.get(),
         };
-        timed(timeout, || self.reg.io_stream(dir, len, || op(&self.io)))
+        match timeout {
+            // Called here, not in a closure, so that the caller's location
+            // reaches the wait (`#[track_caller]`).
+            None => self.reg.io_stream(dir, len, || op(&self.io)),
+            t => timed(t, || self.reg.io_stream(dir, len, || op(&self.io))),
+        }
     }
 
     /// An operation where no green thread runs (a socket that outlived its
@@ -215,6 +224,7 @@ impl<S: mio::event::Source> Source<S> {
     }
 
     /// `Read::read` for a stream socket.
+    #[track_caller]
     pub(crate) fn read_buf(&self, what: &'static str, buf: &mut [u8]) -> io::Result<usize>
     where
         for<'a> &'a S: io::Read,
@@ -229,6 +239,7 @@ impl<S: mio::event::Source> Source<S> {
     }
 
     /// `Read::read_vectored` for a stream socket.
+    #[track_caller]
     pub(crate) fn read_bufs(
         &self,
         what: &'static str,
@@ -248,6 +259,7 @@ impl<S: mio::event::Source> Source<S> {
 
     /// A write-side stream operation that moves up to `len` bytes (a
     /// `sendfile`): as [`write_buf`](Source::write_buf) without a buffer.
+    #[track_caller]
     pub(crate) fn write_stream(
         &self,
         what: &'static str,
@@ -258,6 +270,7 @@ impl<S: mio::event::Source> Source<S> {
     }
 
     /// `Write::write` for a stream socket.
+    #[track_caller]
     pub(crate) fn write_buf(&self, what: &'static str, buf: &[u8]) -> io::Result<usize>
     where
         for<'a> &'a S: io::Write,
@@ -268,6 +281,7 @@ impl<S: mio::event::Source> Source<S> {
     }
 
     /// `Write::write_vectored` for a stream socket.
+    #[track_caller]
     pub(crate) fn write_bufs(
         &self,
         what: &'static str,
@@ -284,6 +298,7 @@ impl<S: mio::event::Source> Source<S> {
 
     /// Waits until `dir` is ready (or was never found not ready); `what`
     /// names the public call.
+    #[track_caller]
     pub(crate) fn wait(&self, dir: Direction, what: &str) -> io::Result<()> {
         if self.reg.is_closed() {
             coro_runtime::failed_at_once();

@@ -73,6 +73,7 @@ impl UdpSocket {
     ///
     /// `InvalidInput` for a malformed or empty address; the `sendto` error;
     /// a timeout or an interruption.
+    #[track_caller]
     pub fn send_to<A: ToSocketAddrs>(&self, buf: &[u8], target: A) -> io::Result<usize> {
         let to = target.to_socket_addrs()?.next().ok_or_else(|| {
             invalid("coro-net: send_to: the address resolved to nothing".to_owned())
@@ -86,6 +87,7 @@ impl UdpSocket {
     /// # Errors
     ///
     /// As `recv_from`.
+    #[track_caller]
     pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         self.inner
             .read("UdpSocket::peek_from", |s| s.peek_from(buf))
@@ -96,6 +98,7 @@ impl UdpSocket {
     /// # Errors
     ///
     /// As `recv`.
+    #[track_caller]
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.read("UdpSocket::peek", |s| s.peek(buf))
     }

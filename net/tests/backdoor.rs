@@ -265,6 +265,7 @@ fn every_built_in_command_and_a_registered_one_answer_a_socat_client() {
     assert!(rows.iter().any(|r| r.ends_with("worker")), "{rows:?}");
     assert!(secs(rows[0]) >= 0.04, "{rows:?}");
     has("stats", "switches ");
+    has("stats", "spin_warnings ");
     has("stats", "backdoor_sessions    1");
     // timers: the sleeps of the sleeper and the worker, about a minute away.
     assert!(

@@ -540,6 +540,7 @@ pub(crate) fn pop(s: &Scheduler, t: &Task, id: u64) -> Left {
     }
     if recheck {
         recompute(t);
+        crate::spin::left_cut_short_scope(t);
     }
     left
 }

@@ -47,8 +47,18 @@
 //! blocking jobs refused by an expired scope, an interrupt or shutdown; a
 //! socket call on a closed socket or whose syscall fails at once; a
 //! channel's `recv` or `send` on a disconnected channel; a lock the caller
-//! already holds. Iterators end where std users expect: `incoming()` ends
-//! once its listener is closed, a channel's `iter()` once it disconnects.
+//! already holds.
+//!
+//! A deadline that passed, a cancelled scope and shutdown are
+//! level-triggered: every later blocking call inside fails at once, so a
+//! loop that skips errors never waits again. **Iterators over blocking
+//! calls end once their thread's wait was cut short**, as they end when
+//! their source closes: `incoming()` yields the error once (so a loop can
+//! log why it stopped) and then ends; a channel's `iter()` ends at once.
+//! And a thread that makes [`SPIN_LIMIT`] blocking calls in a row that all
+//! fail at once that way, without waiting, is named in a warning (with
+//! the call site) and counted in [`Stats::spin_warnings`]: it is a loop
+//! that ignores the error it keeps getting (see `spin`).
 //!
 //! `try_*` calls (`try_lock`, `try_recv`, ...) never switch threads, for
 //! success or failure: destructors use them. A loop that polls them must
@@ -105,6 +115,7 @@ mod sched;
 mod scope;
 mod shutdown_hooks;
 mod spawn;
+mod spin;
 mod stack;
 mod stats;
 mod suspend;
@@ -136,6 +147,7 @@ pub use shutdown_hooks::{on_shutdown, HOOKS_LIMIT};
 pub use spawn::{
     current, current_id, set_selfishness, spawn, Builder, JoinHandle, MAX_SELFISHNESS,
 };
+pub use spin::SPIN_LIMIT;
 pub use stack::{DEFAULT_STACK_GUARD, MIN_STACK_SIZE};
 pub use stats::{stats, threads, Stats, ThreadInfo};
 pub use suspend::{park, park_as, park_on, sleep, sleep_until, try_selfish, yield_now};

@@ -455,10 +455,16 @@ impl Registration {
     /// An error naming the mix-up if the source was registered with another
     /// runtime than the one running (its readiness is reported to that
     /// runtime's poller only, so waiting here would never end).
+    ///
+    /// A wait refused at once is attributed to the caller
+    /// (`#[track_caller]`): a loop that keeps making such calls is named,
+    /// with that call site, in a spin warning (see
+    /// [`SPIN_LIMIT`](crate::SPIN_LIMIT)).
     // Inlined into the socket calls: one frame less between the read and
     // the stack switch is one cache line less to read back per message
     // (BENCHMARKS.md, echo at 1 000 connections).
     #[inline(always)]
+    #[track_caller]
     pub fn wait(&self, dir: Direction) -> io::Result<()> {
         loop {
             if self.state.closed.get() {
@@ -538,12 +544,15 @@ impl Registration {
     /// Runs a non-blocking operation to completion on this green thread:
     /// tries `op`; on `WouldBlock` clears readiness and waits, then tries
     /// again. A call that succeeds without waiting spends one unit of
-    /// selfishness (see [`try_selfish`](crate::try_selfish)).
+    /// selfishness (see [`try_selfish`](crate::try_selfish)). Its caller
+    /// (`#[track_caller]`, as for [`wait`](Registration::wait)) is the call
+    /// site a spin warning names (see [`SPIN_LIMIT`](crate::SPIN_LIMIT)).
     ///
     /// A read-side call is not even tried while the readiness flag is clear:
     /// mio is edge-triggered and only an `EWOULDBLOCK` clears the flag, so the
     /// syscall would fail; the event that sets the flag again is already on
     /// its way from the kernel.
+    #[track_caller]
     pub fn io<R>(&self, dir: Direction, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
         self.run(dir, op, |_| false)
     }
@@ -566,6 +575,7 @@ impl Registration {
     /// the buffers the kernel takes (`IOV_MAX` of them, std's cap), not
     /// all that were passed, or a capped call would look short.
     #[inline]
+    #[track_caller]
     pub fn io_stream(
         &self,
         dir: Direction,
@@ -581,6 +591,7 @@ impl Registration {
     }
 
     #[inline]
+    #[track_caller]
     fn run<R>(
         &self,
         dir: Direction,

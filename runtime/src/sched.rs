@@ -104,6 +104,8 @@ pub(crate) struct Counters {
     pub(crate) spawned: Cell<u64>,
     pub(crate) panicked: Cell<u64>,
     pub(crate) timers_fired: Cell<u64>,
+    /// Threads warned about for spinning on refused calls (`spin`).
+    pub(crate) spin_warnings: Cell<u64>,
 }
 
 /// Ids of runtimes: unique per process, never reused.

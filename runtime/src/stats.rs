@@ -38,6 +38,12 @@ pub struct Stats {
     pub forced_yields: u64,
     /// Green threads that ran past the latency threshold without yielding.
     pub latency_warnings: u64,
+    /// Green threads warned about for spinning: [`SPIN_LIMIT`](crate::SPIN_LIMIT)
+    /// blocking calls in a row failed at once, without waiting, because
+    /// their wait was cut short (a deadline passed, a scope was cancelled,
+    /// shutdown), as in a loop that skips errors. Counted once per run of
+    /// such calls.
+    pub spin_warnings: u64,
     /// Green threads spawned since the runtime started.
     pub spawned: u64,
     /// Green threads that ended with a panic.
@@ -123,6 +129,7 @@ pub fn stats() -> Stats {
                 .watchdog
                 .as_ref()
                 .map_or(0, |w| w.shared.warnings.load(Ordering::Relaxed)),
+            spin_warnings: s.counters.spin_warnings.get(),
             spawned: s.counters.spawned.get(),
             panicked: s.counters.panicked.get(),
             timers_fired: s.counters.timers_fired.get(),

@@ -18,6 +18,7 @@ use crate::clock::{self, Instant};
 use crate::context;
 use crate::error::WaitError;
 use crate::sched::{ForcedUnwind, Scheduler, UNWIND_REFUSAL_LIMIT};
+use crate::spin;
 use crate::stack;
 use crate::task::{Task, ThreadState};
 use crate::timer::TimerKind;
@@ -243,7 +244,9 @@ pub(crate) fn park_waiting(
     // thread, across its suspend (see `context::current_unbound`).
     let (s, t) = unsafe { context::current_unbound(call) };
     if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
-        return park_refused(s, t, e, what, call);
+        // Read here, not in a closure: only here is it the caller's.
+        let site = wait.site.unwrap_or(Location::caller());
+        return park_refused(s, t, e, what, call, site);
     }
     t.wait_since.set(s.coarse_now.get());
     t.wait_site.set(wait.site);
@@ -327,7 +330,9 @@ pub fn park_on(
 }
 
 /// A park that is over before it began: a waiter or a timer made for it
-/// must not match the thread's next park.
+/// must not match the thread's next park. `site` is the caller of the
+/// blocking call, for the warning about a thread that keeps calling
+/// (`spin`).
 #[cold]
 #[inline(never)]
 fn park_refused(
@@ -336,10 +341,12 @@ fn park_refused(
     e: WaitError,
     what: &'static str,
     call: &'static str,
+    site: &'static Location<'static>,
 ) -> Result<(), WaitError> {
     if e == WaitError::SuspendForbidden {
         log_forbidden(t, call, what);
     }
+    spin::refused(s, t, e, what, site);
     t.park_gen.set(t.park_gen.get() + 1);
     failed_at_once(s, t);
     Err(e)

@@ -185,6 +185,8 @@ pub(crate) struct Tail {
     pub(crate) unwind_refusals: Cell<u32>,
     /// A refused `yield_now` was logged (it is logged once per thread).
     pub(crate) yield_refusal_logged: Cell<bool>,
+    /// Its run of blocking calls refused at once (see `spin`).
+    pub(crate) spin: crate::spin::Streak,
     /// Its `green_local!` values (see `local`).
     pub(crate) locals: RefCell<crate::local::Locals>,
     /// The waker state of its last `future::block_on`, kept for the next
@@ -202,6 +204,7 @@ impl Tail {
             unwind_rounds,
             unwind_refusals,
             yield_refusal_logged,
+            spin,
             locals,
             future_wake,
         } = self;
@@ -211,6 +214,7 @@ impl Tail {
             && unwind_rounds.get() == 0
             && unwind_refusals.get() == 0
             && !yield_refusal_logged.get()
+            && spin.is_empty()
             && locals.get_mut().is_empty()
             && future_wake.get_mut().is_none()
     }
@@ -708,6 +712,7 @@ mod reinit_tests {
                     t.tail.unwind_rounds.get(),
                     t.tail.unwind_refusals.get(),
                     t.tail.yield_refusal_logged.get(),
+                    t.tail.spin.count.get(),
                     t.spawned_at,
                     t.tail.locals.borrow().len(),
                 ),
@@ -748,7 +753,7 @@ mod reinit_tests {
     #[test]
     fn a_tail_with_any_field_filled_is_not_empty() {
         let other = std::rc::Rc::new(Task::new(init(9, None)));
-        let fills: [&dyn Fn(&super::Tail); 7] = [
+        let fills: [&dyn Fn(&super::Tail); 9] = [
             &|t| {
                 t.joiners.borrow_mut().push(super::Waiter {
                     task: other.clone(),
@@ -760,6 +765,8 @@ mod reinit_tests {
             &|t| t.unwind_rounds.set(1),
             &|t| t.unwind_refusals.set(1),
             &|t| t.yield_refusal_logged.set(true),
+            &|t| t.spin.gen.set(1),
+            &|t| t.spin.count.set(1),
             &|t| t.locals.borrow_mut().push((1, std::rc::Rc::new(5u8))),
         ];
         for (i, fill) in fills.iter().enumerate() {

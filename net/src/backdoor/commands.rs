@@ -267,7 +267,7 @@ fn threads(s: &mut Session<'_>, args: &str) -> io::Result<()> {
 
 fn stats(s: &mut Session<'_>) -> io::Result<()> {
     let st = rt::stats();
-    let rows: [(&str, u64); 18] = [
+    let rows: [(&str, u64); 19] = [
         ("live", st.live as u64),
         ("ready", st.ready as u64),
         ("pending_timers", st.pending_timers as u64),
@@ -276,6 +276,7 @@ fn stats(s: &mut Session<'_>) -> io::Result<()> {
         ("polls", st.polls),
         ("forced_yields", st.forced_yields),
         ("latency_warnings", st.latency_warnings),
+        ("spin_warnings", st.spin_warnings),
         ("spawned", st.spawned),
         ("panicked", st.panicked),
         ("timers_fired", st.timers_fired),

@@ -69,6 +69,12 @@ pub const DEFAULT_BACKLOG: i32 = 1024;
 /// blocked in `accept` at once with a `NotConnected` error: the way to stop
 /// an accept loop from another green thread. [`incoming`](TcpListener::incoming)
 /// ends there, so `for s in listener.incoming()` stops as std users expect.
+/// It also ends once the accepting thread's wait is cut short (a deadline
+/// passed, a cancel, an interrupt, shutdown), after yielding that error
+/// once: a loop that skips errors does not spin after a deadline. A loop
+/// over `accept` itself must stop on such an error
+/// ([`WaitError::from_io`](coro_runtime::WaitError::from_io) recognises it),
+/// as the one above does by returning every error it does not handle.
 ///
 /// # Examples
 ///
@@ -219,6 +225,7 @@ impl TcpListener {
     /// The `accept(2)` error, notably `EMFILE`/`ENFILE` when out of fds (see
     /// the type's docs: back off, do not retry at once); a timeout or an
     /// interruption; `NotConnected` after [`close`](TcpListener::close).
+    #[track_caller]
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (s, peer) = self.inner.read("TcpListener::accept", |l| l.accept())?;
         Ok((TcpStream::from_mio(s)?, peer))

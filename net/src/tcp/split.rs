@@ -199,11 +199,13 @@ impl Drop for OwnedWriteHalf {
 macro_rules! read_half {
     ($t:ty, $s:ident => $stream:expr) => {
         impl Read for $t {
+            #[track_caller]
             fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
                 let $s = &*self;
                 let mut stream: &TcpStream = $stream;
                 stream.read(buf)
             }
+            #[track_caller]
             fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
                 let $s = &*self;
                 let mut stream: &TcpStream = $stream;
@@ -217,11 +219,13 @@ macro_rules! read_half {
 macro_rules! write_half {
     ($t:ty, $s:ident => $stream:expr) => {
         impl Write for $t {
+            #[track_caller]
             fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
                 let $s = &*self;
                 let mut stream: &TcpStream = $stream;
                 stream.write(buf)
             }
+            #[track_caller]
             fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
                 let $s = &*self;
                 let mut stream: &TcpStream = $stream;

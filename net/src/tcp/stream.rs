@@ -156,6 +156,7 @@ impl TcpStream {
     /// # Errors
     ///
     /// As [`Read::read`](std::io::Read::read).
+    #[track_caller]
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
@@ -186,6 +187,7 @@ impl TcpStream {
     /// # Errors
     ///
     /// A timeout, an interruption, or `NotConnected` after `close`.
+    #[track_caller]
     pub fn wait_readable(&self) -> io::Result<()> {
         self.inner.wait(Direction::Read, "TcpStream::wait_readable")
     }
@@ -195,6 +197,7 @@ impl TcpStream {
     /// # Errors
     ///
     /// As [`wait_readable`](TcpStream::wait_readable).
+    #[track_caller]
     pub fn wait_writable(&self) -> io::Result<()> {
         self.inner
             .wait(Direction::Write, "TcpStream::wait_writable")

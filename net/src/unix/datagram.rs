@@ -87,6 +87,7 @@ impl UnixDatagram {
     /// # Errors
     ///
     /// The `sendto` error; a timeout or an interruption.
+    #[track_caller]
     pub fn send_to<P: AsRef<Path>>(&self, buf: &[u8], path: P) -> io::Result<usize> {
         let path = path.as_ref();
         self.inner

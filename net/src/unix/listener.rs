@@ -16,7 +16,10 @@ use crate::unix::UnixStream;
 /// thread, returns `EMFILE` when out of fds (back off, see
 /// [`is_fd_exhaustion`](crate::is_fd_exhaustion)), and
 /// [`close`](UnixListener::close) wakes a blocked acceptor with
-/// `NotConnected` and ends [`incoming`](UnixListener::incoming). The socket file is not removed on drop (as std).
+/// `NotConnected` and ends [`incoming`](UnixListener::incoming), which also
+/// ends once the accepting thread's wait is cut short (a deadline passed, a
+/// cancel, an interrupt, shutdown) after yielding that error once. The
+/// socket file is not removed on drop (as std).
 ///
 /// # Examples
 ///
@@ -63,6 +66,7 @@ impl UnixListener {
     ///
     /// The `accept` error (`EMFILE`...); a timeout or an interruption;
     /// `NotConnected` after `close`.
+    #[track_caller]
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
         let (s, addr) = self.inner.read("UnixListener::accept", |l| l.accept())?;
         Ok((UnixStream::from_mio(s)?, addr))

@@ -66,3 +66,27 @@ pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
+
+/// Every record logged in this process since [`capture_logs`], with its level.
+pub static LOGS: std::sync::Mutex<Vec<(log::Level, String)>> = std::sync::Mutex::new(Vec::new());
+
+struct Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        LOGS.lock().unwrap().push((r.level(), r.args().to_string()));
+    }
+    fn flush(&self) {}
+}
+
+/// Installs the logger that records into [`LOGS`] (once per process).
+pub fn capture_logs() {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        log::set_logger(&Capture).unwrap();
+        log::set_max_level(log::LevelFilter::Info);
+    });
+}

@@ -26,6 +26,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
+use std::iter::FusedIterator;
 use std::rc::Rc;
 
 use super::error::{RecvError, SendError, TryRecvError, TrySendError};
@@ -508,11 +509,39 @@ impl<T> Receiver<T> {
     }
 
     /// An iterator that [`recv`](Receiver::recv)s until it fails: it ends
-    /// when every sender is gone and the channel is drained, or when a wait
-    /// is cut short (timeout, interrupt, shutdown). Use `recv` to tell those
-    /// apart.
+    /// when every sender is gone and the channel is drained, and when the
+    /// calling thread's wait is cut short (a deadline passed, a cancel, an
+    /// interrupt, shutdown; see [`Iter`]). A loop that must tell those
+    /// apart calls `recv` itself.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// coro::run(|| {
+    ///     let (tx, rx) = coro::sync::channel();
+    ///     for i in 1..=3 {
+    ///         tx.send(i).unwrap();
+    ///     }
+    ///     // `tx` lives on: only the deadline ends this loop.
+    ///     let mut sum = 0;
+    ///     let r = coro::with_timeout(Duration::from_millis(10), || {
+    ///         for i in rx.iter() {
+    ///             sum += i;
+    ///         }
+    ///     });
+    ///     assert_eq!((r, sum), (Err(coro::Timeout), 6));
+    ///     // Every sender gone and the channel drained: it ends at once.
+    ///     drop(tx);
+    ///     assert_eq!(rx.iter().next(), None);
+    /// });
+    /// ```
     pub fn iter(&self) -> Iter<'_, T> {
-        Iter { rx: self }
+        Iter {
+            rx: self,
+            ended: false,
+        }
     }
 
     /// An iterator over the items queued now; it never waits.
@@ -565,9 +594,24 @@ impl<T> fmt::Debug for Receiver<T> {
 }
 
 /// The iterator of [`Receiver::iter`]: receives until `recv` fails.
+///
+/// # When it ends
+///
+/// It returns `None` once every sender is gone and the channel is
+/// drained, and once the calling green thread's wait is cut short: the
+/// deadline of an enclosing `with_timeout` or cancel scope passed, the
+/// scope was cancelled, the thread was interrupted, or the runtime is
+/// shutting down. After a deadline every `recv` would fail at once, so a
+/// loop over the iterator must end there rather than spin. It ends at once
+/// (an item is a value, with no room for the error, as in std's
+/// `mpsc::Iter`); a loop that must know why it stopped calls
+/// [`recv`](Receiver::recv) itself. Once it returned `None` it always does
+/// (it is fused).
 #[derive(Debug)]
 pub struct Iter<'a, T> {
     rx: &'a Receiver<T>,
+    /// It returned `None`: it does from now on.
+    ended: bool,
 }
 
 impl<T> Iterator for Iter<'_, T> {
@@ -575,9 +619,16 @@ impl<T> Iterator for Iter<'_, T> {
 
     #[track_caller]
     fn next(&mut self) -> Option<T> {
-        self.rx.recv_named("Receiver::iter").ok()
+        if self.ended {
+            return None;
+        }
+        let item = self.rx.recv_named("Receiver::iter").ok();
+        self.ended = item.is_none();
+        item
     }
 }
+
+impl<T> FusedIterator for Iter<'_, T> {}
 
 /// The iterator of [`Receiver::try_iter`]: the items queued now.
 #[derive(Debug)]
@@ -595,18 +646,32 @@ impl<T> Iterator for TryIter<'_, T> {
 }
 
 /// The owning iterator of a [`Receiver`]: receives until `recv` fails.
+///
+/// It ends as [`Iter`] does: when every sender is gone and the channel is
+/// drained, and at once when the calling thread's wait is cut short (a
+/// deadline passed, a cancel, an interrupt, shutdown). It is fused.
 #[derive(Debug)]
 pub struct IntoIter<T> {
     rx: Receiver<T>,
+    /// It returned `None`: it does from now on.
+    ended: bool,
 }
 
 impl<T> Iterator for IntoIter<T> {
     type Item = T;
 
+    #[track_caller]
     fn next(&mut self) -> Option<T> {
-        self.rx.recv_named("Receiver::into_iter").ok()
+        if self.ended {
+            return None;
+        }
+        let item = self.rx.recv_named("Receiver::into_iter").ok();
+        self.ended = item.is_none();
+        item
     }
 }
+
+impl<T> FusedIterator for IntoIter<T> {}
 
 impl<'a, T> IntoIterator for &'a Receiver<T> {
     type Item = T;
@@ -622,6 +687,9 @@ impl<T> IntoIterator for Receiver<T> {
     type IntoIter = IntoIter<T>;
 
     fn into_iter(self) -> IntoIter<T> {
-        IntoIter { rx: self }
+        IntoIter {
+            rx: self,
+            ended: false,
+        }
     }
 }

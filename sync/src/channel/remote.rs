@@ -201,6 +201,7 @@ impl<T> Receiver<T> {
     ///   loop that ignores it yields).
     /// * [`RecvError::Wait`] if a green thread's wait was cut short
     ///   (timeout, interrupt, shutdown); nothing is lost.
+    #[track_caller]
     pub fn recv(&self) -> Result<T, RecvError> {
         let green = coro_runtime::in_green_thread();
         let mut mine: Option<Waker> = None;
@@ -255,10 +256,15 @@ impl<T> Receiver<T> {
     }
 
     /// An iterator that [`recv`](Receiver::recv)s until it fails: it ends
-    /// when every sender is gone and the queue is drained, or when a wait
-    /// is cut short. Use `recv` to tell those apart.
+    /// when every sender is gone and the queue is drained, and when a green
+    /// thread's wait is cut short (a deadline passed, a cancel, an
+    /// interrupt, shutdown; see [`Iter`]). A loop that must tell those
+    /// apart calls `recv` itself.
     pub fn iter(&self) -> Iter<'_, T> {
-        Iter { rx: self }
+        Iter {
+            rx: self,
+            ended: false,
+        }
     }
 
     /// Number of items queued.
@@ -306,19 +312,41 @@ impl<T> fmt::Debug for Receiver<T> {
     }
 }
 
-/// The iterator of [`Receiver::iter`].
+/// The iterator of [`Receiver::iter`]: receives until `recv` fails.
+///
+/// # When it ends
+///
+/// It returns `None` once every sender is gone and the queue is drained,
+/// and once a green thread's wait is cut short: the deadline of an
+/// enclosing `with_timeout` or cancel scope passed, the scope was
+/// cancelled, the thread was interrupted, or the runtime is shutting down.
+/// After a deadline every `recv` would fail at once, so a loop over the
+/// iterator must end there rather than spin. It ends at once (an item is a
+/// value, with no room for the error); a loop that must know why it
+/// stopped calls [`recv`](Receiver::recv) itself. Once it returned `None`
+/// it always does (it is fused).
 #[derive(Debug)]
 pub struct Iter<'a, T> {
     rx: &'a Receiver<T>,
+    /// It returned `None`: it does from now on.
+    ended: bool,
 }
 
 impl<T> Iterator for Iter<'_, T> {
     type Item = T;
 
+    #[track_caller]
     fn next(&mut self) -> Option<T> {
-        self.rx.recv().ok()
+        if self.ended {
+            return None;
+        }
+        let item = self.rx.recv().ok();
+        self.ended = item.is_none();
+        item
     }
 }
+
+impl<T> std::iter::FusedIterator for Iter<'_, T> {}
 
 impl<'a, T> IntoIterator for &'a Receiver<T> {
     type Item = T;
