@@ -29,6 +29,7 @@ maildir = "$work/maildir"
 max_sessions = $((sessions + 100))
 max_sessions_per_client = $((sessions + 100))
 log_level = "warn"
+$([ "$(id -u)" = 0 ] && echo 'run_as_root = true' || true)
 TOML
 "$bin" --config "$work/relay.toml" > "$work/out" 2> "$work/log" &
 pid=$!

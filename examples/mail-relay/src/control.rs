@@ -64,24 +64,34 @@ pub fn serve_backdoor(path: &Path, queue: &Queue, smtp: Option<Rc<Smtp>>) -> io:
 /// The spool lock's name in the spool directory.
 const LOCK_FILE: &str = "mail-relay.lock";
 
-/// Creates the spool directory if needed and takes its lock: an exclusive
-/// `flock` on `mail-relay.lock`, held until the returned file is closed
-/// (the process exits, however it exits), with our pid written into it.
+/// Takes the lock of the spool directory `spool` (which exists): an
+/// exclusive `flock` on `mail-relay.lock`, held until the returned file is
+/// closed (the process exits, however it exits), with our pid written
+/// into it.
+///
+/// The lock file is 0600 in a 0700 directory: `flock` needs only a
+/// read-only descriptor, so a lock file others could open would let any
+/// local user stop the relay from starting. A symbolic link in its place
+/// is not followed.
 ///
 /// # Errors
 ///
-/// If another process holds the lock (naming its pid, as written into the
-/// lock file), or the directory or file cannot be made.
+/// If another process holds the lock (naming it as the kernel does: see
+/// [`lock_holder`]), or the file cannot be opened.
 pub fn lock_spool(spool: &Path) -> io::Result<std::fs::File> {
     use std::os::fd::AsRawFd;
-    std::fs::create_dir_all(spool)?;
+    use std::os::unix::fs::PermissionsExt;
     let path = spool.join(LOCK_FILE);
-    let mut f = std::fs::OpenOptions::new()
+    let mut f = crate::files::open_own()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)?;
+        .open(&path)
+        .map_err(|e| own_file_error(&path, e))?;
+    if f.metadata()?.permissions().mode() & 0o077 != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(crate::files::FILE_MODE))?;
+    }
     // SAFETY: flock takes a file descriptor and flags, touches no memory of
     // ours; the descriptor is `f`'s, open for the whole call. A lock left
     // by a panic or any other exit is released by the kernel when the
@@ -90,14 +100,14 @@ pub fn lock_spool(spool: &Path) -> io::Result<std::fs::File> {
     if r != 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let mut holder = String::new();
-            let _ = f.read_to_string(&mut holder);
+            let mut written = String::new();
+            let _ = f.read_to_string(&mut written);
             return Err(io::Error::new(
                 io::ErrorKind::AddrInUse,
                 format!(
-                    "{} is locked by another mail-relay (pid {}); one spool, one relay",
+                    "{} is locked by {}",
                     path.display(),
-                    holder.trim()
+                    lock_holder(&f, &path, written.trim())
                 ),
             ));
         }
@@ -108,13 +118,141 @@ pub fn lock_spool(spool: &Path) -> io::Result<std::fs::File> {
     Ok(f)
 }
 
-/// Writes our pid into the spool directory.
+/// An error opening a file the relay names itself in its spool, said
+/// plainly: a symbolic link there, or a file of another user's.
+fn own_file_error(path: &Path, e: io::Error) -> io::Error {
+    use std::os::unix::fs::MetadataExt;
+    let why = match (e.raw_os_error(), std::fs::symlink_metadata(path)) {
+        (Some(libc::ELOOP), Ok(md)) if md.file_type().is_symlink() => format!(
+            "a symbolic link is there (made by {}); the relay never follows one to its own \
+             files: remove it, and find out who made it",
+            crate::privilege::describe_uid(md.uid())
+        ),
+        (_, Ok(md)) if e.kind() == io::ErrorKind::PermissionDenied => format!(
+            "{e}: it belongs to {}; the spool and everything in it must belong to the user \
+             the relay runs as (chown -R)",
+            crate::privilege::describe_uid(md.uid())
+        ),
+        _ => e.to_string(),
+    };
+    io::Error::new(e.kind(), format!("{}: {why}", path.display()))
+}
+
+/// Who holds the lock on `f` (at `path`), as the kernel lists it in
+/// `/proc/locks`, in words: "pid N, a mail-relay (EXE)", "pid N, which is
+/// another program (COMM)", "pid N, which is not running ...". Where the
+/// kernel names no holder, the pid the lock file holds (`written`) is
+/// described instead, as what the file says.
+pub fn lock_holder(f: &std::fs::File, path: &Path, written: &str) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let fuser = format!(
+        "`fuser -v {}` names the processes that have it open",
+        path.display()
+    );
+    let listed = f.metadata().ok().and_then(|md| {
+        let locks = std::fs::read_to_string("/proc/locks").ok()?;
+        flock_holder(&locks, md.dev(), md.ino())
+    });
+    match listed {
+        Some(pid) => match describe_pid(pid) {
+            Process::MailRelay(exe) => {
+                format!("pid {pid}, a mail-relay ({exe}); one spool, one relay")
+            }
+            Process::Other(name) => {
+                format!("pid {pid}, which is another program ({name}), not a mail-relay; {fuser}")
+            }
+            Process::Gone => format!(
+                "pid {pid}, which is not running: a process that inherited its descriptor holds \
+                 the lock still; {fuser}"
+            ),
+        },
+        None => {
+            let said = match written.parse::<i32>() {
+                Ok(pid) => match describe_pid(pid) {
+                    Process::MailRelay(exe) => format!("pid {pid}, a mail-relay ({exe})"),
+                    Process::Other(name) => format!("pid {pid}, which is another program ({name})"),
+                    Process::Gone => format!("pid {pid}, which is not running"),
+                },
+                Err(_) => format!("{written:?}, not a pid"),
+            };
+            format!(
+                "a process this system does not name (another pid namespace?); the lock file \
+                 says {said}; {fuser}"
+            )
+        }
+    }
+}
+
+/// The pid holding a `flock` on the file (`dev`, `ino`), from the text of
+/// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`;
+/// waiters, marked `->`, are not holders).
+fn flock_holder(locks: &str, dev: u64, ino: u64) -> Option<i32> {
+    // Linux's dev_t encoding.
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let mut id = fields.get(5)?.split(':');
+        let (ma, mi, i) = (id.next()?, id.next()?, id.next()?);
+        let same = u64::from_str_radix(ma, 16).ok()? == major
+            && u64::from_str_radix(mi, 16).ok()? == minor
+            && i.parse::<u64>().ok()? == ino;
+        same.then(|| fields[4].parse().ok()).flatten()
+    })
+}
+
+/// What a pid is now.
+#[derive(Debug, PartialEq, Eq)]
+enum Process {
+    /// A mail-relay (its executable, or its name).
+    MailRelay(String),
+    /// Another program (its name).
+    Other(String),
+    /// No such process.
+    Gone,
+}
+
+/// What `pid` is, from `/proc/PID/exe` (or its name, `comm`, where the
+/// executable cannot be read).
+fn describe_pid(pid: i32) -> Process {
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    if pid <= 0 || !proc.exists() {
+        return Process::Gone;
+    }
+    let comm = std::fs::read_to_string(proc.join("comm"))
+        .map(|c| c.trim().to_owned())
+        .unwrap_or_default();
+    match std::fs::read_link(proc.join("exe")) {
+        Ok(exe) => {
+            let name = exe.file_name().map(|n| n.to_string_lossy().into_owned());
+            if name.is_some_and(|n| n.starts_with("mail-relay")) {
+                Process::MailRelay(exe.display().to_string())
+            } else {
+                Process::Other(format!("{} ({comm})", exe.display()))
+            }
+        }
+        Err(_) if comm == "mail-relay" => Process::MailRelay(comm),
+        Err(_) => Process::Other(comm),
+    }
+}
+
+/// Writes our pid into the spool directory (0600, not through a link).
 ///
 /// # Errors
 ///
 /// If the file cannot be written.
 pub fn write_pid(spool: &Path) -> io::Result<()> {
-    std::fs::write(spool.join(PID_FILE), format!("{}\n", std::process::id()))
+    let path = spool.join(PID_FILE);
+    let mut f = crate::files::open_own()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(|e| own_file_error(&path, e))?;
+    f.write_all(format!("{}\n", std::process::id()).as_bytes())
 }
 
 /// Removes the pid file if it is still ours.

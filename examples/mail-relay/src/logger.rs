@@ -61,11 +61,16 @@ impl log::Log for Logger {
 }
 
 fn open_log(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
     OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(crate::files::FILE_MODE)
         .open(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("log_file {}: {e}", path.display())))
+        .map_err(|e| {
+            let note = crate::privilege::dropped_note();
+            io::Error::new(e.kind(), format!("log_file {}: {e}{note}", path.display()))
+        })
 }
 
 /// Installs the logger (once per process; later calls change nothing):

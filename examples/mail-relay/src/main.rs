@@ -28,6 +28,9 @@
 //! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line), the
 //!   spool lock.
 //! * `reload`: SIGHUP.
+//! * `privilege`, `files`: whom the relay runs as (the drop from root),
+//!   the modes of what it makes, and the checks of the paths and keys it
+//!   trusts.
 //! * `logger`, `time`, `escape`: maillog-style lines, dates, text from the
 //!   network made safe to show.
 //! * `metrics`: Prometheus counters and `--metrics`.
@@ -42,9 +45,11 @@ mod delivery;
 mod dkim;
 mod escape;
 mod fds;
+mod files;
 mod id;
 mod logger;
 mod metrics;
+mod privilege;
 mod protocol;
 mod queue;
 mod reload;
@@ -89,10 +94,27 @@ fn main() -> ExitCode {
             };
         }
     }
-    if let Err(e) = logger::init(config.log_level, config.log_file.as_deref()) {
+    let who = match privilege::RunAs::resolve(config.user.as_deref(), config.run_as_root) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("mail-relay: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let log_file = config.log_file.as_deref();
+    let opened = log_file
+        .map_or(Ok(()), |p| {
+            if !files::check_file("log_file", p, &who)? {
+                files::make_file("log_file", p, &who)?;
+            }
+            Ok(())
+        })
+        .and_then(|()| logger::init(config.log_level, log_file));
+    if let Err(e) = opened {
         eprintln!("mail-relay: {e}");
         return ExitCode::from(2);
     }
+    let to_file = log_file.is_some();
     let builder = coro::Runtime::builder().blocking_threads(config.blocking_threads);
     // SAFETY: the relay lends no green thread's stack outside its runtime
     // across a park, which is what `idle_stack_copy_out` asks: its OS
@@ -112,15 +134,18 @@ fn main() -> ExitCode {
     let result = match runtime {
         Ok(mut rt) => {
             let load = Box::new(move || config::Config::load(&cli));
-            rt.block_on(move || server::run(config, load))
+            rt.block_on(move || server::run(config, who, load))
         }
         Err(e) => Err(e),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Once on stderr; once more only when the log is elsewhere.
             eprintln!("mail-relay: {e}");
-            log::error!("fatal: {e}");
+            if to_file {
+                log::error!("fatal: {e}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -9,8 +9,8 @@
 //! (a key file rotated in place), and sign from the next message on; a
 //! key that does not load keeps the keys in force. Everything else (the
 //! listener, the spool and the Maildir, delivery's routes and settings,
-//! `[mx]`, TLS, the back door, `log_file`, the blocking pool) is set up
-//! once at start: a change there is logged as needing a restart, and the
+//! `[mx]`, TLS, the back door, `log_file`, the blocking pool, the user
+//! the relay runs as and the key checks) is set up once at start: a change there is logged as needing a restart, and the
 //! running value stays. Every key of [`Config`] is one or the other
 //! ([`merge`] does not compile otherwise). A file that does not load
 //! keeps the whole running configuration, with an error line. The log
@@ -41,6 +41,9 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
     let Config {
         listen: _,
         hostname: _,
+        user: _,
+        run_as_root: _,
+        require_safe_keys: _,
         spool_dir: _,
         maildir: _,
         mynetworks: _,
@@ -106,6 +109,9 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
     );
     fixed!(
         listen,
+        user,
+        run_as_root,
+        require_safe_keys,
         spool_dir,
         maildir,
         local_domains,
@@ -147,7 +153,7 @@ pub fn reload(
     let mut r = merge(old, new);
     if !r.config.dkim.is_empty() || !old.dkim.is_empty() {
         // Whether or not [dkim] changed: a key file may have been rotated.
-        match dkim.reload(&r.config.dkim) {
+        match dkim.reload(&r.config.dkim, r.config.require_safe_keys) {
             Ok(_) => {
                 if !r.changed.contains(&"dkim") {
                     r.changed.push("dkim (keys read again)");

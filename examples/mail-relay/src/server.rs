@@ -31,6 +31,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,11 +42,12 @@ use coro::sync::WaitGroup;
 
 use crate::config::{Config, ConfigError};
 use crate::delivery::mx::MxDelivery;
-use crate::delivery::route::{Dest, Router};
+use crate::delivery::route::{Dest, Router, Upstream};
 use crate::delivery::smtp::client::Settings;
 use crate::delivery::smtp::{Destination, Smtp};
 use crate::delivery::{Maildir, Transport};
 use crate::dkim::{Dkim, Signing};
+use crate::privilege::RunAs;
 use crate::queue::Queue;
 use crate::session::{Phase, Session};
 use crate::spool::Spool;
@@ -166,7 +168,11 @@ impl Relay {
 ///
 /// If the spool, the Maildir, the TLS files or the listener cannot be set
 /// up.
-pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -> io::Result<()> {
+pub fn run(
+    config: Config,
+    who: RunAs,
+    load: Box<dyn Fn() -> Result<Config, ConfigError>>,
+) -> io::Result<()> {
     let signals = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])?;
     let nofile = crate::fds::raise_limit().unwrap_or_else(|e| {
         log::warn!("cannot read the open-file limit: {e}");
@@ -174,7 +180,11 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
     });
     crate::fds::check(nofile, &config);
     let tls = match (&config.tls.cert, &config.tls.key) {
-        (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
+        (Some(c), Some(k)) => {
+            crate::files::check_private_key("tls.key", k, config.require_safe_keys)
+                .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
+            Some(crate::tls::server_config(c, k)?)
+        }
         _ => None,
     };
     // What can fail without touching the disk comes first: a relay that
@@ -187,6 +197,19 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
         Some(a) => Some(Rc::new(crate::metrics::bind(a)?)),
         None => None,
     };
+    // As root if started so: check the directories, read the keys, make
+    // what is missing (for `who`); then drop to `who` for good.
+    let dkim = load_dkim(&config)?;
+    let dirs = private_dirs(&config, &who)?;
+    for (key, dir, exists) in &dirs {
+        if !exists {
+            crate::files::make_dir(key, dir, &who)?;
+        }
+    }
+    who.drop_privileges()?;
+    if who.drops {
+        log::info!("running as {who} from now on");
+    }
     let _lock = crate::control::lock_spool(&config.spool_dir)
         .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
     let router = Router::new(
@@ -199,7 +222,8 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
     } else {
         router
     };
-    let (transports, smtp, dkim) = transports(&config, &router)?;
+    let (transports, smtp, dkim) = transports(&config, &router, dkim)?;
+    warn_unresolved(&router);
     let queue = Queue::new(router, transports, config.queue.clone(), &config.hostname);
     let (spool, recovered) = {
         let q = queue.clone();
@@ -387,11 +411,79 @@ pub fn run(config: Config, load: Box<dyn Fn() -> Result<Config, ConfigError>>) -
 /// names some).
 type Transports = (Vec<(Dest, Rc<dyn Transport>)>, Option<Rc<Smtp>>, Rc<Dkim>);
 
-fn transports(config: &Config, router: &Router) -> io::Result<Transports> {
-    // Keys are read (and a bad one is an error) at start, whatever the routes.
-    let dkim = Rc::new(
-        Dkim::load(&config.dkim).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
-    );
+/// The DKIM keys, read (and a bad or unsafe one refused) at start,
+/// whatever the routes.
+fn load_dkim(config: &Config) -> io::Result<Rc<Dkim>> {
+    let dkim = Dkim::load(&config.dkim, config.require_safe_keys)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    Ok(Rc::new(dkim))
+}
+
+/// The directories the relay writes into that the configuration names
+/// (the spool, the Maildir, the back door's), checked for `who`: (setting,
+/// path, whether it exists).
+fn private_dirs(config: &Config, who: &RunAs) -> io::Result<Vec<(&'static str, PathBuf, bool)>> {
+    let mut dirs = vec![
+        ("spool_dir", config.spool_dir.clone()),
+        ("maildir", config.maildir.clone()),
+    ];
+    if let Some(path) = &config.backdoor {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        dirs.push(("backdoor", dir));
+    }
+    dirs.into_iter()
+        .map(|(key, dir)| {
+            let exists = crate::files::check_dir(key, &dir, who)?;
+            Ok((key, dir, exists))
+        })
+        .collect()
+}
+
+/// Warns about SMTP upstreams (`relayhost`, routes) whose names do not
+/// resolve now: the relay starts all the same, and their mail waits in
+/// the queue until they do.
+fn warn_unresolved(router: &Router) {
+    let upstreams: Vec<Upstream> = router
+        .destinations()
+        .into_iter()
+        .filter_map(|d| match d {
+            Dest::Smtp(up) => Some(up),
+            Dest::Local | Dest::Mx => None,
+        })
+        .collect();
+    if upstreams.is_empty() {
+        return;
+    }
+    let relayhost = router.relayhost().cloned();
+    let spawned = coro::Builder::new()
+        .name("resolve upstreams".into())
+        .spawn(move || {
+            for up in upstreams {
+                let what = if Some(&up) == relayhost.as_ref() {
+                    "relayhost"
+                } else {
+                    "route to"
+                };
+                match coro::net::lookup_host((up.host.as_str(), up.port)) {
+                    Ok(_) => {}
+                    Err(e) if coro::WaitError::from_io(&e).is_some() => return,
+                    Err(e) => log::warn!(
+                        "{what} {up}: {} does not resolve now ({e}); mail for it waits in the \
+                         queue until it does",
+                        up.host
+                    ),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("cannot check the upstreams' names: {e}");
+    }
+}
+
+fn transports(config: &Config, router: &Router, dkim: Rc<Dkim>) -> io::Result<Transports> {
     let maildir = Maildir::open(&config.maildir, &config.hostname)
         .map_err(|e| annotate(e, "maildir", &config.maildir))?;
     let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];

@@ -142,7 +142,7 @@ fn starttls_then_a_message() {
     let cert = rcgen::generate_simple_self_signed(vec!["relay.test".into()]).unwrap();
     let (cert_path, key_path) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
     std::fs::write(&cert_path, cert.cert.pem()).unwrap();
-    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    util::write_private(&key_path, cert.signing_key.serialize_pem().as_bytes());
     let relay = Relay::start(
         "tls",
         &format!(

@@ -182,11 +182,10 @@ fn signed_mail_verifies_with_dkimpy() {
 fn missing_or_bad_key_stops_the_relay_at_start() {
     let tmp = TempDir::new("dkim-bad");
     let junk = tmp.0.join("junk.pem");
-    std::fs::write(
+    util::write_private(
         &junk,
-        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-    )
-    .unwrap();
+        b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    );
     for (key, want) in [
         (tmp.0.join("missing.pem"), "No such file"),
         (junk, "junk.pem"),
@@ -195,10 +194,11 @@ fn missing_or_bad_key_stops_the_relay_at_start() {
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:0\"\nspool_dir = \"{}\"\nmaildir = \"{}\"\n\
+                "listen = \"127.0.0.1:0\"\nspool_dir = \"{}\"\nmaildir = \"{}\"\n{}\
                  [dkim.\"example.test\"]\nselector = \"s\"\nkey_file = \"{}\"\n",
                 tmp.0.join("spool").display(),
                 tmp.0.join("maildir").display(),
+                util::root_setting(""),
                 key.display()
             ),
         )

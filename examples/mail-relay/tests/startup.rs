@@ -4,7 +4,8 @@
 
 mod util;
 
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use util::{free_port, Relay, TempDir};
 
@@ -25,7 +26,7 @@ fn a_second_relay_on_the_same_spool_exits_naming_the_first() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
-            "locked by another mail-relay (pid {})",
+            "locked by pid {}, a mail-relay (",
             relay.child.id()
         )),
         "{err}"
@@ -59,9 +60,10 @@ fn a_failed_start_creates_no_directories() {
         std::fs::write(
             &config,
             format!(
-                "spool_dir = \"{}\"\nmaildir = \"{}\"\n{extra}",
+                "spool_dir = \"{}\"\nmaildir = \"{}\"\n{}{extra}",
                 tmp.0.join("spool").display(),
-                tmp.0.join("maildir").display()
+                tmp.0.join("maildir").display(),
+                util::root_setting(""),
             ),
         )
         .unwrap();
@@ -147,4 +149,163 @@ fn config_prints_the_effective_configuration_and_help_the_defaults() {
     ] {
         assert!(help.contains(d), "{d} not in --help:\n{help}");
     }
+}
+
+/// The relay with `args` (and `--run-as-root` when the tests run as root).
+fn relay_cmd(args: &[&str]) -> Command {
+    let mut c = bin();
+    c.args(args);
+    if !util::root_setting("").is_empty() {
+        c.arg("--run-as-root");
+    }
+    c
+}
+
+/// Runs the relay with `args`, expecting it to fail (within the tests'
+/// limit); returns its stderr.
+#[track_caller]
+fn fails(args: &[&str]) -> String {
+    let mut child = relay_cmd(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > util::LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("started with {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "started with {args:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_spool_dir_that_is_a_file_is_not_a_directory() {
+    let tmp = TempDir::new("spool-file");
+    let file = tmp.0.join("spool");
+    std::fs::write(&file, "").unwrap();
+    let err = fails(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--spool-dir",
+        file.to_str().unwrap(),
+        "--maildir",
+        tmp.0.join("maildir").to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "spool_dir {}: not a directory (a regular file is there)",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("File exists"), "{err}");
+}
+
+#[test]
+fn a_relayhost_is_host_and_port_without_a_scheme() {
+    let fails = |args: &[&str]| {
+        let out = bin().args(args).output().unwrap();
+        assert!(!out.status.success(), "accepted {args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = fails(&["--relayhost", "http://x:25", "config"]);
+    assert!(
+        err.contains("no scheme: drop \"http://\"") && err.contains("HOST:PORT or [IPV6]:PORT"),
+        "{err}"
+    );
+    assert!(!err.contains("IPv6 address"), "{err}");
+    let err = fails(&["--relayhost", "2001:db8::1:25", "config"]);
+    assert!(err.contains("an IPv6 address goes in brackets"), "{err}");
+}
+
+#[test]
+fn a_relayhost_that_does_not_resolve_is_warned_about_at_start() {
+    let relay = Relay::start("unresolved", "relayhost = \"mail.example.invalid:25\"\n");
+    relay.wait_log(
+        "relayhost mail.example.invalid:25: mail.example.invalid does not resolve now (",
+        1,
+    );
+    relay.wait_log("mail for it waits in the queue until it does", 1);
+    relay.client().cmd("QUIT", 221);
+    let help = String::from_utf8(bin().arg("--help").output().unwrap().stdout).unwrap();
+    assert!(help.contains("warned about, not refused"), "{help}");
+}
+
+#[test]
+fn a_fatal_error_is_printed_once() {
+    let tmp = TempDir::new("once");
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = busy.local_addr().unwrap().to_string();
+    let log = tmp.0.join("relay.log");
+    let dirs = [
+        "--spool-dir",
+        &tmp.0.join("spool").display().to_string(),
+        "--maildir",
+        &tmp.0.join("maildir").display().to_string(),
+    ]
+    .map(str::to_owned);
+    let what = format!("listen {listen}: ");
+    let mut args: Vec<&str> = vec!["--listen", &listen];
+    args.extend(dirs.iter().map(String::as_str));
+    let err = fails(&args);
+    assert_eq!(err.matches(&what).count(), 1, "{err}");
+    // With a log file: once on stderr, once in the log.
+    args.extend(["--log-file", log.to_str().unwrap()]);
+    let err = fails(&args);
+    assert_eq!(err.matches(&what).count(), 1, "{err}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(logged.matches(&what).count(), 1, "{logged}");
+}
+
+#[test]
+fn the_relay_makes_the_back_doors_directory() {
+    let tmp = TempDir::new("bd-dir");
+    let relay = Relay::start_in(
+        &tmp.0,
+        &format!("backdoor = \"{}/run/mail-relay/bd\"\n", tmp.0.display()),
+    );
+    for d in ["run", "run/mail-relay"] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(tmp.0.join(d))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "{d}: {mode:o}");
+    }
+    let (ok, out) = relay.command(&["mailq"]);
+    assert!(ok && out.contains("Mail queue is empty"), "{out}");
+}
+
+#[test]
+fn help_names_every_table_and_config_hides_fault_injection() {
+    let help = String::from_utf8(bin().arg("--help").output().unwrap().stdout).unwrap();
+    for t in [
+        "[timeouts]",
+        "[tls]",
+        "[queue]",
+        "[smtp]",
+        "[mx]",
+        "[dkim]",
+        "[routes]",
+        "--user",
+        "--run-as-root",
+    ] {
+        assert!(help.contains(t), "{t} not in --help:\n{help}");
+    }
+    let out = bin().arg("config").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success() && !text.contains("[testing]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("run_as_root = false") && text.contains("require_safe_keys = true"),
+        "{text}"
+    );
 }

@@ -274,7 +274,7 @@ fn certificate(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBu
         dir.join(format!("{name}.key")),
     );
     std::fs::write(&cert, c.cert.pem()).unwrap();
-    std::fs::write(&key, c.signing_key.serialize_pem()).unwrap();
+    util::write_private(&key, c.signing_key.serialize_pem().as_bytes());
     (cert, key)
 }
 

@@ -36,6 +36,15 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Our name in the greeting, EHLO reply and `Received:` headers.
     pub hostname: String,
+    /// The user the relay runs as: started as root, it binds its ports,
+    /// reads its keys and opens its log as root, then drops to this user
+    /// (see `privilege`). Unset: it runs as whoever started it.
+    pub user: Option<String>,
+    /// Allow running as root without `user` (refused otherwise).
+    pub run_as_root: bool,
+    /// Refuse a private key file (TLS, DKIM) that its group or others may
+    /// read or write; false: use it with a warning.
+    pub require_safe_keys: bool,
     /// The spool directory (`./spool`).
     pub spool_dir: PathBuf,
     /// The Maildir local delivery writes into (`./maildir`).
@@ -110,7 +119,9 @@ pub struct Config {
     pub mx: Mx,
     /// DKIM signing: the domains that sign, by name.
     pub dkim: BTreeMap<String, DkimDomain>,
-    /// Fault injection for tests; never set in production.
+    /// Fault injection for tests; never set in production (left out of
+    /// `mail-relay config` unless set).
+    #[serde(skip_serializing_if = "Testing::is_unset")]
     pub testing: Testing,
 }
 
@@ -170,11 +181,22 @@ pub struct Testing {
     pub commit_delay: Duration,
 }
 
+impl Testing {
+    /// Whether no fault is injected.
+    pub fn is_unset(&self) -> bool {
+        let Testing { commit_delay } = self;
+        commit_delay.is_zero()
+    }
+}
+
 impl Default for Config {
     fn default() -> Config {
         Config {
             listen: "127.0.0.1:2525".parse().expect("a valid address"),
             hostname: default_hostname(),
+            user: None,
+            run_as_root: false,
+            require_safe_keys: true,
             spool_dir: "spool".into(),
             maildir: "maildir".into(),
             mynetworks: vec![
@@ -250,7 +272,8 @@ upstream instead, with retries and bounces. Settings come from the embedded defa
 then --config FILE (TOML), then these flags; `mail-relay config` prints the result, and \
 examples/mail-relay/mail-relay.toml lists every key. SIGHUP reloads the file, SIGUSR1 \
 retries the queue, SIGTERM stops gracefully. The back door (--backdoor PATH) serves mailq, \
-flush and the runtime's console on a Unix socket."
+flush and the runtime's console on a Unix socket. Started as root, it needs --user NAME (it \
+binds its ports and reads its keys as root, then runs as NAME) or --run-as-root."
 )]
 pub struct Cli {
     /// What to do (default: run the relay).
@@ -267,6 +290,14 @@ pub struct Cli {
     /// Our host name (greeting, Received: headers) [default: the system's].
     #[arg(long)]
     pub hostname: Option<String>,
+    /// The user to run as: started as root, the relay binds its ports,
+    /// reads its keys and opens its log, then drops to this user [default:
+    /// none; as root, refused without --run-as-root].
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Allow running as root with no --user (run_as_root).
+    #[arg(long)]
+    pub run_as_root: bool,
     /// Spool directory [default: spool].
     #[arg(long, value_name = "DIR", global = true)]
     pub spool_dir: Option<PathBuf>,
@@ -281,8 +312,10 @@ pub struct Cli {
     /// [default: none].
     #[arg(long, value_delimiter = ',', value_name = "DOMAIN")]
     pub local_domains: Option<Vec<String>>,
-    /// SMTP upstream for all non-local mail, e.g. 127.0.0.1:2601 [default:
-    /// none, all mail into the Maildir].
+    /// SMTP upstream for all non-local mail: HOST:PORT or [IPV6]:PORT, no
+    /// scheme (e.g. 127.0.0.1:2601) [default: none, all mail into the
+    /// Maildir]. A host name that does not resolve at start is warned
+    /// about, not refused: mail for it waits in the queue until it does.
     #[arg(long, value_name = "HOST:PORT")]
     pub relayhost: Option<Upstream>,
     /// The back door's Unix socket (mailq, flush, the runtime's console)
@@ -384,8 +417,13 @@ impl Config {
 
     /// Defaults with the TOML file at `path` over them.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let note = crate::privilege::dropped_note();
+            ConfigError(format!(
+                "cannot read config file {}: {e}{note}",
+                path.display()
+            ))
+        })?;
         Config::from_toml(&text)
             .map_err(|e| ConfigError(format!("config file {}: {}", path.display(), e.0)))
     }
@@ -407,6 +445,10 @@ impl Config {
         if let Some(p) = &cli.backdoor {
             self.backdoor = Some(p.clone());
         }
+        if let Some(u) = &cli.user {
+            self.user = Some(u.clone());
+        }
+        self.run_as_root |= cli.run_as_root;
         if let Some(a) = cli.metrics {
             self.metrics = Some(a);
         }
@@ -712,6 +754,7 @@ mod tests {
         // Every key the relay knows is in the file (set, or commented out
         // when it has no value by default).
         let full = Config {
+            user: Some("mailrelay".into()),
             relayhost: Some("127.0.0.1:1".parse().unwrap()),
             backdoor: Some("b".into()),
             log_file: Some("l".into()),
@@ -728,6 +771,13 @@ mod tests {
                 "{key} is not in mail-relay.toml"
             );
         }
+    }
+
+    #[test]
+    fn fault_injection_is_printed_only_when_set() {
+        assert!(!Config::default().to_toml().contains("[testing]"));
+        let c = Config::from_toml("[testing]\ncommit_delay = \"5ms\"\n").unwrap();
+        assert!(c.to_toml().contains("[testing]\ncommit_delay = \"5ms\""));
     }
 
     #[test]

@@ -40,7 +40,7 @@ impl Maildir {
     pub fn open(root: &Path, host: &str) -> io::Result<Maildir> {
         let root = std::path::absolute(root)?;
         for sub in ["tmp", "new", "cur"] {
-            fs::create_dir_all(root.join(sub))?;
+            crate::files::private_subdir(&root.join(sub))?;
         }
         // The spec's name may not contain '/' or ':'.
         let host = host.replace('/', "\\057").replace(':', "\\072");
@@ -179,26 +179,22 @@ fn write_all(root: &Path, jobs: &[(Job, String)]) -> (Vec<io::Result<String>>, W
             }
             let path = tmp.join(name);
             let _ = fs::remove_file(&path); // a leftover of a crash
-            let r = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .and_then(|mut f| {
-                    f.write_all(&local_header(job))?;
-                    // The content from the spool, a chunk at a time (this
-                    // runs on the blocking pool).
-                    let mut lf = ToLf::default();
-                    let mut out = Vec::new();
-                    job.msg.content.read_sync(|chunk| {
-                        out.clear();
-                        lf.convert(chunk, &mut out);
-                        f.write_all(&out).map(|()| true)
-                    })?;
+            let r = crate::files::create_new().open(&path).and_then(|mut f| {
+                f.write_all(&local_header(job))?;
+                // The content from the spool, a chunk at a time (this
+                // runs on the blocking pool).
+                let mut lf = ToLf::default();
+                let mut out = Vec::new();
+                job.msg.content.read_sync(|chunk| {
                     out.clear();
-                    lf.finish(&mut out);
-                    f.write_all(&out)?;
-                    Ok(f)
-                });
+                    lf.convert(chunk, &mut out);
+                    f.write_all(&out).map(|()| true)
+                })?;
+                out.clear();
+                lf.finish(&mut out);
+                f.write_all(&out)?;
+                Ok(f)
+            });
             match r {
                 Ok(f) => {
                     written.push((i, f));

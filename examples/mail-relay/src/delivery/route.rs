@@ -32,8 +32,16 @@ impl FromStr for Upstream {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Upstream, String> {
-        let bad = |why: &str| format!("{s:?} is not an upstream ({why}; e.g. \"127.0.0.1:2601\")");
+        let bad = |why: &str| {
+            format!(
+                "{s:?} is not an upstream: {why} (an upstream is HOST:PORT or [IPV6]:PORT, \
+                 e.g. \"127.0.0.1:2601\", \"mail.example.org:25\", \"[2001:db8::1]:25\")"
+            )
+        };
         let s = s.trim();
+        if let Some((scheme, _)) = s.split_once("://") {
+            return Err(bad(&format!("no scheme: drop \"{scheme}://\"")));
+        }
         let (host, port) = if let Some(rest) = s.strip_prefix('[') {
             let (host, after) = rest.split_once(']').ok_or_else(|| bad("no closing ]"))?;
             match after {
@@ -45,13 +53,15 @@ impl FromStr for Upstream {
             }
         } else {
             match s.rsplit_once(':') {
-                Some((h, _)) if h.contains(':') => return Err(bad("write IPv6 as [addr]:port")),
+                Some((h, _)) if h.contains(':') => {
+                    return Err(bad("an IPv6 address goes in brackets"))
+                }
                 Some((h, p)) => (h, Some(p)),
                 None => (s, None),
             }
         };
-        if host.is_empty() || host.contains(char::is_whitespace) {
-            return Err(bad("empty or spaced host"));
+        if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/') {
+            return Err(bad("not a host name or address"));
         }
         let port = match port {
             None => 25,
@@ -250,7 +260,14 @@ mod tests {
         assert_eq!(u("[mx.example.test]:26").unwrap().host, "mx.example.test");
         assert_eq!(u("mx.example.test").unwrap().port, 25);
         assert_eq!(u("[::1]:2601").unwrap().to_string(), "[::1]:2601");
-        assert!(u("::1:25").unwrap_err().contains("[addr]:port"));
+        assert!(u("::1:25").unwrap_err().contains("in brackets"));
+        let e = u("http://x:25").unwrap_err();
+        assert!(
+            e.contains("no scheme: drop \"http://\"") && e.contains("HOST:PORT"),
+            "{e}"
+        );
+        assert!(!e.contains("IPv6 address"), "{e}");
+        assert!(u("x/y:25").is_err());
         assert!(u("host:0").is_err());
         assert!(u("host:x").is_err());
         assert!(u(":25").is_err());

@@ -140,17 +140,23 @@ impl fmt::Debug for Keys {
 }
 
 impl Keys {
-    /// Reads every domain's key.
+    /// Reads every domain's key; with `require_safe`, a key file its
+    /// group or others may read or write is refused (else warned about).
     ///
     /// # Errors
     ///
     /// Naming the domain and the file: a key file that is missing,
     /// unreadable, not PEM, or not an RSA (2048 to 4096 bits) or Ed25519
-    /// private key.
-    pub fn load(domains: &BTreeMap<String, DkimDomain>) -> Result<Keys, String> {
+    /// private key; an unsafe one (see [`crate::files::check_private_key`]).
+    pub fn load(
+        domains: &BTreeMap<String, DkimDomain>,
+        require_safe: bool,
+    ) -> Result<Keys, String> {
         let mut signers = HashMap::new();
         for (domain, d) in domains {
-            let what = format!("dkim.{domain:?}.key_file {}", d.key_file.display());
+            let setting = format!("dkim.{domain:?}.key_file");
+            crate::files::check_private_key(&setting, &d.key_file, require_safe)?;
+            let what = format!("{setting} {}", d.key_file.display());
             let key = read_key(&d.key_file).map_err(|e| format!("{what}: {e}"))?;
             signers.insert(
                 domain.to_lowercase(),
@@ -262,14 +268,17 @@ impl fmt::Debug for Dkim {
 }
 
 impl Dkim {
-    /// Reads every domain's key.
+    /// Reads every domain's key (as [`Keys::load`]).
     ///
     /// # Errors
     ///
     /// As [`Keys::load`].
-    pub fn load(domains: &BTreeMap<String, DkimDomain>) -> Result<Dkim, String> {
+    pub fn load(
+        domains: &BTreeMap<String, DkimDomain>,
+        require_safe: bool,
+    ) -> Result<Dkim, String> {
         Ok(Dkim {
-            keys: RefCell::new(Arc::new(Keys::load(domains)?)),
+            keys: RefCell::new(Arc::new(Keys::load(domains, require_safe)?)),
         })
     }
 
@@ -285,8 +294,12 @@ impl Dkim {
     /// # Errors
     ///
     /// As [`Keys::load`]: the keys in force stay.
-    pub fn reload(&self, domains: &BTreeMap<String, DkimDomain>) -> Result<usize, String> {
-        let keys = Keys::load(domains)?;
+    pub fn reload(
+        &self,
+        domains: &BTreeMap<String, DkimDomain>,
+        require_safe: bool,
+    ) -> Result<usize, String> {
+        let keys = Keys::load(domains, require_safe)?;
         let n = keys.signers.len();
         *self.keys.borrow_mut() = Arc::new(keys);
         Ok(n)
@@ -295,7 +308,12 @@ impl Dkim {
 
 /// Reads a private key file (PEM).
 fn read_key(path: &Path) -> Result<Key, String> {
-    let pem = std::fs::read(path).map_err(|e| e.to_string())?;
+    let pem = std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            format!("{e}{}", crate::privilege::dropped_note())
+        }
+        _ => e.to_string(),
+    })?;
     key_from_pem(&pem)
 }
 
@@ -447,7 +465,7 @@ mod tests {
                     key_file: file.clone(),
                 },
             )]);
-            let e = Dkim::load(&domains).unwrap_err();
+            let e = Dkim::load(&domains, false).unwrap_err();
             assert!(
                 e.contains("dkim.\"example.test\".key_file") && e.contains(want),
                 "{e}"

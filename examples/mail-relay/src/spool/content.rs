@@ -209,7 +209,7 @@ impl Content {
             #[cfg(test)]
             Source::Memory(_) => unreachable!("in memory"),
             Source::File { path, offset, len } => {
-                let file = File::open(path)?;
+                let file = crate::files::open_read().open(path)?;
                 let mut buf = vec![0; CHUNK.min(*len as usize)];
                 let mut done = 0;
                 while done < *len {
@@ -306,7 +306,7 @@ impl Reader {
                 let (file, buf, r) = coro::blocking(move || {
                     let file = match file {
                         Some(f) => f,
-                        None => match File::open(&path) {
+                        None => match crate::files::open_read().open(&path) {
                             Ok(f) => f,
                             Err(e) => return (None, buf, Err(e)),
                         },

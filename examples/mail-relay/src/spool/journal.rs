@@ -10,7 +10,7 @@
 //! recorded while a round is being written make the next one.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 use std::rc::Rc;
@@ -122,7 +122,7 @@ impl Spool {
 fn write_round(queue: &Path, round: &Round) -> io::Result<()> {
     let mut first = Ok(());
     for (name, text) in &round.appends {
-        let r = OpenOptions::new()
+        let r = crate::files::open_own()
             .append(true)
             .create(true)
             .open(queue.join(journal_name(name)))

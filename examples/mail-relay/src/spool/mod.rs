@@ -64,7 +64,7 @@ mod spill;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -397,10 +397,10 @@ fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<Vec<u64>> {
     Ok(offsets)
 }
 
-/// Creates `path` (it must not exist), writes `head` and `body`, and syncs
-/// its data.
+/// Creates `path` (it must not exist; mode 0600), writes `head` and
+/// `body`, and syncs its data.
 pub fn write_synced(path: &Path, head: &[u8], body: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+    let mut f = crate::files::create_new().open(path)?;
     f.write_all(head)?;
     f.write_all(body)?;
     f.sync_data()

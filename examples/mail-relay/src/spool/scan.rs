@@ -2,7 +2,7 @@
 //! cleans up) and for `mail-relay mailq` while the relay is not running
 //! (read only). Only the envelopes are read; the contents stay on disk.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -87,7 +87,7 @@ pub fn read_queue(dir: &Path) -> io::Result<QueueScan> {
 /// One batch file and its journal; `Ok(None)` if it is gone.
 fn read_batch(queue: &Path, name: &str) -> Result<Option<ScannedBatch>, String> {
     let path: PathBuf = queue.join(name);
-    let file = match File::open(&path) {
+    let file = match crate::files::open_read().open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
@@ -149,7 +149,7 @@ pub struct Recovered {
 /// journals without a batch.
 pub(super) fn recover(dir: &Path) -> io::Result<Recovered> {
     for sub in ["tmp", "queue", "corrupt"] {
-        fs::create_dir_all(dir.join(sub))?;
+        crate::files::private_subdir(&dir.join(sub))?;
     }
     sync_dir(dir)?;
     let mut out = Recovered::default();

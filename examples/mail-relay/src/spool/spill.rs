@@ -12,7 +12,7 @@
 //! when its [`Spill`] is dropped; after a crash, the next start empties
 //! `tmp/`, so a half-received message is never delivered.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -61,7 +61,7 @@ impl Spool {
         let head = encode_fixed(env, 0);
         let p = path.clone();
         let file = coro::blocking(move || -> io::Result<File> {
-            let mut f = OpenOptions::new().write(true).create_new(true).open(&p)?;
+            let mut f = crate::files::create_new().open(&p)?;
             if let Err(e) = f.write_all(&head) {
                 let _ = fs::remove_file(&p);
                 return Err(e);

@@ -42,6 +42,33 @@ impl Drop for TempDir {
     }
 }
 
+/// `run_as_root = true` when the tests run as root (as they do in CI) and
+/// `extra` says nothing of who the relay runs as, so that the relay runs as
+/// the tests' user; else nothing.
+pub fn root_setting(extra: &str) -> &'static str {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root && !extra.contains("user =") && !extra.contains("run_as_root") {
+        "run_as_root = true\n"
+    } else {
+        ""
+    }
+}
+
+/// Writes a private key file: mode 0600, as the relay requires
+/// (`require_safe_keys`).
+pub fn write_private(path: &Path, bytes: &[u8]) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
 /// Fails the test, naming the tool and its package, if `cmd` is missing.
 #[track_caller]
 pub fn require(cmd: &str, package: &str) {
@@ -85,19 +112,30 @@ impl Relay {
 
     /// As `start_in`, with extra command-line arguments.
     pub fn start_with_args(dir: &Path, extra: &str, args: &[&str]) -> Relay {
-        Relay::spawn(dir, extra, args, None)
+        Relay::spawn(dir, extra, args, None, None)
+    }
+
+    /// As `start_in`, with the file mode creation mask (`umask`) at `mask`.
+    pub fn start_with_umask(dir: &Path, extra: &str, mask: u32) -> Relay {
+        Relay::spawn(dir, extra, &[], None, Some(mask))
     }
 
     /// As [`start`](Relay::start), with the open-file limit (soft and hard,
     /// as `prlimit --nofile` sets them) at `nofile`.
     pub fn start_with_fd_limit(tag: &str, extra: &str, nofile: u32) -> Relay {
         let tmp = TempDir::new(tag);
-        let mut r = Relay::spawn(&tmp.0.clone(), extra, &[], Some(nofile));
+        let mut r = Relay::spawn(&tmp.0.clone(), extra, &[], Some(nofile), None);
         r._tmp = Some(tmp);
         r
     }
 
-    fn spawn(dir: &Path, extra: &str, args: &[&str], nofile: Option<u32>) -> Relay {
+    fn spawn(
+        dir: &Path,
+        extra: &str,
+        args: &[&str],
+        nofile: Option<u32>,
+        umask: Option<u32>,
+    ) -> Relay {
         let config = dir.join("relay.toml");
         // Tests compare contents byte for byte: no Date:/Message-ID: added
         // to their (trusted, loopback) submissions unless they ask.
@@ -106,10 +144,11 @@ impl Relay {
         } else {
             "add_missing_headers = false\n"
         };
+        let root = root_setting(extra);
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:0\"\nhostname = \"relay.test\"\nspool_dir = \"{}\"\nmaildir = \"{}\"\nlog_level = \"debug\"\n{headers}{extra}\n",
+                "listen = \"127.0.0.1:0\"\nhostname = \"relay.test\"\nspool_dir = \"{}\"\nmaildir = \"{}\"\nlog_level = \"debug\"\n{headers}{root}{extra}\n",
                 dir.join("spool").display(),
                 dir.join("maildir").display()
             ),
@@ -130,6 +169,17 @@ impl Relay {
                 c
             }
         };
+        if let Some(mask) = umask {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure runs in the child between fork and exec;
+            // umask is async-signal-safe and touches no memory.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::umask(mask as libc::mode_t);
+                    Ok(())
+                })
+            };
+        }
         let mut child = cmd
             .arg("--config")
             .arg(&config)
