@@ -24,6 +24,7 @@ tools=(
   "curl:curl"            # tests/hyper.rs: the HTTP client of the hyper-on-coro server
   "dnsmasq:dnsmasq-base" # net/tests/dns_dnsmasq.rs, mail-relay's MX tests: the DNS server
   "openssl:openssl"      # mail-relay's DKIM test: makes the keys
+  "cc:gcc"               # mail-relay's storage fault test: builds its LD_PRELOAD shim
   "flock:util-linux"     # mail-relay's local-user tests (setpriv too): another process holding the spool's lock
 )
 

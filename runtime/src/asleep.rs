@@ -20,7 +20,9 @@
 //!    (remote spawns), a `RemoteWaker` (`coro::sync::remote` receivers,
 //!    anything built on it), the `Waker` of a `coro::future::block_on`, or
 //!    work already in the inbox. Each of those holds the runtime's inbox,
-//!    so its reference count says at once whether one exists anywhere.
+//!    so its reference count says at once whether one exists anywhere. A
+//!    waker counts only in the run (`block_on`) that made it: it names a
+//!    park of a thread of that run, and none is left after it.
 //!
 //! Everything else in a runtime is `!Send`, so nothing else on another OS
 //! thread can reach a green thread. When none of the five remains, no

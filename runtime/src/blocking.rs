@@ -164,6 +164,26 @@ impl BlockingPool {
         }
     }
 
+    /// Forgets the waiters and jobs a run left once its threads are all
+    /// gone (a thread leaked at shutdown never takes its own out). A job
+    /// still running finishes on its own, and its completion finds no one
+    /// (or, its key reused, wakes a later call that finds its own job
+    /// unfinished and waits again).
+    pub(crate) fn end_of_run(&self) {
+        let waiting = std::mem::take(&mut *self.waiting.borrow_mut());
+        let room = std::mem::take(&mut *self.room.borrow_mut());
+        drop((waiting, room));
+        // Jobs no worker started: only this runtime's threads submit, and
+        // none is left to collect them (a thread that stopped waiting
+        // takes its own out; one leaked at shutdown never does). Dropped
+        // unrun, as a cut-short wait's, with the lock released and under
+        // `caught` (their destructors are user code).
+        let queued = std::mem::take(&mut self.shared.lock().queue);
+        for (_, job) in queued {
+            crate::panic_hook::caught(move || drop(job));
+        }
+    }
+
     /// Queues `job` unless the queue is full; returns its sequence number.
     fn try_submit(&self, job: Job) -> Result<u64, Job> {
         let mut st = self.shared.lock();
@@ -200,7 +220,11 @@ impl BlockingPool {
     /// Takes a job out of the queue if no worker started it; the room it
     /// leaves goes to the next caller waiting for some.
     fn cancel(&self, seq: u64) -> bool {
-        let removed = self.shared.lock().queue.remove(&seq).is_some();
+        let job = self.shared.lock().queue.remove(&seq);
+        // Dropped with the lock released: its destructors are user code,
+        // which may use the pool (or `stats`) again.
+        let removed = job.is_some();
+        drop(job);
         if removed {
             self.make_room(1);
         }

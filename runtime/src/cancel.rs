@@ -605,10 +605,20 @@ pub(crate) fn exit(s: &Scheduler, t: &Task, shared: &Shared, id: u64) {
     shared.phase.set(Phase::Exited);
 }
 
+/// The task that entered `shared` and its entry's id, unless that task
+/// is dead: a thread leaked at shutdown never leaves the scopes it
+/// entered, but its entries are no longer the runtime's (its timers were
+/// cleared with the run's, and a later run's heap must not be touched on
+/// their behalf).
+fn entered_by_live(shared: &Shared) -> Option<(Rc<Task>, u64)> {
+    let entered = shared.entered.borrow().clone()?;
+    (entered.0.state.get() != ThreadState::Dead).then_some(entered)
+}
+
 /// `cancel` of an entered scope: cancels its entry, gives up its timer,
 /// and wakes the threads inside.
 pub(crate) fn cancel_entered(shared: &Shared, cause: Cause) {
-    let Some((task, id)) = shared.entered.borrow().clone() else {
+    let Some((task, id)) = entered_by_live(shared) else {
         return;
     };
     let armed = with_scope(&task, id, |sc| {
@@ -625,7 +635,7 @@ pub(crate) fn cancel_entered(shared: &Shared, cause: Cause) {
 /// `set_deadline` of an entered scope: a deadline in the past cancels it
 /// now; otherwise its timer follows (see the module docs).
 pub(crate) fn set_deadline_entered(shared: &Shared, new: u64) {
-    let Some((task, id)) = shared.entered.borrow().clone() else {
+    let Some((task, id)) = entered_by_live(shared) else {
         return;
     };
     let now = clock::now().ticks();
@@ -680,7 +690,7 @@ pub(crate) fn set_deadline_entered(shared: &Shared, new: u64) {
 
 /// `set_shield` of an entered scope.
 pub(crate) fn set_shield_entered(shared: &Shared, on: bool) {
-    let Some((task, id)) = shared.entered.borrow().clone() else {
+    let Some((task, id)) = entered_by_live(shared) else {
         return;
     };
     with_scope(&task, id, |sc| sc.shield = on);

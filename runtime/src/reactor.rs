@@ -175,6 +175,37 @@ impl Reactor {
         self.sources.borrow().iter().any(|(_, st)| st.awaited())
     }
 
+    /// Forgets, on every source still registered (a socket kept for the
+    /// runtime's next `block_on`), what a run left waiting on it once its
+    /// threads are all gone: the queued waiters, and the stored task
+    /// wakers, which are woken (their owners poll again and store them
+    /// anew) and dropped. A `block_on` waker left there would hold the
+    /// runtime's inbox, and a stored waker counts as a possible wake, so
+    /// either would keep every later run from reporting a deadlock.
+    /// Readiness stays: it is the socket's. Each waker runs under
+    /// `caught` (user code on the scheduler's stack at shutdown).
+    pub(crate) fn end_of_run(&self) {
+        let states: Vec<Rc<IoState>> = self
+            .sources
+            .borrow()
+            .iter()
+            .map(|(_, st)| st.clone())
+            .collect();
+        for st in states {
+            let queued = (
+                std::mem::take(&mut *st.readers.borrow_mut()),
+                std::mem::take(&mut *st.writers.borrow_mut()),
+            );
+            drop(queued);
+            for slot in [&st.read_waker, &st.write_waker] {
+                let w = slot.borrow_mut().take();
+                if let Some(w) = w {
+                    crate::panic_hook::caught(move || w.wake());
+                }
+            }
+        }
+    }
+
     /// Waits for events for at most `timeout` and wakes the threads waiting on
     /// them. Returns whether the waker fired.
     pub(crate) fn poll(&self, timeout: Option<Duration>) -> io::Result<PollOutcome> {
@@ -529,10 +560,29 @@ impl Registration {
             Direction::Write => &self.state.write_waker,
         };
         self.state.task_wakers.set(true);
-        let mut slot = slot.borrow_mut();
-        match &mut *slot {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            s => *s = Some(cx.waker().clone()),
+        // The waker is cloned, and the one it replaces dropped, with no
+        // borrow of the slot held: both are user code, which may poll or
+        // close this very source (a task freed with its last waker that
+        // owns the socket).
+        if slot
+            .borrow()
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            return task::Poll::Pending;
+        }
+        let new = cx.waker().clone();
+        let old = slot.borrow_mut().replace(new);
+        drop(old);
+        // That code may also have closed the source or, by yielding, let
+        // an event in: then no later event wakes the waker just stored.
+        if self.state.closed.get() {
+            let stored = slot.borrow_mut().take();
+            drop(stored);
+            return task::Poll::Ready(Err(closed_error()));
+        }
+        if self.is_ready(dir) {
+            return task::Poll::Ready(Ok(()));
         }
         task::Poll::Pending
     }

@@ -24,11 +24,19 @@
 //! which counts them; when the last goes on another OS thread it wakes the
 //! loop, so that a loop blocked with nothing else to wait for looks again
 //! and reports the deadlock instead of sleeping through it.
+//!
+//! A handle counts for as long as it lives: it can spawn into any later
+//! run of the runtime. A waker counts only in the run (`block_on`) that
+//! made it: it names a park of a thread of that run, and once the run
+//! ended every such thread is gone, so a waker kept past it (in a future
+//! left in a channel, a `Sleep` that outlived the run, another OS thread)
+//! can never wake anything again, and must not keep a later run from
+//! reporting its deadlock.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::context;
@@ -66,9 +74,17 @@ pub(crate) struct Shared {
     inbox: Mutex<Inbox>,
     /// Something was pushed since the loop last drained.
     pending: AtomicBool,
-    /// Live [`Outside`] references: handles, remote wakers, `block_on`
-    /// wakers.
-    outside: AtomicUsize,
+    /// Live [`Outside`] references of handles.
+    handles: AtomicUsize,
+    /// Live [`Outside`] references of wakers (remote wakers, `block_on`
+    /// wakers) made in the current run, in the low 32 bits, under the
+    /// run's number (see the module docs).
+    ///
+    /// # Invariant
+    /// The count is that of the live references whose `run` is the number
+    /// here; [`Remote::end_of_run`] moves to the next number with a count
+    /// of 0, so references of an earlier run count nowhere.
+    wakers: AtomicU64,
     waker: Arc<mio::Waker>,
 }
 
@@ -86,14 +102,36 @@ impl Shared {
 }
 
 /// A reference to a runtime's inbox held outside the runtime (by a
-/// [`Handle`], a [`RemoteWaker`], a `block_on` waker): while one exists,
-/// another OS thread may still wake a parked thread.
-pub(crate) struct Outside(Arc<Shared>);
+/// [`Handle`], a [`RemoteWaker`], a `block_on` waker): while one that
+/// counts exists, another OS thread may still wake a parked thread (see
+/// the module docs for which count when).
+pub(crate) struct Outside {
+    shared: Arc<Shared>,
+    /// `None` for a handle's; for a waker's, the number of the run it was
+    /// made in (it counts only while that run lasts).
+    run: Option<u32>,
+}
+
+/// The count in [`Shared::wakers`]: its low half.
+const COUNT: u64 = (1 << 32) - 1;
 
 impl Outside {
-    fn new(shared: &Arc<Shared>) -> Outside {
-        shared.outside.fetch_add(1, Ordering::AcqRel);
-        Outside(shared.clone())
+    /// A handle's reference: counts while it lives.
+    fn handle(shared: &Arc<Shared>) -> Outside {
+        shared.handles.fetch_add(1, Ordering::AcqRel);
+        Outside {
+            shared: shared.clone(),
+            run: None,
+        }
+    }
+
+    /// A waker's reference: counts while the current run lasts.
+    fn waker(shared: &Arc<Shared>) -> Outside {
+        let was = shared.wakers.fetch_add(1, Ordering::AcqRel);
+        Outside {
+            shared: shared.clone(),
+            run: Some((was >> 32) as u32),
+        }
     }
 }
 
@@ -101,27 +139,53 @@ impl std::ops::Deref for Outside {
     type Target = Shared;
 
     fn deref(&self) -> &Shared {
-        &self.0
+        &self.shared
     }
 }
 
 impl Clone for Outside {
     fn clone(&self) -> Outside {
-        Outside::new(&self.0)
+        match self.run {
+            None => Outside::handle(&self.shared),
+            Some(run) => {
+                // Counted only if its run still lasts; a clone of a past
+                // run's waker counts nowhere, as the original.
+                let _ = self
+                    .shared
+                    .wakers
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                        (w >> 32 == u64::from(run)).then_some(w + 1)
+                    });
+                Outside {
+                    shared: self.shared.clone(),
+                    run: Some(run),
+                }
+            }
+        }
     }
 }
 
 impl Drop for Outside {
-    /// The last one gone on another OS thread wakes the loop: it may be
-    /// blocked with nothing else that could wake a thread, and must look
-    /// again (`asleep`). On the runtime's own thread the loop is not
-    /// blocked, and looks before it next blocks.
+    /// The last one that counts, gone on another OS thread, wakes the
+    /// loop: it may be blocked with nothing else that could wake a thread,
+    /// and must look again (`asleep`). On the runtime's own thread the loop
+    /// is not blocked, and looks before it next blocks.
     fn drop(&mut self) {
-        if self.0.outside.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let here = context::try_with_sched(|s| s.id == self.0.runtime) == Some(true);
+        let last = match self.run {
+            None => self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1,
+            Some(run) => self
+                .shared
+                .wakers
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                    (w >> 32 == u64::from(run)).then_some(w - 1)
+                })
+                .is_ok_and(|w| w & COUNT == 1),
+        };
+        if last {
+            let here = context::try_with_sched(|s| s.id == self.shared.runtime) == Some(true);
             if !here {
                 // A failed wake means the poller is gone with its runtime.
-                let _ = self.0.waker.wake();
+                let _ = self.shared.waker.wake();
             }
         }
     }
@@ -139,7 +203,8 @@ impl Remote {
                 runtime,
                 inbox: Mutex::new(Inbox::default()),
                 pending: AtomicBool::new(false),
-                outside: AtomicUsize::new(0),
+                handles: AtomicUsize::new(0),
+                wakers: AtomicU64::new(0),
                 waker,
             }),
         }
@@ -147,20 +212,34 @@ impl Remote {
 
     pub(crate) fn handle(&self) -> Handle {
         Handle {
-            shared: self.outside(),
+            shared: Outside::handle(&self.shared),
         }
     }
 
-    /// A reference to the inbox for use outside the runtime.
+    /// A reference to the inbox for a waker made in the current run.
     pub(crate) fn outside(&self) -> Outside {
-        Outside::new(&self.shared)
+        Outside::waker(&self.shared)
     }
 
-    /// Whether a handle, a remote waker or a `block_on` waker exists (or
-    /// work is queued): a parked thread may still be woken from outside.
+    /// Whether a handle, or a remote waker or `block_on` waker of the
+    /// current run, exists (or work is queued): a parked thread may still
+    /// be woken from outside.
     pub(crate) fn may_wake(&self) -> bool {
-        self.shared.outside.load(Ordering::Acquire) > 0
+        self.shared.handles.load(Ordering::Acquire) > 0
+            || self.shared.wakers.load(Ordering::Acquire) & COUNT > 0
             || self.shared.pending.load(Ordering::Acquire)
+    }
+
+    /// The run ended, with all its threads: the wakers made in it stop
+    /// counting (see the module docs), whoever still holds them.
+    pub(crate) fn end_of_run(&self) {
+        let _ = self
+            .shared
+            .wakers
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                // The number wraps (the high bits shift out).
+                Some(((w >> 32) + 1) << 32)
+            });
     }
 
     /// Delivers queued wake-ups and spawns queued closures. Closures stay
@@ -239,11 +318,14 @@ fn wake_task(s: &Scheduler, w: Wake) {
 ///
 /// # Deadlock detection
 ///
-/// While a handle (or a [`RemoteWaker`]) of a runtime exists, another
+/// While a handle (or a [`RemoteWaker`] made in the current
+/// [`block_on`](crate::Runtime::block_on)) of a runtime exists, another
 /// thread may still wake it, so the runtime does not report a deadlock (nor
 /// its parked threads as leaked, see [`leaks`](crate::leaks)) when all of
 /// its green threads are parked. Dropping the last one lets it: dropped on
-/// another OS thread, it wakes the loop to look again.
+/// another OS thread, it wakes the loop to look again. A remote waker kept
+/// past the `block_on` it was made in wakes nothing any more (its thread
+/// is gone) and no longer counts.
 ///
 /// # Examples
 ///

@@ -18,6 +18,17 @@
 //! spawned meanwhile (by a destructor) are unwound too, without running,
 //! until no thread is left.
 //!
+//! Last, what the run leaves behind is cleared, so that the runtime's next
+//! `block_on` starts as a fresh runtime would: its timers (the wakers of
+//! pending [`future::Sleep`](crate::future::Sleep)s are woken and
+//! dropped: a `Sleep` polled again arms anew), the waiters and stored
+//! wakers of sockets kept for the next run, blocking-pool jobs no worker
+//! started, and shutdown hooks registered too late to run. Wakers made in
+//! the run (`block_on`'s, [`RemoteWaker`](crate::RemoteWaker)s) wake
+//! nothing afterwards and no longer keep a later run from reporting a
+//! deadlock. A thread that this clearing spawns (a waker's code) is
+//! stopped as the others were.
+//!
 //! The same shutdown runs when the loop itself panics (the deadlock report,
 //! say): a guard in `block_on` runs it while the panic unwinds, so no green
 //! thread outlives `block_on` on any path. This is what enforces the
@@ -225,7 +236,12 @@ impl RuntimeBuilder {
     /// or two pages its live frames occupy. With the `unsafe` opt-in
     /// [`idle_stack_copy_out`](Self::idle_stack_copy_out), its whole stack
     /// is copied out to the heap instead, after the same time. Threads
-    /// that wake more often than this never pay. See README, "Memory".
+    /// that wake more often than this never pay. A thread that parked
+    /// while running on another stack than its own (a `corosensei`
+    /// coroutine it resumed, `stacker::maybe_grow`) keeps its stack whole:
+    /// where its own live frames end is unknown then
+    /// ([`Stats::idle_stack_foreign`](crate::Stats::idle_stack_foreign)
+    /// counts those parks). See README, "Memory".
     ///
     /// # Examples
     ///
@@ -553,7 +569,11 @@ impl Runtime {
         // The coarse clock (see `Scheduler::coarse_now`) dates spawns, parks
         // and freed stacks until the loop's first poll: not from the last
         // `block_on` or the build, however long ago those were.
-        s.coarse_now.set(clock::now().ticks());
+        let now = clock::now().ticks();
+        s.coarse_now.set(now);
+        // The flight recorder's clock reading for the events before the
+        // first poll (not the last reading of the previous run).
+        s.flight.tick(crate::flight::key(s), now);
         // SAFETY: `erase`'s contract holds: `stop` (declared after `out`,
         // before the main thread exists) finishes or abandons the main
         // thread on every path out of this frame, and `out` is read only
@@ -564,6 +584,9 @@ impl Runtime {
             .spawn_in(s, main_fn)
             .unwrap_or_else(|e| panic!("coro: cannot start the main green thread: {e}"));
         let main = handle.thread().0.clone();
+        // Spawns queued while the runtime was not running, or while its
+        // last shutdown refused them (their wake of the loop is spent).
+        s.remote.drain(s);
         // A panic of the loop itself (the deadlock report) is held while the
         // other threads are stopped, so they are stopped as in an ordinary
         // shutdown (they may still yield: the OS thread is not panicking),
@@ -607,9 +630,10 @@ impl Runtime {
 fn shutdown(s: &Scheduler) {
     crate::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
-        s.ready.borrow_mut().clear();
-        s.timers.borrow_mut().clear();
-        return;
+        end_of_run(s);
+        if s.tasks.borrow().is_empty() {
+            return;
+        }
     }
     s.shutting_down.set(true);
     let live: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
@@ -624,11 +648,24 @@ fn shutdown(s: &Scheduler) {
     s.ready.borrow_mut().clear();
     // Unwind what is left, and whatever their destructors spawn, until the
     // table is empty; a destructor that spawns again at every unwind is cut
-    // off after UNWIND_PASSES and what it left is leaked.
+    // off after UNWIND_PASSES and what it left is leaked. Then clear what
+    // the run left behind: that runs user code too (wakers, destructors),
+    // which may spawn again, so round again until it leaves no thread (at
+    // most UNWIND_PASSES times: code that spawns at every round leaves its
+    // last traces for the next run).
+    let mut cleared = 0;
     for pass in 0.. {
         let mut rest: Vec<Rc<Task>> = s.tasks.borrow().iter().map(|(_, t)| t.clone()).collect();
         if rest.is_empty() {
-            break;
+            if cleared == UNWIND_PASSES {
+                break;
+            }
+            cleared += 1;
+            end_of_run(s);
+            if s.tasks.borrow().is_empty() {
+                break;
+            }
+            continue;
         }
         // Deepest `coro::scope` threads first, so that a tree of scopes is
         // unwound in one pass.
@@ -648,8 +685,38 @@ fn shutdown(s: &Scheduler) {
         }
         s.ready.borrow_mut().clear();
     }
-    s.timers.borrow_mut().clear();
     s.shutting_down.set(false);
+}
+
+/// Clears what a run leaves behind once its threads are all gone, so
+/// that the runtime's next `block_on` starts as a fresh runtime would
+/// (ids, the counters of its whole life and the flight recorder's
+/// history go on). Every wait of the run's threads is over, but its
+/// traces are in tables that outlive the run: timer entries; the wakers
+/// of `future::Sleep`s, which no entry would fire any more (a `Sleep`
+/// polled in the next run would look armed and never fire, and a
+/// `block_on` waker among them would hold the inbox, so that no later run
+/// could report a deadlock); the waiters and task wakers of sockets kept
+/// for the next run; blocking-pool waiters; leak and deadlock bookkeeping;
+/// shutdown hooks registered too late to run. Wakers are woken (their
+/// owners poll again) and dropped with no borrow held, under `caught`:
+/// they are user code, which may even spawn a thread (`shutdown` then
+/// stops that one too, and calls this again).
+fn end_of_run(s: &Scheduler) {
+    s.ready.borrow_mut().clear();
+    s.timers.borrow_mut().clear();
+    let wakers = s.timer_wakers.borrow_mut().take_all();
+    for w in wakers {
+        caught(move || w.wake());
+    }
+    s.reactor.end_of_run();
+    s.remote.end_of_run();
+    s.blocking.end_of_run();
+    s.waits.end_of_run();
+    // A thread leaked while copied out stays so, but is no parked thread
+    // of the runtime any more.
+    s.stacks.borrow_mut().idle.out = 0;
+    crate::shutdown_hooks::discard(s);
 }
 
 /// Times a thread that catches its shutdown unwind is unwound again before

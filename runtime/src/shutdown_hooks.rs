@@ -146,6 +146,43 @@ pub(crate) fn run(s: &Scheduler) {
     }
 }
 
+/// Drops the hooks registered on `s` that its shutdown did not run
+/// (registered while its threads were being unwound, or past the last
+/// round): they belong to the run that ended, and the runtime's next
+/// `block_on` must not run them at its own shutdown. A hook's destructor
+/// is user code: a panic in one is swallowed, and hooks that destructors
+/// keep registering are leaked (never run, never dropped) after
+/// [`MAX_ROUNDS`].
+pub(crate) fn discard(s: &Scheduler) {
+    for round in 0..=MAX_ROUNDS {
+        let mine = take_hooks_of(s.id);
+        if mine.is_empty() {
+            return;
+        }
+        for (_, f) in mine {
+            if round == MAX_ROUNDS {
+                std::mem::forget(f);
+            } else {
+                crate::panic_hook::caught(move || drop(f));
+            }
+        }
+    }
+}
+
+/// Takes the hooks registered on runtime `id` out of the list.
+fn take_hooks_of(id: u64) -> Vec<(u64, Hook)> {
+    HOOKS
+        .try_with(|h| {
+            let mut h = h.borrow_mut();
+            let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut *h)
+                .into_iter()
+                .partition(|(owner, _)| *owner == id);
+            *h = others;
+            mine
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;

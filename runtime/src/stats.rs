@@ -68,6 +68,14 @@ pub struct Stats {
     /// given back, since the runtime started (see
     /// [`RuntimeBuilder::idle_stack_release`](crate::RuntimeBuilder::idle_stack_release)).
     pub idle_stack_trims: u64,
+    /// Parks in which a thread's stack was left whole, neither trimmed nor
+    /// copied out, because the thread parked while running on a stack
+    /// other than its own (a `corosensei` coroutine resumed inside it,
+    /// `stacker::maybe_grow`, a generator): where its own live frames end
+    /// is unknown then. Counted by the idle sweep, once per park, since
+    /// the runtime started (see
+    /// [`RuntimeBuilder::idle_stack_release`](crate::RuntimeBuilder::idle_stack_release)).
+    pub idle_stack_foreign: u64,
     /// Parks reported as leaked (waits that can never be served; see
     /// [`leaks`](crate::leaks)) since the runtime started.
     pub leaked: u64,
@@ -140,6 +148,7 @@ pub fn stats() -> Stats {
             pooled_stacks: s.stacks.borrow().pooled(),
             idle_stacks: s.stacks.borrow().idle.out,
             idle_stack_trims: s.stacks.borrow().idle.trims,
+            idle_stack_foreign: s.stacks.borrow().idle.foreign,
             leaked: s.waits.leaked.get(),
         }
     })

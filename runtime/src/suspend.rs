@@ -100,6 +100,31 @@ fn yield_refused(t: &Task) {
     );
 }
 
+/// The yield a blocking call makes between two of its own tries
+/// (`future::block_on` when the future woke itself): the thread goes to
+/// the back of the ready queue, as with [`yield_now`], after the checks of
+/// a park. An interrupt, a passed deadline or a cancellation, or shutdown
+/// ends the call with its error; where the thread may not switch (inside
+/// [`no_suspend`](crate::no_suspend), or while it unwinds) the call fails
+/// with [`WaitError::SuspendForbidden`], logged naming `call`, as a park
+/// there does: a yield refused there would leave the caller spinning.
+#[inline]
+#[track_caller]
+pub(crate) fn yield_in(what: &'static str, call: &'static str) -> Result<(), WaitError> {
+    // SAFETY: `s` and `t` are used only inside this call of the running
+    // thread, across its suspend (see `context::current_unbound`).
+    let (s, t) = unsafe { context::current_unbound(call) };
+    // The deadline of an enclosing scope is armed here as for a park: a
+    // caller that only ever yields must see it pass too.
+    if let Err(e) = check(s, t).and_then(|()| cancel::arm(s, t)) {
+        // Read here, not in a closure: only here is it the caller's.
+        return park_refused(s, t, e, what, call, Location::caller());
+    }
+    t.state.set(ThreadState::Ready);
+    suspend(t);
+    Ok(())
+}
+
 /// Whether the running task may switch away now: not inside a `no_suspend`
 /// region, not unwinding from a panic, and not asked to unwind by shutdown.
 /// While a green thread unwinds no other may run: the panic state is per OS

@@ -388,6 +388,20 @@ pub(crate) struct Waits {
     pub(crate) asleep: std::cell::RefCell<Vec<(u64, u64)>>,
 }
 
+impl Waits {
+    /// Forgets what a run's threads left here once they are all gone
+    /// (counters of the runtime's whole life stay): a thread leaked at
+    /// shutdown never returns from its park to count itself out of
+    /// `parked_on_held`, and the parks and cycles reported name threads
+    /// that no longer exist.
+    pub(crate) fn end_of_run(&self) {
+        self.parked_on_held.set(0);
+        self.asleep.borrow_mut().clear();
+        self.reported_cycles.borrow_mut().clear();
+        self.next_check.set(0);
+    }
+}
+
 /// Why `t` is leaked given the leaked threads known so far, if it is.
 fn leak_reason(t: &Task, gone: u64, leaked: &[u64]) -> Option<String> {
     if t.state.get() != ThreadState::Parked || t.leaked.get() || has_deadline(t) {

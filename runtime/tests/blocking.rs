@@ -169,3 +169,52 @@ fn a_room_waiter_is_not_stranded_when_queued_jobs_go_away() {
     });
     assert_eq!(r, Ok(true), "y must get its job run");
 }
+
+/// A job given up before a worker took it is dropped with the pool's lock
+/// released: its destructors are user code, which may use the pool (here
+/// through `stats`, which reads the queue). A drop under the lock
+/// deadlocked; `within` turns that into a failure.
+#[test]
+fn a_queued_job_given_up_is_dropped_outside_the_pools_lock() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    /// Records the queue's length (plus one) when dropped, on the
+    /// runtime's thread (the job never runs).
+    struct UsesThePool(Arc<AtomicUsize>);
+    impl Drop for UsesThePool {
+        fn drop(&mut self) {
+            self.0
+                .store(coro::stats().blocking_queued + 1, Ordering::SeqCst);
+        }
+    }
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    within(30, move || {
+        let mut rt = coro::Runtime::builder()
+            .blocking_threads(1)
+            .build()
+            .unwrap();
+        rt.block_on(move || {
+            let (tx, rx) = mpsc::channel::<()>();
+            // Holds the one worker.
+            let busy = coro::spawn(move || coro::blocking(move || rx.recv().unwrap()));
+            util::yield_until("the worker takes the job", || {
+                coro::stats().blocking_queued == 0 && coro::stats().blocking_in_flight == 1
+            });
+            let value = UsesThePool(s);
+            let r = coro::with_timeout(Duration::from_millis(10), move || {
+                // Queued behind `busy`, given up at the deadline.
+                coro::blocking(move || drop(value))
+            });
+            assert!(r.is_err());
+            tx.send(()).unwrap();
+            busy.join().unwrap().unwrap();
+        })
+    })
+    .unwrap();
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "dropped after it left the queue"
+    );
+}

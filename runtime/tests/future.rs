@@ -406,3 +406,163 @@ fn a_finished_block_on_leaves_deadlock_detection_working() {
     });
     assert!(msg.contains("deadlock"), "{msg}");
 }
+
+/// A waker that owns a `Sleep` (as a task that holds one is owned by its
+/// wakers): dropping its last clone drops the sleep, which gives its timer
+/// entry up.
+struct OwnsSleep(std::sync::Mutex<Option<coro::future::Sleep>>);
+
+impl std::task::Wake for OwnsSleep {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for OwnsSleep {
+    fn drop(&mut self) {
+        drop(self.0.lock().unwrap().take());
+    }
+}
+
+/// Polls `s` once with `w`; it is pending.
+#[track_caller]
+fn poll_pending(s: &mut coro::future::Sleep, w: &Waker) {
+    assert!(Pin::new(s).poll(&mut Context::from_waker(w)).is_pending());
+}
+
+/// A sleep of a minute, armed (polled once).
+fn armed_sleep() -> coro::future::Sleep {
+    let mut s = coro::future::sleep(Duration::from_secs(60));
+    poll_pending(&mut s, Waker::noop());
+    s
+}
+
+/// `Sleep` replaces and drops its stored waker with no borrow of the
+/// timer table held: a waker whose drop drops another `Sleep` (which takes
+/// its own entry out of the table) used to panic with `BorrowMutError`.
+#[test]
+fn a_sleeps_stored_waker_may_drop_other_sleeps() {
+    util::run(|| {
+        let owner = Waker::from(Arc::new(OwnsSleep(std::sync::Mutex::new(Some(
+            armed_sleep(),
+        )))));
+        let mut outer = coro::future::sleep(Duration::from_secs(60));
+        poll_pending(&mut outer, &owner);
+        drop(owner); // the stored clone is the last one
+        assert_eq!(coro::stats().pending_timers, 2);
+        // Another waker replaces it: the owner goes, and its sleep with it.
+        poll_pending(&mut outer, Waker::noop());
+        assert_eq!(coro::stats().pending_timers, 1);
+        // Dropping the sleep drops its stored waker the same way.
+        let owner = Waker::from(Arc::new(OwnsSleep(std::sync::Mutex::new(Some(
+            armed_sleep(),
+        )))));
+        poll_pending(&mut outer, &owner);
+        drop(owner);
+        assert_eq!(coro::stats().pending_timers, 2);
+        drop(outer);
+        assert_eq!(coro::stats().pending_timers, 0);
+    });
+}
+
+thread_local! {
+    /// The sleep a [`polls_on_clone`] waker polls whenever it is cloned.
+    static POLLED_ON_CLONE: std::cell::RefCell<Option<coro::future::Sleep>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A waker whose clone polls a `Sleep` (user code in a waker's clone, as
+/// a `RawWaker` may run).
+fn polls_on_clone() -> Waker {
+    fn clone(_: *const ()) -> std::task::RawWaker {
+        POLLED_ON_CLONE.with(|s| {
+            if let Some(s) = s.borrow_mut().as_mut() {
+                let _ = Pin::new(s).poll(&mut Context::from_waker(Waker::noop()));
+            }
+        });
+        std::task::RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn nothing(_: *const ()) {}
+    static VTABLE: std::task::RawWakerVTable =
+        std::task::RawWakerVTable::new(clone, nothing, nothing, nothing);
+    // SAFETY: the vtable's functions never read the data pointer, and
+    // keep `RawWaker`'s contract: `clone` returns a waker of the same
+    // vtable, `wake`, `wake_by_ref` and `drop` release nothing.
+    unsafe { Waker::from_raw(std::task::RawWaker::new(std::ptr::null(), &VTABLE)) }
+}
+
+/// `Sleep` clones the waker it stores with no borrow of the timer table
+/// held: a clone that polls another `Sleep` (which arms it, in the same
+/// table) used to panic with `BorrowMutError`.
+#[test]
+fn a_sleeps_waker_may_poll_other_sleeps_when_cloned() {
+    util::run(|| {
+        POLLED_ON_CLONE
+            .with(|s| *s.borrow_mut() = Some(coro::future::sleep(Duration::from_secs(60))));
+        let w = polls_on_clone();
+        let mut outer = coro::future::sleep(Duration::from_secs(60));
+        poll_pending(&mut outer, &w); // stored: cloned
+        assert_eq!(coro::stats().pending_timers, 2, "both armed");
+        poll_pending(&mut outer, Waker::noop());
+        poll_pending(&mut outer, &w); // replaced: cloned again
+        assert_eq!(coro::stats().pending_timers, 2);
+        drop(outer);
+        POLLED_ON_CLONE.with(|s| s.borrow_mut().take());
+        assert_eq!(coro::stats().pending_timers, 0);
+    });
+}
+
+/// A future that stays pending and wakes itself at every poll (a busy
+/// cooperative yield), counting its polls.
+fn wakes_itself(polls: &Cell<u32>) -> impl Future<Output = ()> + '_ {
+    poll_fn(move |cx| {
+        polls.set(polls.get() + 1);
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+}
+
+/// Inside `no_suspend` the yield after a future's own wake is refused:
+/// `block_on` fails at once with `SuspendForbidden`, logged naming the
+/// call and the region, as a park there does (it used to poll again
+/// forever). `util::bounded` turns a spin into a failure.
+#[test]
+fn block_on_inside_no_suspend_fails_at_once_with_a_future_that_wakes_itself() {
+    util::capture_logs();
+    let (r, polls, id) = util::bounded(30, || {
+        coro::run(|| {
+            let polls = Cell::new(0);
+            let r = coro::no_suspend(|| block_on(wakes_itself(&polls)));
+            (r, polls.get(), coro::current().id())
+        })
+    });
+    assert_eq!((r, polls), (Err(WaitError::SuspendForbidden), 1));
+    let logs = util::LOGS.lock().unwrap();
+    let line = logs
+        .iter()
+        .find(|(_, m)| m.contains("coro::future::block_on") && m.contains(&format!("#{id} ")))
+        .map(|(_, m)| m.clone())
+        .expect("the refusal is logged");
+    assert!(line.contains("no_suspend"), "{line}");
+}
+
+/// The yield after a future's own wake is a blocking call's: a passed
+/// deadline ends `block_on` there (it used to poll on forever), as does
+/// an interrupt.
+#[test]
+fn block_on_with_a_future_that_wakes_itself_ends_at_a_deadline() {
+    util::bounded(30, || {
+        coro::run(|| {
+            let polls = Cell::new(0);
+            let t = coro::clock::now();
+            let r =
+                coro::with_timeout(Duration::from_millis(20), || block_on(wakes_itself(&polls)));
+            assert!(r.is_err());
+            assert!(t.elapsed() >= Duration::from_millis(20));
+            assert!(polls.get() > 1, "it yielded and was polled again");
+            let me = coro::current();
+            let interrupter = coro::spawn(move || me.interrupt().unwrap());
+            let polls = Cell::new(0);
+            assert_eq!(block_on(wakes_itself(&polls)), Err(WaitError::Interrupted));
+            interrupter.join().unwrap();
+        })
+    });
+}

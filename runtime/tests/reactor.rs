@@ -6,7 +6,8 @@
 //! short read as proof it is drained (no `recvfrom` spent to hear
 //! `EWOULDBLOCK`), until it sees urgent data; after that, only
 //! `EWOULDBLOCK` clears readiness, so the data behind an urgent mark is
-//! never stranded.
+//! never stranded. A future's stored waker is replaced with no borrow
+//! held: the old one's drop may close the very source.
 
 mod util;
 
@@ -212,5 +213,53 @@ fn other_registrations_keep_the_safe_rule() {
             .unwrap();
         assert_eq!(n, 5);
         assert!(reg.is_ready(Direction::Read));
+    });
+}
+
+thread_local! {
+    /// The registration a [`ClosesOnDrop`] waker closes.
+    static CLOSED_BY_WAKER: std::cell::RefCell<Option<std::rc::Rc<Registration>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A waker whose drop closes a registration (as a task that owns a socket
+/// is freed with its last waker).
+struct ClosesOnDrop;
+
+impl std::task::Wake for ClosesOnDrop {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
+impl Drop for ClosesOnDrop {
+    fn drop(&mut self) {
+        CLOSED_BY_WAKER.with(|r| {
+            if let Some(r) = r.borrow().as_ref() {
+                r.close();
+            }
+        });
+    }
+}
+
+/// `poll_ready` replaces the stored waker with no borrow of its slot held:
+/// the old waker's drop may close this very source (it used to panic with
+/// `BorrowMutError`), and the poll then reports the close.
+#[test]
+fn a_stored_waker_whose_drop_closes_the_source_can_be_replaced() {
+    use std::task::{Context, Poll, Waker};
+    coro::run(|| {
+        let (mut a, _b) = mio::net::UnixStream::pair().unwrap();
+        let reg = std::rc::Rc::new(Registration::new(&mut a, Interest::READABLE).unwrap());
+        CLOSED_BY_WAKER.with(|r| *r.borrow_mut() = Some(reg.clone()));
+        let closes = Waker::from(std::sync::Arc::new(ClosesOnDrop));
+        let first = reg.poll_ready(Direction::Read, &mut Context::from_waker(&closes));
+        assert!(first.is_pending());
+        drop(closes); // the stored clone is the last one
+        let second = reg.poll_ready(Direction::Read, &mut Context::from_waker(Waker::noop()));
+        match second {
+            Poll::Ready(Err(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotConnected),
+            other => panic!("the close is reported: {other:?}"),
+        }
+        assert!(reg.is_closed());
+        CLOSED_BY_WAKER.with(|r| r.borrow_mut().take());
     });
 }

@@ -463,7 +463,7 @@ mod tests {
     use super::*;
 
     fn me() -> RunAs {
-        RunAs::resolve(None, true).unwrap()
+        RunAs::resolve(None).unwrap()
     }
 
     fn tmp(tag: &str) -> PathBuf {

@@ -94,7 +94,7 @@ fn main() -> ExitCode {
             };
         }
     }
-    let who = match privilege::RunAs::resolve(config.user.as_deref(), config.run_as_root) {
+    let who = match privilege::RunAs::resolve(config.user.as_deref()) {
         Ok(w) => w,
         Err(e) => {
             eprintln!("mail-relay: {e}");
@@ -113,6 +113,9 @@ fn main() -> ExitCode {
     if let Err(e) = opened {
         eprintln!("mail-relay: {e}");
         return ExitCode::from(2);
+    }
+    if let Some(warning) = privilege::root_warning(config.user.as_deref(), config.run_as_root) {
+        log::warn!("{warning}");
     }
     let to_file = log_file.is_some();
     let builder = coro::Runtime::builder().blocking_threads(config.blocking_threads);

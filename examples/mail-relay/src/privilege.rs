@@ -1,6 +1,6 @@
-//! Who the relay runs as: the `user` setting, the refusal to run as root
-//! without it, and the drop of root's privileges once what needs root is
-//! done.
+//! Who the relay runs as: the `user` setting, the warning when it runs as
+//! root without one, and the drop of root's privileges once what needs
+//! root is done.
 //!
 //! # The start as root
 //!
@@ -15,10 +15,12 @@
 //! the user; the C library applies the change to every thread of the
 //! process.
 //!
-//! Started as root without `user`, the relay refuses to run unless
-//! `run_as_root = true` says that is meant. The other way to listen on
-//! port 25 is to start it as its user with the capability to bind low
-//! ports (`setcap cap_net_bind_service=+ep`, or systemd's
+//! Started as root without `user`, the relay runs as root and says so
+//! once at start, with a warning that names the fixes ([`root_warning`]),
+//! unless `run_as_root = true` says running as root is meant. The other
+//! way to listen on port 25 without root's rights is to start it as
+//! its user with the capability to bind low ports (`setcap
+//! cap_net_bind_service=+ep`, or systemd's
 //! `AmbientCapabilities=CAP_NET_BIND_SERVICE`).
 
 use std::ffi::{CStr, CString};
@@ -56,27 +58,17 @@ pub fn euid() -> u32 {
 }
 
 impl RunAs {
-    /// Whom the relay will run as, from `user` and `run_as_root`.
+    /// Whom the relay will run as, from `user`: that user, or whoever
+    /// started the process when `user` is unset (root included: see
+    /// [`root_warning`]).
     ///
     /// # Errors
     ///
-    /// Started as root with neither `user` nor `run_as_root = true`; a
-    /// `user` that does not exist, or that the process (not root, and not
-    /// that user) cannot become.
-    pub fn resolve(user: Option<&str>, run_as_root: bool) -> Result<RunAs, String> {
+    /// A `user` that does not exist, or that the process (not root, and
+    /// not that user) cannot become.
+    pub fn resolve(user: Option<&str>) -> Result<RunAs, String> {
         let me = euid();
         let Some(user) = user else {
-            if me == 0 && !run_as_root {
-                return Err(
-                    "refusing to run as root: every SMTP session and the whole spool \
-                     would run with root's rights. Set `user = \"NAME\"` (--user NAME): the \
-                     relay binds its ports and reads its keys as root, then runs as NAME; or \
-                     start it as that user with `setcap cap_net_bind_service=+ep` on the binary \
-                     to bind port 25; or set `run_as_root = true` (--run-as-root) if running \
-                     as root is meant"
-                        .to_owned(),
-                );
-            }
             let (name, gid) = match lookup_uid(me) {
                 Some(p) => (p.name, p.gid),
                 // SAFETY: getegid has no preconditions and cannot fail.
@@ -179,6 +171,19 @@ impl RunAs {
     }
 }
 
+/// The warning to log at start when the process runs as root with no
+/// `user` to drop to and `run_as_root` does not say that is meant; `None`
+/// otherwise.
+pub fn root_warning(user: Option<&str>, run_as_root: bool) -> Option<&'static str> {
+    (euid() == 0 && user.is_none() && !run_as_root).then_some(
+        "running as root: every SMTP session and the whole spool run with root's rights. \
+         Set `user = \"NAME\"` (--user NAME): the relay binds its ports and reads its keys as \
+         root, then runs as NAME; or start it as that user with `setcap \
+         cap_net_bind_service=+ep` on the binary to bind port 25. Set `run_as_root = true` \
+         (--run-as-root) if running as root is meant: that silences this warning",
+    )
+}
+
 /// After the drop, a note for errors about files the relay could open as
 /// root at start and cannot open now: "(the relay runs as NAME (uid N)
 /// since it started: ...)"; empty when it never dropped.
@@ -277,16 +282,26 @@ mod tests {
     }
 
     #[test]
-    fn root_needs_a_user_or_an_explicit_yes() {
-        let r = RunAs::resolve(None, false);
+    fn root_without_a_user_runs_as_root_with_a_warning() {
+        let me = RunAs::resolve(None).unwrap();
+        assert_eq!(me.uid, euid());
+        assert!(!me.drops);
         if euid() == 0 {
-            let e = r.unwrap_err();
-            assert!(e.contains("user = ") && e.contains("run_as_root") && e.contains("setcap"));
-            assert!(!RunAs::resolve(None, true).unwrap().drops);
+            let w = root_warning(None, false).expect("root without `user` is warned about");
+            for needle in [
+                "root's rights",
+                "user = \"NAME\"",
+                "setcap cap_net_bind_service=+ep",
+                "run_as_root = true",
+            ] {
+                assert!(w.contains(needle), "{needle:?} not in {w}");
+            }
         } else {
-            assert!(!r.unwrap().drops);
+            assert_eq!(root_warning(None, false), None);
         }
-        let e = RunAs::resolve(Some("no-such-user-here"), false).unwrap_err();
+        assert_eq!(root_warning(None, true), None);
+        assert_eq!(root_warning(Some("nobody"), false), None);
+        let e = RunAs::resolve(Some("no-such-user-here")).unwrap_err();
         assert!(e.contains("useradd"), "{e}");
     }
 }

@@ -9,9 +9,10 @@
 //! (a key file rotated in place), and sign from the next message on; a
 //! key that does not load keeps the keys in force. Everything else (the
 //! listener, the spool and the Maildir, delivery's routes and settings,
-//! `[mx]`, TLS, the back door, `log_file`, the blocking pool, the user
-//! the relay runs as and the key checks) is set up once at start: a change there is logged as needing a restart, and the
-//! running value stays. Every key of [`Config`] is one or the other
+//! `[mx]`, `[mta_sts]`, TLS, the back door, `log_file`, the blocking
+//! pool, the user the relay runs as and the key checks) is set up once at
+//! start: a change there is logged as needing a restart, and the running
+//! value stays. Every key of [`Config`] is one or the other
 //! ([`merge`] does not compile otherwise). A file that does not load
 //! keeps the whole running configuration, with an error line. The log
 //! file is reopened in any case (for `logrotate`).
@@ -71,6 +72,7 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
         queue: _,
         smtp: _,
         mx: _,
+        mta_sts: _,
         dkim: _,
         testing: _,
     } = old;
@@ -123,6 +125,7 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
         queue,
         smtp,
         mx,
+        mta_sts,
         log_file,
         metrics,
         testing

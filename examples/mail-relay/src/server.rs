@@ -397,10 +397,25 @@ pub fn run(
         door.close();
     }
     crate::control::remove_pid(spool.dir());
+    // The disk says what the next start will find.
+    let tracked = (queue.len(), spool.batches());
+    let (messages, batches) = spool.on_disk().unwrap_or_else(|e| {
+        log::warn!("reading the spool's queue/ at stop: {e}");
+        tracked
+    });
+    if (messages, batches) != tracked {
+        log::warn!(
+            "the spool holds {} in {}, this run tracked {} in {}",
+            crate::logger::count(messages, "message"),
+            crate::logger::count(batches, "batch file"),
+            tracked.0,
+            tracked.1
+        );
+    }
     log::info!(
         "stopped; {} ({}) left in the spool for the next start",
-        crate::logger::count(queue.len(), "message"),
-        crate::logger::count(spool.batches(), "batch file")
+        crate::logger::count(messages, "message"),
+        crate::logger::count(batches, "batch file")
     );
     Ok(())
 }
@@ -500,6 +515,11 @@ fn transports(config: &Config, router: &Router, dkim: Rc<Dkim>) -> io::Result<Tr
         return Ok((out, None, dkim));
     }
     let c = &config.smtp;
+    let sts = if by_mx {
+        crate::delivery::mx::sts::from_config(config)?
+    } else {
+        None
+    };
     let settings = Settings {
         cfg: c.clone(),
         helo_name: c
@@ -507,6 +527,7 @@ fn transports(config: &Config, router: &Router, dkim: Rc<Dkim>) -> io::Result<Tr
             .clone()
             .unwrap_or_else(|| config.hostname.clone()),
         tls: crate::tls::client_config(c.tls_security_level, c.tls_ca_file.as_deref())?,
+        verified_tls: sts.as_ref().map(|(_, tls)| tls.clone()),
     };
     let smtp = Smtp::new(settings)?;
     for up in upstreams {
@@ -522,6 +543,10 @@ fn transports(config: &Config, router: &Router, dkim: Rc<Dkim>) -> io::Result<Tr
             c.message_timeout,
         )
         .map_err(|e| io::Error::new(e.kind(), format!("[mx]: {e}")))?;
+        let mx = match sts {
+            Some((sts, _)) => mx.with_sts(sts),
+            None => mx,
+        };
         out.push((Dest::Mx, Rc::new(mx)));
     }
     for (dest, t) in &mut out {

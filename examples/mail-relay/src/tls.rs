@@ -1,6 +1,8 @@
 //! rustls configurations: the server's for STARTTLS (the certificate chain
-//! and key from PEM files) and the SMTP client's for upstreams (opportunistic
-//! without certificate checks, or verified against a CA bundle).
+//! and key from PEM files), the SMTP client's for upstreams (opportunistic
+//! without certificate checks, or verified against a CA bundle), and the
+//! verifying one of MTA-STS (the system's trusted roots and an extra CA
+//! file).
 
 use std::io;
 use std::path::Path;
@@ -110,6 +112,45 @@ pub fn client_config(
         }
     };
     Ok(Some(Arc::new(config)))
+}
+
+/// A client configuration that verifies certificates against the
+/// system's trusted roots (read by rustls-native-certs: the store that
+/// `ca-certificates` and the operator maintain, or `SSL_CERT_FILE` /
+/// `SSL_CERT_DIR`) and the CA certificates in `extra` (PEM), for
+/// MTA-STS: policy hosts, and mail exchangers under a policy. Returns it
+/// with the number of roots (0: nothing can be verified; the caller
+/// warns).
+///
+/// # Errors
+///
+/// An `extra` file that cannot be read or holds no usable CA certificate;
+/// the message names `setting`.
+pub fn trusted_config(
+    extra: Option<&Path>,
+    setting: &str,
+) -> io::Result<(Arc<rustls::ClientConfig>, usize)> {
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    for e in &native.errors {
+        log::warn!("tls: reading the system's trusted certificates: {e}");
+    }
+    roots.add_parsable_certificates(native.certs);
+    if let Some(path) = extra {
+        let certs =
+            certificates(path).map_err(|e| io::Error::new(e.kind(), format!("{setting}: {e}")))?;
+        let (added, _) = roots.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(bad(path, &format!("{setting}: no usable CA certificate")));
+        }
+    }
+    let n = roots.len();
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(io::Error::other)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok((Arc::new(config), n))
 }
 
 /// The name to check a server's certificate against: its host name, or

@@ -5,7 +5,8 @@
 //! refuses, and follows no link), read its private keys (it refuses keys
 //! others may read). And the relay's own user: started as root with
 //! `user`, it drops to that user for good, and says what it cannot
-//! reopen as that user at SIGHUP.
+//! reopen as that user at SIGHUP; without `user`, it runs as root and
+//! warns about it at start.
 //!
 //! These tests need root (to act as `nobody`), as the suite has in CI.
 
@@ -678,19 +679,42 @@ fn started_as_root_the_relay_runs_as_its_user() {
 }
 
 #[test]
-fn started_as_root_without_a_user_the_relay_refuses() {
+fn started_as_root_without_a_user_the_relay_runs_and_warns() {
     nobody();
-    let tmp = TempDir::new("root-refused");
-    let err = failed_start(&tmp.0, "run_as_root = false\n");
+    let warning = "running as root: every SMTP session and the whole spool run with root's rights";
+    let relay = Relay::start("root-warned", "run_as_root = false\n");
+    let mut c = relay.client();
+    c.cmd("EHLO client.test", 250);
+    c.cmd("QUIT", 221);
+    for ids in ids_of_every_thread(relay.child.id()) {
+        assert!(ids.starts_with("Uid: 0 0 0 0 | Gid: 0 0 0 0"), "{ids}");
+    }
+    let log = relay.log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(warning)).collect();
+    assert_eq!(lines.len(), 1, "the warning once:\n{log}");
     for w in [
-        "refusing to run as root",
+        "warn: ",
         "user = \"NAME\"",
         "setcap cap_net_bind_service=+ep",
         "run_as_root = true",
     ] {
-        assert!(err.contains(w), "{w:?} not in {err}");
+        assert!(lines[0].contains(w), "{w:?} not in {}", lines[0]);
     }
-    assert!(!tmp.0.join("spool").exists());
+    drop(relay);
+
+    // Running as root, meant: no warning.
+    let relay = Relay::start("root-meant", "run_as_root = true\n");
+    relay.client().cmd("QUIT", 221);
+    let log = relay.log();
+    assert!(
+        log.contains("listening on") && !log.contains(warning),
+        "{log}"
+    );
+    drop(relay);
+
+    // A user that does not exist is still an error.
+    let tmp = TempDir::new("no-such-user");
     let err = failed_start(&tmp.0, "user = \"no-such-user-here\"\n");
     assert!(err.contains("no user \"no-such-user-here\""), "{err}");
+    assert!(!tmp.0.join("spool").exists());
 }

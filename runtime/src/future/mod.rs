@@ -57,11 +57,17 @@ use crate::error::WaitError;
 ///
 /// A future that wakes itself and returns `Pending` (a cooperative yield,
 /// as `tokio::task::yield_now` does) makes the green thread
-/// [yield](crate::yield_now) before it is polled again. A future that does
-/// I/O through coro's adapters spends selfishness per syscall that does
-/// not wait (see [`try_selfish`](crate::try_selfish)), as blocking socket
-/// calls do, and is switched out in the middle of its poll when the budget
-/// runs out. So a busy future cannot starve the other green threads.
+/// [yield](crate::yield_now) before it is polled again; that yield is a
+/// blocking call's: a passed deadline, a cancellation or an interrupt ends
+/// `block_on` there as at a park, and inside
+/// [`no_suspend`](crate::no_suspend) (or while the thread unwinds), where
+/// the thread may not switch, `block_on` fails at once with
+/// [`WaitError::SuspendForbidden`] instead of polling again in a loop.
+/// A future that does I/O through coro's adapters spends selfishness per
+/// syscall that does not wait (see [`try_selfish`](crate::try_selfish)),
+/// as blocking socket calls do, and is switched out in the middle of its
+/// poll when the budget runs out. So a busy future cannot starve the other
+/// green threads.
 ///
 /// # Cancellation
 ///
@@ -73,7 +79,10 @@ use crate::error::WaitError;
 ///
 /// # Errors
 ///
-/// [`WaitError`] if a park was cut short (see above); the future is gone.
+/// [`WaitError`] if a park (or the yield after a wake of its own) was cut
+/// short (see above); [`WaitError::SuspendForbidden`] if the future stays
+/// pending inside [`no_suspend`](crate::no_suspend) or while the thread
+/// unwinds (the runtime logs it, naming the thread). The future is gone.
 ///
 /// # Panics
 ///
@@ -135,8 +144,9 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output, WaitError> {
         }
         if state.woken.load(Ordering::Acquire) {
             // Woken during the poll (a cooperative yield, or an event that
-            // came meanwhile): let the others run, then poll again.
-            crate::yield_now();
+            // came meanwhile): let the others run, then poll again. Where
+            // the thread may not switch this fails, rather than spin.
+            crate::suspend::yield_in("future", "coro::future::block_on")?;
             continue;
         }
         let gen = context::with_current("coro::future::block_on", |_, t| t.park_gen.get());

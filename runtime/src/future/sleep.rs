@@ -15,6 +15,12 @@
 //! `hyper::rt::Sleep` requires). Dropped on another OS thread, it cannot
 //! reach its runtime's table: its entry then fires in due course and wakes
 //! a waker nobody waits on, which is harmless.
+//!
+//! A runtime's timers end with its run (`Runtime::block_on`): the table
+//! is cleared with the wheel, its wakers woken and dropped, and the
+//! sequence numbers go on. A `Sleep` armed in one run and polled in the
+//! next finds its entry gone and arms anew; one dropped between runs
+//! finds nothing to give up.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -49,6 +55,25 @@ impl TimerWakers {
         } else {
             None
         }
+    }
+
+    /// Puts `new` in place of the waker of entry `(key, seq)` and returns
+    /// the old one; gives `new` back if the entry is gone.
+    fn replace(&mut self, key: usize, seq: u64, new: Waker) -> Result<Waker, Waker> {
+        match self.slots.get_mut(key) {
+            Some((s, w)) if *s == seq => Ok(std::mem::replace(w, new)),
+            _ => Err(new),
+        }
+    }
+
+    /// Takes every waker out (the runtime's timers were cleared: no entry
+    /// is left to fire them). The sequence numbers go on, so a `Sleep`
+    /// armed before never takes a later entry for its own.
+    pub(crate) fn take_all(&mut self) -> Vec<Waker> {
+        std::mem::take(&mut self.slots)
+            .into_iter()
+            .map(|(_, (_, w))| w)
+            .collect()
     }
 }
 
@@ -140,32 +165,58 @@ impl Sleep {
     /// OS thread (elsewhere, see the module docs).
     fn disarm(&mut self) {
         if let Some(a) = self.armed.take() {
-            context::try_with_sched(|s| {
-                if s.id == a.runtime && s.timer_wakers.borrow_mut().take(a.key, a.seq).is_some() {
+            let old = context::try_with_sched(|s| {
+                if s.id != a.runtime {
+                    return None;
+                }
+                let old = s.timer_wakers.borrow_mut().take(a.key, a.seq);
+                if old.is_some() {
                     s.timers.borrow_mut().cancel_one();
                 }
+                old
             });
+            // Dropped with no borrow of the table held (see `arm`).
+            drop(old);
         }
     }
 
+    /// Makes sure the timer entry is pending and wakes `waker`.
+    ///
+    /// Wakers are cloned and dropped with no borrow of the table held: a
+    /// waker's clone or drop is user code, which may poll or drop other
+    /// `Sleep`s (a task that owns one, freed with its last waker).
     fn arm(&mut self, s: &Scheduler, waker: &Waker) {
         if let Some(a) = self.armed {
-            let mut wakers = s.timer_wakers.borrow_mut();
-            if a.runtime == s.id && wakers.is_live(a.key, a.seq) {
-                let slot = &mut wakers.slots[a.key].1;
-                if !slot.will_wake(waker) {
-                    slot.clone_from(waker);
+            if a.runtime == s.id {
+                let same = match s.timer_wakers.borrow().slots.get(a.key) {
+                    Some((seq, w)) if *seq == a.seq => Some(w.will_wake(waker)),
+                    _ => None,
+                };
+                match same {
+                    Some(true) => return,
+                    Some(false) => {
+                        let new = waker.clone();
+                        let swapped = s.timer_wakers.borrow_mut().replace(a.key, a.seq, new);
+                        match swapped {
+                            Ok(old) => {
+                                drop(old);
+                                return;
+                            }
+                            // The entry fired meanwhile (the clone yielded).
+                            Err(new) => drop(new),
+                        }
+                    }
+                    None => {}
                 }
-                return;
             }
-            drop(wakers);
             self.disarm();
         }
         let task = context::current_task_rc("coro::future::Sleep");
+        let waker = waker.clone();
         let mut wakers = s.timer_wakers.borrow_mut();
         wakers.next_seq += 1;
         let seq = wakers.next_seq;
-        let key = wakers.slots.insert((seq, waker.clone()));
+        let key = wakers.slots.insert((seq, waker));
         drop(wakers);
         s.timers
             .borrow_mut()

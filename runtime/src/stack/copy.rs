@@ -28,6 +28,27 @@
 //! recursion) and then parked long gives those pages back; a shallow one
 //! keeps the one or two pages its frames occupy. Each park is trimmed once.
 //!
+//! # Parked on another stack
+//!
+//! A green thread may run code on a stack other than its own and block
+//! there: a `corosensei` coroutine resumed inside it, `stacker::maybe_grow`
+//! (which parsers use to survive deep recursion), `recursive`, a
+//! generator. Its recorded stack pointer is then that stack's, and says
+//! nothing about where the thread's own live frames end (they end at the
+//! frame that switched, somewhere above). Such a stack lies outside the
+//! thread's slot (each of those maps stacks of its own), so the sweep
+//! checks that the recorded stack pointer lies in the usable part of the
+//! thread's own slot before it trims or copies anything, and otherwise
+//! leaves the stack whole and counts the park
+//! ([`Stats::idle_stack_foreign`](crate::Stats::idle_stack_foreign)).
+//!
+//! What the check cannot see is a stack made of the thread's own memory:
+//! code that turns a buffer in one of the thread's own frames into a
+//! stack (only `unsafe` code can: `psm::on_stack`, an `unsafe impl` of
+//! corosensei's `Stack`) and blocks on it records a pointer inside the
+//! slot, with live frames of the thread below it. The runtime assumes no
+//! code does that; none of the crates above does.
+//!
 //! # Copying out
 //!
 //! A parked thread's live stack is the range from its stack pointer at the
@@ -82,8 +103,10 @@ use crate::task::{Task, ThreadState};
 #[repr(C)]
 pub(crate) struct ThreadStack {
     /// The stack pointer when the thread last suspended (0 before it
-    /// first did): where its stack is hot, for the scheduler's prefetch,
-    /// and where its live part starts, for [`copy_out`].
+    /// first did): where it resumes, for the scheduler's prefetch, and,
+    /// when it lies in the thread's own slot, where the live part of the
+    /// thread's stack starts, for [`trim_below_sp`] and [`copy_out`]. It
+    /// may be another stack's (see "Parked on another stack").
     pub(crate) sp: Cell<usize>,
     /// The saved live part while the stack is copied out (see `encode`).
     saved: Cell<Option<Box<[u8]>>>,
@@ -180,37 +203,64 @@ fn base(t: &Task) -> usize {
 /// without owning them (the x86-64 System V red zone; none elsewhere here).
 const RED_ZONE: usize = if cfg!(target_arch = "x86_64") { 128 } else { 0 };
 
+/// The stack pointer a parked thread recorded, if it lies in the usable
+/// part of the thread's own slot; `None` if the thread has not suspended
+/// yet, or suspended while running on another stack (see "Parked on
+/// another stack" in the module docs).
+fn sp_on_own_stack(t: &Task) -> Option<usize> {
+    let sp = t.stack.sp.get();
+    let usable_lo = t.stack_limit + t.stack_guard;
+    (sp > usable_lo && sp < base(t)).then_some(sp)
+}
+
+/// Whether a parked thread suspended while running on a stack other than
+/// its own (so the sweep leaves its stack whole, see the module docs).
+pub(crate) fn parked_on_other_stack(t: &Task) -> bool {
+    t.stack.sp.get() != 0 && sp_on_own_stack(t).is_none()
+}
+
 /// Gives back the whole pages of a parked thread's stack below its live
 /// part (see the module docs); returns whether anything was released.
+/// Nothing is released for a thread that parked on another stack.
 pub(crate) fn trim_below_sp(t: &Task) -> bool {
     let Some(depth) = switch_depth() else {
         return false;
     };
-    let sp = t.stack.sp.get();
-    if t.state.get() != ThreadState::Parked || sp == 0 || t.stack.is_copied_out() {
+    if t.state.get() != ThreadState::Parked || t.stack.is_copied_out() {
         return false;
     }
+    let Some(sp) = sp_on_own_stack(t) else {
+        return false;
+    };
     let usable_lo = t.stack_limit + t.stack_guard;
     let hi = sp.saturating_sub(depth + RED_ZONE) & !(page_size() - 1);
     if hi <= usable_lo {
         return false;
     }
-    // SAFETY: [usable_lo, hi) lies in the thread's stack slot, above its
-    // guard page and whole pages below everything live on the stack. The
-    // thread is parked, so its stack pointer is the one `crate::suspend::suspend`
-    // recorded, and its live data is its frames from `sp - depth` up (the
-    // switch's saved registers reach at most `depth` below `sp`, measured
-    // by `switch_depth`; `RED_ZONE` covers what a frame may keep below its
-    // own stack pointer). Below that are only frames that have returned:
-    // no reference into them can exist in a safe program, on any thread
-    // (a borrow of a local lives no longer than the local's frame; lending
-    // to OS threads, to `coro::scope`'s threads or to the kernel lends
-    // locals of live frames, which are all above `hi`). No signal handler
-    // runs on a parked thread's stack (it is not the OS thread's stack
-    // pointer). So nothing reads the discarded contents: `MADV_DONTNEED`
-    // only makes those pages read as zeros when the thread next grows its
-    // stack over them. Unwinding (shutdown's forced unwind, a panic) runs
-    // from the top frames down, through live frames only.
+    // SAFETY: [usable_lo, hi) lies in the thread's own stack slot, above
+    // its guard gap and below `sp`, which lies in the usable part of that
+    // slot (`sp_on_own_stack`): so the range is this thread's stack and no
+    // other thread's, and no other mapping. The thread is parked, so `sp`
+    // is the stack pointer `crate::suspend::suspend` recorded at its
+    // switch, and the switch was made on the thread's own stack (see
+    // "Parked on another stack" in the module docs): its live data is its
+    // frames from `sp - depth` up (the switch's saved registers reach at
+    // most `depth` below `sp`, measured by `switch_depth`; `RED_ZONE`
+    // covers what a frame may keep below its own stack pointer). A thread
+    // that parked while running on another stack (a coroutine resumed
+    // inside it, `stacker::maybe_grow`, a generator) recorded that stack's
+    // pointer, which says nothing about where its own live frames end:
+    // that pointer lies outside the slot, and nothing is released (the
+    // check above). Below `hi` are only frames that have returned: no
+    // reference into them can exist in a safe program, on any thread (a
+    // borrow of a local lives no longer than the local's frame; lending to
+    // OS threads, to `coro::scope`'s threads or to the kernel lends locals
+    // of live frames, which are all above `hi`). No signal handler runs on
+    // a parked thread's stack (it is not the OS thread's stack pointer).
+    // So nothing reads the discarded contents: `MADV_DONTNEED` only makes
+    // those pages read as zeros when the thread next grows its stack over
+    // them. Unwinding (shutdown's forced unwind, a panic) runs from the top
+    // frames down, through live frames only.
     unsafe { unix::release(usable_lo, hi - usable_lo) };
     true
 }
@@ -220,14 +270,12 @@ pub(crate) fn trim_below_sp(t: &Task) -> bool {
 /// (not parked, pinned, already out, or copying is off).
 pub(crate) fn copy_out(t: &Task) -> Option<usize> {
     let depth = switch_depth()?;
-    let sp = t.stack.sp.get();
-    if t.state.get() != ThreadState::Parked
-        || sp == 0
-        || t.stack.pins.get() > 0
-        || t.stack.is_copied_out()
-    {
+    if t.state.get() != ThreadState::Parked || t.stack.pins.get() > 0 || t.stack.is_copied_out() {
         return None;
     }
+    // A thread parked on another stack: where its own live frames end is
+    // unknown, so its stack stays whole (see `trim_below_sp`).
+    let sp = sp_on_own_stack(t)?;
     let usable_lo = t.stack_limit + t.stack_guard;
     let hi = base(t);
     let lo = (sp.saturating_sub(depth) & !15).max(usable_lo);
@@ -235,7 +283,10 @@ pub(crate) fn copy_out(t: &Task) -> Option<usize> {
         return None;
     }
     // SAFETY: [lo, hi) lies in the thread's stack slot, mapped read/write
-    // (its guard page is below `usable_lo`). The thread is parked: no code
+    // (its guard page is below `usable_lo`), and holds everything live on
+    // the thread's own stack: `sp` lies in the slot's usable part, so the
+    // thread switched away from its own frames there, and they are all
+    // above `sp - depth` (as argued in `trim_below_sp`). The thread is parked: no code
     // runs on this stack, and nothing else accesses it: the runtime keeps
     // no pointer into it, `coro::scope` owners are pinned (checked above),
     // and every other loan (an OS thread in `std::thread::scope`, the
@@ -338,6 +389,9 @@ pub(crate) struct IdleSweep {
     pub(crate) out: usize,
     /// Parks whose stacks were trimmed below the stack pointer, in all.
     pub(crate) trims: u64,
+    /// Parks the sweep left whole because the thread parked on another
+    /// stack than its own, in all (see "Parked on another stack").
+    pub(crate) foreign: u64,
 }
 
 /// Threads one sweep call visits.
@@ -351,6 +405,7 @@ impl IdleSweep {
             after: after.map(clock::duration_to_ticks),
             copy_out,
             trims: 0,
+            foreign: 0,
             cursor: 0,
             running: false,
             next_pass: 0,
@@ -385,7 +440,12 @@ impl IdleSweep {
             if t.state.get() != ThreadState::Parked {
                 t.stack.seen.set(0);
             } else if t.stack.seen.get() == gen {
-                if self.copy_out && copy_out(t).is_some() {
+                if parked_on_other_stack(t) {
+                    // Left whole: counted once per park.
+                    if t.stack.trimmed.replace(gen) != gen {
+                        self.foreign += 1;
+                    }
+                } else if self.copy_out && copy_out(t).is_some() {
                     self.out += 1;
                 } else if t.stack.trimmed.get() != gen {
                     t.stack.trimmed.set(gen);

@@ -313,6 +313,10 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         // (we are on its OS thread, interrupting it); its id, name, stack
         // bounds are immutable after spawn.
         let t = unsafe { &*t };
+        // The faulting address decides, never the thread's stack pointer:
+        // a thread running on another stack (a coroutine's, stacker's)
+        // that overflows it hits that stack's guard, not this one, and the
+        // signal is passed on.
         let usable_lo = t.stack_limit + t.stack_guard.max(page);
         (fault && addr >= t.stack_limit && addr < usable_lo)
             .then(|| (t.id, t.display_name(), t.stack_size, usable_lo - addr))

@@ -2,13 +2,14 @@
 //! (`--config PATH`), then command-line flags, each layer over the last.
 //!
 //! Every key of the file is a field of [`Config`] (or of its `[timeouts]`,
-//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[dkim]`, `[routes]` and `[testing]` tables); an
+//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[mta_sts]`, `[dkim]`, `[routes]` and `[testing]` tables); an
 //! unknown key or a value of the wrong shape is an error at start that
 //! names the key. Durations are written `"300ms"`, `"30s"`, `"5m"`, `"1h"`,
 //! `"5d"`.
 
 mod delivery;
 mod dkim;
+mod mta_sts;
 mod mx;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use crate::cidr::Cidr;
 use crate::delivery::route::{Dest, Upstream};
 pub use delivery::{Queue, Smtp, TlsLevel};
 pub use dkim::DkimDomain;
+pub use mta_sts::MtaSts;
 pub use mx::Mx;
 
 /// Everything the relay reads at start.
@@ -40,7 +42,8 @@ pub struct Config {
     /// reads its keys and opens its log as root, then drops to this user
     /// (see `privilege`). Unset: it runs as whoever started it.
     pub user: Option<String>,
-    /// Allow running as root without `user` (refused otherwise).
+    /// Running as root without `user` is meant: no warning about it at
+    /// start.
     pub run_as_root: bool,
     /// Refuse a private key file (TLS, DKIM) that its group or others may
     /// read or write; false: use it with a warning.
@@ -117,6 +120,8 @@ pub struct Config {
     pub smtp: Smtp,
     /// Delivery by MX records, and the DNS servers.
     pub mx: Mx,
+    /// MTA-STS on MX delivery, and the extra CA file it trusts.
+    pub mta_sts: MtaSts,
     /// DKIM signing: the domains that sign, by name.
     pub dkim: BTreeMap<String, DkimDomain>,
     /// Fault injection for tests; never set in production (left out of
@@ -146,9 +151,9 @@ pub struct Timeouts {
     #[serde(with = "duration")]
     pub data_block: Duration,
     /// After the final dot, for the message to become durable before we
-    /// answer; past it the client gets 451 (10 min). The commit still
-    /// completes and the message is delivered, so a client that sends it
-    /// again makes a duplicate (RFC 1047's problem, which every MTA has).
+    /// answer; past it the client gets 451 (10 min), and the message, if
+    /// its commit completes later, is removed, not delivered: the client's
+    /// next attempt makes no duplicate.
     #[serde(with = "duration")]
     pub final_dot: Duration,
     /// For a client to take our replies (a client that stops reading) and
@@ -227,6 +232,7 @@ impl Default for Config {
             queue: Queue::default(),
             smtp: Smtp::default(),
             mx: Mx::default(),
+            mta_sts: MtaSts::default(),
             dkim: BTreeMap::new(),
             testing: Testing::default(),
         }
@@ -272,15 +278,16 @@ upstream instead, with retries and bounces. Settings come from the embedded defa
 then --config FILE (TOML), then these flags; `mail-relay config` prints the result, and \
 examples/mail-relay/mail-relay.toml lists every key. SIGHUP reloads the file, SIGUSR1 \
 retries the queue, SIGTERM stops gracefully. The back door (--backdoor PATH) serves mailq, \
-flush and the runtime's console on a Unix socket. Started as root, it needs --user NAME (it \
-binds its ports and reads its keys as root, then runs as NAME) or --run-as-root."
+flush and the runtime's console on a Unix socket. Started as root, it should have --user NAME \
+(it binds its ports and reads its keys as root, then runs as NAME); without it, it runs as \
+root and warns at start, unless --run-as-root says that is meant."
 )]
 pub struct Cli {
     /// What to do (default: run the relay).
     #[command(subcommand)]
     pub command: Option<Command>,
     /// TOML file over the embedded defaults (its keys are the long flags' names
-    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]`, `[mx]`,
+    /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[mta_sts]`,
     /// `[dkim]` and `[routes]` tables).
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
@@ -292,10 +299,12 @@ pub struct Cli {
     pub hostname: Option<String>,
     /// The user to run as: started as root, the relay binds its ports,
     /// reads its keys and opens its log, then drops to this user [default:
-    /// none; as root, refused without --run-as-root].
+    /// none: it runs as whoever starts it; as root, with a warning unless
+    /// --run-as-root].
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
-    /// Allow running as root with no --user (run_as_root).
+    /// Running as root with no --user is meant: no warning about it at
+    /// start (run_as_root).
     #[arg(long)]
     pub run_as_root: bool,
     /// Spool directory [default: spool].
@@ -368,6 +377,15 @@ pub struct Cli {
     /// [default: refused].
     #[arg(long)]
     pub mx_allow_private_addresses: bool,
+    /// MX delivery: ignore the recipient domains' MTA-STS policies ([mta_sts]
+    /// enabled = false) [default: applied].
+    #[arg(long)]
+    pub no_mta_sts: bool,
+    /// CA certificates (PEM) trusted beside the system's store for MTA-STS:
+    /// policy hosts and the mail exchangers a policy names ([mta_sts]
+    /// ca_file) [default: the system's store alone].
+    #[arg(long, value_name = "PATH")]
+    pub mta_sts_ca_file: Option<PathBuf>,
 }
 
 /// What `mail-relay` does besides running.
@@ -475,6 +493,12 @@ impl Config {
         if cli.mx_allow_private_addresses {
             self.mx.allow_private_addresses = true;
         }
+        if cli.no_mta_sts {
+            self.mta_sts.enabled = false;
+        }
+        if let Some(p) = &cli.mta_sts_ca_file {
+            self.mta_sts.ca_file = Some(p.clone());
+        }
         if let Some(p) = &cli.tls_cert {
             self.tls.cert = Some(p.clone());
         }
@@ -550,6 +574,7 @@ impl Config {
         self.queue.check()?;
         self.smtp.check()?;
         self.mx.check()?;
+        self.mta_sts.check()?;
         dkim::check(&self.dkim)?;
         match (&self.tls.cert, &self.tls.key) {
             (Some(_), None) => Err(ConfigError("tls.key: missing (tls.cert is set)".into())),

@@ -21,6 +21,32 @@
 //! leftovers are removed at the next start, so the scanner never sees half
 //! a file.
 //!
+//! # When the disk fails
+//!
+//! A 4xx after DATA means the message will not be delivered from this
+//! spool; a 250 that it is on disk. A round whose write, fdatasync,
+//! rename or sync of `queue/` fails answers 4xx to each of its sessions,
+//! and leaves nothing: its files are removed from `tmp/`, and those
+//! already renamed into `queue/` are removed again, then `queue/` is
+//! synced once more so that their removal lasts. Every file of a round is
+//! synced in `tmp/` before the first rename, so only a later rename or
+//! the sync of `queue/` can fail after one.
+//!
+//! A failed fsync counts as lost data, never as something to retry.
+//! After fsync reports an error, Linux may have dropped the dirty pages
+//! and cleared the error, so a second fsync of the same file can succeed
+//! with the data gone (PostgreSQL's "fsyncgate"). So a file whose sync
+//! failed is never synced again and trusted: it is removed, its message
+//! refused, and the client's next attempt writes a new file. The one
+//! case a 4xx cannot cover is the machine crashing before the removal
+//! reaches the disk: the file may then come back and be delivered, as
+//! with every MTA. The stop's report reads `queue/` from the disk, so it
+//! counts what the next start will find.
+//!
+//! A session that stops waiting for its commit (`timeouts.final_dot`, an
+//! interruption) answers 4xx too; if the round commits its message
+//! anyway, the message is recorded done at once and never delivered.
+//!
 //! # Delivery state
 //!
 //! Each batch file may have a journal beside it, `queue/<name>.state`,
@@ -62,7 +88,7 @@ mod journal;
 mod scan;
 mod spill;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -87,6 +113,10 @@ type Placed = Vec<String>;
 struct Done {
     result: RefCell<Option<io::Result<()>>>,
     event: Event,
+    /// The session stopped waiting (its deadline, an interruption) and
+    /// did not answer 250: the message, if it gets committed anyway, is
+    /// removed instead of delivered.
+    abandoned: Cell<bool>,
 }
 
 enum Request {
@@ -189,7 +219,8 @@ impl Spool {
     /// # Errors
     ///
     /// The write or sync error; a timeout or interruption of the wait (the
-    /// commit itself still happens, and the message is delivered).
+    /// commit may still happen: the message is then removed, never
+    /// delivered, since its client was not told 250).
     pub fn commit(&self, msg: Arc<Message>) -> io::Result<()> {
         self.commit_received(msg, None, None)
     }
@@ -211,13 +242,22 @@ impl Spool {
         let done = Rc::new(Done {
             result: RefCell::new(None),
             event: Event::new(),
+            abandoned: Cell::new(false),
         });
         self.inner
             .requests
             .push(Request::Commit(msg, spilled, started, done.clone()));
-        done.event.wait()?;
+        let waited = done.event.wait();
         let r = done.result.borrow_mut().take();
-        r.unwrap_or_else(|| Err(io::Error::other("commit result taken twice")))
+        match (waited, r) {
+            // Committed, even if the deadline passed at the same time.
+            (_, Some(r)) => r,
+            (Err(e), None) => {
+                done.abandoned.set(true);
+                Err(e.into())
+            }
+            (Ok(()), None) => Err(io::Error::other("commit result taken twice")),
+        }
     }
 
     /// Waits until every commit requested before the call is done.
@@ -229,6 +269,7 @@ impl Spool {
         let done = Rc::new(Done {
             result: RefCell::new(None),
             event: Event::new(),
+            abandoned: Cell::new(false),
         });
         self.inner.requests.push(Request::Flush(done.clone()));
         done.event.wait()?;
@@ -304,6 +345,18 @@ impl Spool {
                     Request::Commit(msg, _, started, done) => {
                         let received_in = started.map_or(Duration::ZERO, Instant::elapsed);
                         let r = match (&result, contents.remove(&msg.env.id)) {
+                            (Ok(_), Some(_)) if done.abandoned.get() => {
+                                // Its client was not told 250: it must not
+                                // be delivered from here.
+                                log::info!(
+                                    "{}: committed after its session stopped waiting; removed",
+                                    msg.env.id
+                                );
+                                self.record(Update::Done {
+                                    id: msg.env.id.clone(),
+                                });
+                                Err(io::Error::other("the session stopped waiting"))
+                            }
                             (Ok(_), Some(content)) => {
                                 // The queue keeps the envelope; the content
                                 // too for a while if it came whole (the
@@ -335,27 +388,58 @@ impl Spool {
         }
     }
 
-    /// Batch files in `queue/`.
+    /// Batch files in `queue/` that this run tracks.
     pub fn batches(&self) -> usize {
         self.inner.batches.borrow().len()
+    }
+
+    /// What `queue/` holds, read from the disk (as the next start will
+    /// read it): messages not done, and files (batch files, corrupt ones
+    /// included).
+    ///
+    /// # Errors
+    ///
+    /// If `queue/` cannot be read; a timeout or interruption of the wait.
+    pub fn on_disk(&self) -> io::Result<(usize, usize)> {
+        let dir = self.inner.dir.clone();
+        let scan = coro::blocking(move || read_queue(&dir)).map_err(io::Error::from)??;
+        let messages = scan.batches.iter().map(|b| b.messages.len()).sum();
+        Ok((messages, scan.batches.len() + scan.corrupt.len()))
     }
 }
 
 /// One commit round on the blocking pool: the in-memory messages as one
-/// batch file, each spill file synced and renamed into `queue/`, then one
-/// sync of `queue/`. Returns where each in-memory message's content starts.
-/// On failure the round's files are removed from `tmp/`.
+/// batch file and each spill file, all written and synced in `tmp/`, then
+/// renamed into `queue/`, then one sync of `queue/`. Returns where each
+/// in-memory message's content starts.
+///
+/// On failure nothing of the round is left: its files are removed from
+/// `tmp/`, and those already renamed into `queue/` are taken out again
+/// ([`withdraw`]), so a message whose session is told 4xx is not
+/// delivered from this spool, now or after a restart.
 fn commit_round(dir: &Path, msgs: &[Arc<Message>], spilled: Vec<Spilled>) -> io::Result<Vec<u64>> {
-    let r = commit_files(dir, msgs, &spilled);
+    let mut placed = Vec::new();
+    let r = commit_files(dir, msgs, &spilled, &mut placed);
     if r.is_err() {
+        if let Some(m) = msgs.first() {
+            let _ = fs::remove_file(dir.join("tmp").join(&m.env.id));
+        }
         for s in &spilled {
             let _ = fs::remove_file(&s.path);
         }
+        withdraw(&dir.join("queue"), &placed);
     }
     r
 }
 
-fn commit_files(dir: &Path, msgs: &[Arc<Message>], spilled: &[Spilled]) -> io::Result<Vec<u64>> {
+/// The round's work; the files it renamed into `queue/` are pushed onto
+/// `placed` as it goes.
+fn commit_files(
+    dir: &Path,
+    msgs: &[Arc<Message>],
+    spilled: &[Spilled],
+    placed: &mut Vec<PathBuf>,
+) -> io::Result<Vec<u64>> {
     let offsets = if msgs.is_empty() {
         Vec::new()
     } else {
@@ -363,11 +447,44 @@ fn commit_files(dir: &Path, msgs: &[Arc<Message>], spilled: &[Spilled]) -> io::R
     };
     for s in spilled {
         s.file.sync_data()?;
-        fs::rename(&s.path, dir.join("queue").join(file_name(&s.path)))?;
     }
-    sync_dir(&dir.join("queue"))
-        .map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))?;
+    let queue = dir.join("queue");
+    let names = msgs
+        .first()
+        .map(|m| m.env.id.clone())
+        .into_iter()
+        .chain(spilled.iter().map(|s| file_name(&s.path)));
+    for name in names {
+        let to = queue.join(&name);
+        fs::rename(dir.join("tmp").join(&name), &to)?;
+        placed.push(to);
+    }
+    sync_dir(&queue).map_err(|e| io::Error::new(e.kind(), format!("fsync of queue/: {e}")))?;
     Ok(offsets)
+}
+
+/// Takes the files of a failed round back out of `queue/` and syncs
+/// `queue/` so that their removal lasts (if that sync fails too, a crash
+/// of the machine may bring them back: that is the one case where a
+/// message refused with 4xx can still be delivered, as with every MTA).
+/// A file that cannot be removed is logged: the next start would deliver
+/// it.
+fn withdraw(queue: &Path, placed: &[PathBuf]) {
+    if placed.is_empty() {
+        return;
+    }
+    for p in placed {
+        if let Err(e) = fs::remove_file(p) {
+            log::error!(
+                "spool: {} of a failed commit cannot be removed ({e}): its sessions were told 4xx, \
+                 and the next start will deliver it",
+                p.display()
+            );
+        }
+    }
+    if let Err(e) = sync_dir(queue) {
+        log::warn!("spool: fsync of queue/ after removing a failed commit's files: {e}");
+    }
 }
 
 /// The last component of a spool path (an id).
@@ -377,11 +494,10 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Writes a batch file into `tmp/`, syncs it, renames it into `queue/`
-/// (the caller syncs `queue/`).
+/// Writes a batch file into `tmp/` and syncs it (the caller renames it
+/// into `queue/`); returns where each message's content starts.
 fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<Vec<u64>> {
-    let name = &msgs[0].env.id;
-    let (tmp, queue) = (dir.join("tmp").join(name), dir.join("queue").join(name));
+    let tmp = dir.join("tmp").join(&msgs[0].env.id);
     let mut bytes = Vec::with_capacity(msgs.iter().map(|m| m.data.len() + 256).sum());
     let mut offsets = Vec::with_capacity(msgs.len());
     for m in msgs {
@@ -389,11 +505,7 @@ fn write_batch(dir: &Path, msgs: &[Arc<Message>]) -> io::Result<Vec<u64>> {
         offsets.push(bytes.len() as u64);
         bytes.extend_from_slice(&m.data);
     }
-    let r = write_synced(&tmp, &bytes, &[]).and_then(|()| fs::rename(&tmp, &queue));
-    if let Err(e) = r {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
+    write_synced(&tmp, &bytes, &[])?;
     Ok(offsets)
 }
 

@@ -112,19 +112,25 @@ impl Relay {
 
     /// As `start_in`, with extra command-line arguments.
     pub fn start_with_args(dir: &Path, extra: &str, args: &[&str]) -> Relay {
-        Relay::spawn(dir, extra, args, None, None)
+        Relay::spawn(dir, extra, args, None, None, &[])
     }
 
     /// As `start_in`, with the file mode creation mask (`umask`) at `mask`.
     pub fn start_with_umask(dir: &Path, extra: &str, mask: u32) -> Relay {
-        Relay::spawn(dir, extra, &[], None, Some(mask))
+        Relay::spawn(dir, extra, &[], None, Some(mask), &[])
+    }
+
+    /// As `start_in`, with these variables in the relay's environment (an
+    /// `LD_PRELOAD` shim's).
+    pub fn start_with_env(dir: &Path, extra: &str, env: &[(String, String)]) -> Relay {
+        Relay::spawn(dir, extra, &[], None, None, env)
     }
 
     /// As [`start`](Relay::start), with the open-file limit (soft and hard,
     /// as `prlimit --nofile` sets them) at `nofile`.
     pub fn start_with_fd_limit(tag: &str, extra: &str, nofile: u32) -> Relay {
         let tmp = TempDir::new(tag);
-        let mut r = Relay::spawn(&tmp.0.clone(), extra, &[], Some(nofile), None);
+        let mut r = Relay::spawn(&tmp.0.clone(), extra, &[], Some(nofile), None, &[]);
         r._tmp = Some(tmp);
         r
     }
@@ -135,6 +141,7 @@ impl Relay {
         args: &[&str],
         nofile: Option<u32>,
         umask: Option<u32>,
+        env: &[(String, String)],
     ) -> Relay {
         let config = dir.join("relay.toml");
         // Tests compare contents byte for byte: no Date:/Message-ID: added
@@ -184,6 +191,7 @@ impl Relay {
             .arg("--config")
             .arg(&config)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()

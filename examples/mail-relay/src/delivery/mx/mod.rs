@@ -32,13 +32,29 @@
 //! `routes`, local domains and `relayhost` are looked up first ([`Router`](
 //! super::route::Router)); only what they leave comes here.
 //!
-//! TLS is opportunistic as set in `[smtp]`; with `verify`, the name
-//! checked is the exchanger's address, not its MX name (MX host names are
-//! not authenticated without DNSSEC/DANE or MTA-STS anyway).
+//! # TLS and MTA-STS
+//!
+//! Without an MTA-STS policy ([`sts`]), TLS is opportunistic as set in
+//! `[smtp]`; with `verify`, the name checked is the exchanger's address,
+//! not its MX name (MX host names are not authenticated without
+//! DNSSEC/DANE or MTA-STS). With a policy (looked up before the plan):
+//!
+//! * `enforce`: only the exchangers whose MX name the policy lists are
+//!   used, each over TLS only (STARTTLS required) with a certificate that
+//!   chains to a trusted root and is valid for the MX name, on
+//!   connections of their own in the cache (never one opened without
+//!   that check). An exchanger that fails is skipped like an unreachable
+//!   one; when none is left, the mail is deferred (4.7.5) with a reason
+//!   that names MTA-STS (`mailq` shows it), never sent in clear nor
+//!   bounced, and the domain is not suspended (its exchangers answer).
+//! * `testing`: the same checks; a failure is logged as a warning naming
+//!   MTA-STS, and the mail goes as without a policy.
+//! * `none`: as without a policy.
 
 mod limits;
 pub mod plan;
 mod policy;
+pub mod sts;
 
 use std::io;
 use std::net::IpAddr;
@@ -50,6 +66,7 @@ use coro::net::dns::{Config as DnsConfig, Resolver};
 use self::limits::Limits;
 use self::plan::{Plan, Policy};
 use self::policy::Own;
+use self::sts::{Applied, Mode, Sts};
 use super::route::Upstream;
 use super::smtp::{Destination, Smtp};
 use super::{Detail, Job, Outcome, Status, Transport};
@@ -73,6 +90,8 @@ pub struct MxDelivery {
     own: Own,
     /// One attempt's deadline, for all its exchangers.
     message_timeout: Duration,
+    /// MTA-STS, unless off.
+    sts: Option<Sts>,
 }
 
 impl MxDelivery {
@@ -113,7 +132,16 @@ impl MxDelivery {
             allow_private: cfg.allow_private_addresses,
             own: Own::new(listen),
             message_timeout,
+            sts: None,
         })
+    }
+
+    /// The same, applying MTA-STS policies with `sts`.
+    pub fn with_sts(self, sts: Sts) -> MxDelivery {
+        MxDelivery {
+            sts: Some(sts),
+            ..self
+        }
     }
 
     /// One job: split by recipient domain, each part delivered on its own,
@@ -215,6 +243,11 @@ impl MxDelivery {
             allow_private: self.allow_private,
             ours: &|ip| self.own.contains(ip),
         };
+        let sts = self
+            .sts
+            .as_ref()
+            .and_then(|s| s.policy(&self.resolver, domain))
+            .filter(|a| a.policy.mode != Mode::None);
         let hosts = match plan::plan(&self.resolver, domain, &policy) {
             Plan::Hosts(h) => h,
             Plan::Bounce(d) => {
@@ -227,7 +260,23 @@ impl MxDelivery {
             }
         };
         let mut failures = Vec::new();
+        // Exchangers passed over because of the policy.
+        let mut refused_by_policy = false;
         for host in &hosts {
+            let listed = sts.as_ref().is_none_or(|a| a.policy.matches(&host.name));
+            if let (false, Some(a)) = (listed, &sts) {
+                let why = format!(
+                    "MTA-STS policy of {domain} (mode {}): {} is not one of its mx patterns",
+                    a.policy.mode, host.name
+                );
+                if a.policy.mode == Mode::Enforce {
+                    log::info!("{id}: {why}; not used");
+                    failures.push(why);
+                    refused_by_policy = true;
+                    continue;
+                }
+                log::warn!("{id}: {why}; delivering anyway (mode testing)");
+            }
             for ip in &host.addrs {
                 if deadline_passed() {
                     failures.push("the time limit for the attempt ran out".to_owned());
@@ -243,16 +292,17 @@ impl MxDelivery {
                     host: ip.to_string(),
                     port: self.port,
                 };
-                let dest = Destination::new(self.smtp.clone(), up);
-                let mut out = dest
-                    .deliver(std::slice::from_ref(job))
-                    .pop()
-                    .expect("one outcome per job");
                 let at = format!("{}[{ip}]:{}", host.name, self.port);
+                let checked = sts.as_ref().filter(|_| listed);
+                let mut out = match checked {
+                    Some(a) => self.deliver_verified(job, domain, &host.name, up, &at, a),
+                    None => self.deliver_to(job, Destination::new(self.smtp.clone(), up)),
+                };
                 if out.dest_failed {
                     let why = out.rcpts.first().map(|s| s.detail().text.clone());
                     let why = why.unwrap_or_default();
                     log::info!("{id}: {at}: {why}; trying the next mail exchanger");
+                    refused_by_policy |= why.starts_with("MTA-STS");
                     failures.push(format!("{at}: {why}"));
                     continue;
                 }
@@ -260,12 +310,77 @@ impl MxDelivery {
                 return out;
             }
         }
+        if refused_by_policy {
+            // The exchangers answer: no suspension, and the reason says
+            // what the policy refused.
+            return defer(Detail::local(
+                "4.7.5",
+                format!(
+                    "MTA-STS policy of {domain} (mode enforce): no mail exchanger could be \
+                     used securely ({})",
+                    failures.join("; ")
+                ),
+            ));
+        }
         let why = format!(
             "no mail exchanger for {domain} could be reached ({})",
             failures.join("; ")
         );
         self.limits.suspend(domain, &why);
         defer(Detail::local("4.4.1", why))
+    }
+
+    /// One job through `dest`.
+    fn deliver_to(&self, job: &Job, dest: Destination) -> Outcome {
+        dest.deliver(std::slice::from_ref(job))
+            .pop()
+            .expect("one outcome per job")
+    }
+
+    /// One job to the exchanger `name` at `up` under the policy `a`: over
+    /// TLS verified for `name`. When that cannot be had, mode `enforce`
+    /// fails the exchanger with a reason naming MTA-STS, mode `testing`
+    /// logs it and delivers as without a policy.
+    fn deliver_verified(
+        &self,
+        job: &Job,
+        domain: &str,
+        name: &str,
+        up: Upstream,
+        at: &str,
+        a: &Applied,
+    ) -> Outcome {
+        let id = &job.msg.env.id;
+        let dest = Destination::verified(self.smtp.clone(), up.clone(), name);
+        let mut out = self.deliver_to(job, dest);
+        let tls_failed = out.dest_failed
+            && out.rcpts.first().is_some_and(|s| {
+                let d = s.detail();
+                d.dsn == "4.7.5" || d.text.contains("STARTTLS")
+            });
+        if !tls_failed {
+            return out;
+        }
+        let why = out.rcpts[0].detail().text.clone();
+        if a.policy.mode == Mode::Testing {
+            log::warn!(
+                "{id}: MTA-STS policy of {domain} (mode testing, id {}): {at}: {why}; \
+                 delivering as without a policy",
+                a.id
+            );
+            return self.deliver_to(job, Destination::new(self.smtp.clone(), up));
+        }
+        for st in &mut out.rcpts {
+            if let Status::Deferred(d) = st {
+                d.dsn = "4.7.5".to_owned();
+                d.text = format!(
+                    "MTA-STS policy of {domain} (mode enforce, id {}) requires TLS with a \
+                     certificate valid for {name}: {why}",
+                    a.id
+                );
+            }
+        }
+        out
     }
 }
 
@@ -281,9 +396,10 @@ impl Transport for MxDelivery {
 
     fn describe(&self) -> String {
         format!(
-            "the mail exchangers of each domain (MX, port {}, DNS {:?})",
+            "the mail exchangers of each domain (MX, port {}, DNS {:?}, MTA-STS {})",
             self.port,
-            self.resolver.config().servers
+            self.resolver.config().servers,
+            if self.sts.is_some() { "applied" } else { "off" }
         )
     }
 

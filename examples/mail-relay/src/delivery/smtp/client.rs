@@ -64,6 +64,10 @@ pub struct Settings {
     pub helo_name: String,
     /// rustls's client configuration, unless TLS is off.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The configuration that verifies certificates against the trusted
+    /// roots, for connections that must (MTA-STS); unset when MTA-STS is
+    /// off.
+    pub verified_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// What the server announced in its EHLO reply.
@@ -104,6 +108,17 @@ impl Extensions {
         }
         e
     }
+}
+
+/// How a new connection uses TLS.
+#[derive(Debug, Clone, Copy)]
+enum Tls<'a> {
+    /// Not at all.
+    Off,
+    /// As `[smtp] tls_security_level` says.
+    ByLevel,
+    /// Required, with a certificate valid for this name.
+    VerifiedFor(&'a str),
 }
 
 /// A transaction's end.
@@ -159,6 +174,22 @@ impl Client {
     ///
     /// Why the connection could not be made ready for mail.
     pub fn open(up: &Upstream, s: &Settings, plain: bool) -> Result<Client, SmtpError> {
+        Client::open_with(up, s, if plain { Tls::Off } else { Tls::ByLevel })
+    }
+
+    /// As [`open`](Client::open), but STARTTLS is required and the
+    /// certificate must be valid for `name` (an MX host name under an
+    /// MTA-STS policy), checked against [`Settings::verified_tls`]'s roots.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Client::open); no STARTTLS, or a certificate that does
+    /// not verify, is [`SmtpError::Tls`] (4.7.5).
+    pub fn open_verified(up: &Upstream, s: &Settings, name: &str) -> Result<Client, SmtpError> {
+        Client::open_with(up, s, Tls::VerifiedFor(name))
+    }
+
+    fn open_with(up: &Upstream, s: &Settings, tls: Tls<'_>) -> Result<Client, SmtpError> {
         let target = up.to_string();
         let cfg = &s.cfg;
         let tcp =
@@ -191,10 +222,25 @@ impl Client {
         }
         c.hello(s)?;
         let level = cfg.tls_security_level;
-        let Some(tls) = s.tls.clone().filter(|_| !plain && level != TlsLevel::None) else {
-            return Ok(c);
+        let (tls, required, name) = match tls {
+            Tls::Off => return Ok(c),
+            Tls::ByLevel => match s.tls.clone().filter(|_| level != TlsLevel::None) {
+                Some(t) => (
+                    t,
+                    matches!(level, TlsLevel::Encrypt | TlsLevel::Verify),
+                    None,
+                ),
+                None => return Ok(c),
+            },
+            Tls::VerifiedFor(name) => match s.verified_tls.clone() {
+                Some(t) => (t, true, Some(name)),
+                None => {
+                    return Err(SmtpError::Tls {
+                        what: format!("no trusted roots to verify {name} with"),
+                    })
+                }
+            },
         };
-        let required = matches!(level, TlsLevel::Encrypt | TlsLevel::Verify);
         if !c.ext.starttls {
             if required {
                 return Err(SmtpError::Tls {
@@ -216,11 +262,17 @@ impl Client {
             log::info!("{}: STARTTLS refused ({r}); going on in plain text", c.peer);
             return Ok(c);
         }
-        c.start_tls(tls, s)
+        c.start_tls(tls, s, name)
     }
 
     /// The handshake after STARTTLS's 220, then EHLO again (RFC 3207 §4.2).
-    fn start_tls(self, tls: Arc<rustls::ClientConfig>, s: &Settings) -> Result<Client, SmtpError> {
+    /// The certificate is checked for `name`, else for the upstream's host.
+    fn start_tls(
+        self,
+        tls: Arc<rustls::ClientConfig>,
+        s: &Settings,
+        name: Option<&str>,
+    ) -> Result<Client, SmtpError> {
         let Client {
             stream, peer, host, ..
         } = self;
@@ -232,7 +284,7 @@ impl Client {
         let failed = |e: &dyn fmt::Display| SmtpError::Tls {
             what: format!("TLS handshake with {peer} failed: {e}"),
         };
-        let name = match crate::tls::server_name(&host) {
+        let name = match crate::tls::server_name(name.unwrap_or(&host)) {
             Ok(n) => n,
             Err(e) => return Err(failed(&e)),
         };

@@ -22,6 +22,7 @@ mod error;
 pub mod pool;
 pub mod reply;
 
+use std::fmt;
 use std::rc::Rc;
 
 use coro::sync::{GetError, GroupPool};
@@ -77,17 +78,59 @@ impl Smtp {
     }
 }
 
+/// What a cached connection was opened for: its upstream, and the name
+/// its certificate was verified for when it had to be (MTA-STS). The
+/// cache's key: a connection opened without that check is never handed
+/// to a delivery that needs it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Peer {
+    /// Where it goes.
+    pub up: Upstream,
+    /// STARTTLS required, the certificate valid for this name.
+    pub verified_for: Option<String>,
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.verified_for {
+            None => write!(f, "{}", self.up),
+            Some(name) => write!(f, "{} (TLS verified for {name})", self.up),
+        }
+    }
+}
+
+/// As its `Display` (the pool's log lines show keys so).
+impl fmt::Debug for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 /// One upstream as a [`Transport`].
 #[derive(Debug)]
 pub struct Destination {
     smtp: Rc<Smtp>,
-    up: Upstream,
+    peer: Peer,
 }
 
 impl Destination {
     /// Delivery to `up` through `smtp`'s cache.
     pub fn new(smtp: Rc<Smtp>, up: Upstream) -> Destination {
-        Destination { smtp, up }
+        let peer = Peer {
+            up,
+            verified_for: None,
+        };
+        Destination { smtp, peer }
+    }
+
+    /// Delivery to `up` over TLS only, with a certificate valid for `name`
+    /// (an MX host under an MTA-STS policy), on connections of its own.
+    pub fn verified(smtp: Rc<Smtp>, up: Upstream, name: &str) -> Destination {
+        let peer = Peer {
+            up,
+            verified_for: Some(name.to_owned()),
+        };
+        Destination { smtp, peer }
     }
 
     /// One job under the umbrella timeout. When it runs out, the steps
@@ -118,9 +161,9 @@ impl Destination {
         let mut retried = false;
         loop {
             if let Some(deadline) = coro::current_effective_deadline() {
-                self.smtp.pool.spawner().wait_until(&self.up, deadline);
+                self.smtp.pool.spawner().wait_until(&self.peer, deadline);
             }
-            let mut session = match self.smtp.pool.get(&self.up) {
+            let mut session = match self.smtp.pool.get(&self.peer) {
                 Ok(session) => session,
                 Err(e) => return self.no_connection(job, e),
             };
@@ -169,7 +212,7 @@ impl Destination {
             GetError::Wait(w) => (
                 Detail::local(
                     "4.4.2",
-                    format!("waiting for a connection to {}: {w}", self.up),
+                    format!("waiting for a connection to {}: {w}", self.peer),
                 ),
                 w == coro::WaitError::TimedOut,
             ),
@@ -188,7 +231,7 @@ impl Transport for Destination {
     }
 
     fn describe(&self) -> String {
-        format!("the upstream {}", self.up)
+        format!("the upstream {}", self.peer)
     }
 
     fn batch_limit(&self) -> usize {
@@ -202,6 +245,6 @@ impl Transport for Destination {
     /// An operator's `flush`: the upstream's connect backoff is lifted, so
     /// the flushed messages try it now.
     fn resume(&self) {
-        self.smtp.pool.reset_backoff(&self.up);
+        self.smtp.pool.reset_backoff(&self.peer);
     }
 }

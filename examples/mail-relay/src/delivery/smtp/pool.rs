@@ -28,8 +28,8 @@ use coro::clock::{self, Instant};
 use coro::sync::{GroupOptions, GroupPool, Spawner};
 
 use super::client::{Client, Settings, SmtpError};
+use super::Peer;
 use crate::config::TlsLevel;
-use crate::delivery::route::Upstream;
 
 /// A cached connection: the client while no session holds it.
 #[derive(Debug)]
@@ -41,14 +41,14 @@ pub struct Connector {
     settings: Rc<Settings>,
     /// Per upstream, the latest deadline of the deliveries about to wait
     /// for a connection to it (entries past their deadline are dropped).
-    deadlines: RefCell<HashMap<Upstream, Instant>>,
+    deadlines: RefCell<HashMap<Peer, Instant>>,
 }
 
 impl Connector {
     /// Says that a delivery is about to ask for a connection to `up` and
     /// waits for it until `deadline`: a connection opened for it gives up
     /// then.
-    pub fn wait_until(&self, up: &Upstream, deadline: Instant) {
+    pub fn wait_until(&self, up: &Peer, deadline: Instant) {
         let now = clock::now();
         let mut d = self.deadlines.borrow_mut();
         d.retain(|_, t| *t > now);
@@ -60,9 +60,13 @@ impl Connector {
         }
     }
 
-    /// Opens a connection to `up` (with TLS as the policy says).
-    fn open(&self, up: &Upstream) -> Result<Client, SmtpError> {
-        let s = &self.settings;
+    /// Opens a connection to `peer` (with TLS as the policy says, or as
+    /// the peer requires).
+    fn open(&self, peer: &Peer) -> Result<Client, SmtpError> {
+        let (s, up) = (&self.settings, &peer.up);
+        if let Some(name) = &peer.verified_for {
+            return Client::open_verified(up, s, name);
+        }
         match Client::open(up, s, false) {
             // Opportunistic TLS that fails is tried again without it.
             Err(SmtpError::Tls { what }) if s.cfg.tls_security_level == TlsLevel::May => {
@@ -75,12 +79,12 @@ impl Connector {
 }
 
 impl Spawner for Connector {
-    type Key = Upstream;
+    type Key = Peer;
     type Worker = Cached;
     type Conn = Client;
     type Error = SmtpError;
 
-    fn spawn(&self, up: &Upstream) -> Result<Cached, SmtpError> {
+    fn spawn(&self, up: &Peer) -> Result<Cached, SmtpError> {
         let s = &self.settings;
         let deadline = self
             .deadlines
@@ -105,7 +109,7 @@ impl Spawner for Connector {
         Ok(Cached(RefCell::new(Some(client))))
     }
 
-    fn connect(&self, up: &Upstream, w: &Cached) -> Result<Client, SmtpError> {
+    fn connect(&self, up: &Peer, w: &Cached) -> Result<Client, SmtpError> {
         w.0.borrow_mut().take().ok_or_else(|| SmtpError::Protocol {
             peer: up.to_string(),
             stage: super::client::Stage::Rset,
