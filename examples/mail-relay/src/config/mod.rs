@@ -321,8 +321,8 @@ pub struct Cli {
     /// [default: none].
     #[arg(long, value_delimiter = ',', value_name = "DOMAIN")]
     pub local_domains: Option<Vec<String>>,
-    /// SMTP upstream for all non-local mail: HOST:PORT or [IPV6]:PORT, no
-    /// scheme (e.g. 127.0.0.1:2601) [default: none, all mail into the
+    /// SMTP upstream for all non-local mail: HOST:PORT, an IPv6 address in
+    /// brackets, no scheme (e.g. 127.0.0.1:2601) [default: none, all mail into the
     /// Maildir]. A host name that does not resolve at start is warned
     /// about, not refused: mail for it waits in the queue until it does.
     #[arg(long, value_name = "HOST:PORT")]
