@@ -59,16 +59,10 @@
 //! `with_timeout`, cancel scopes and interrupts apply to `block_on`: the
 //! future is dropped on its green thread, which cancels it.
 //!
-//! ```ignore
-//! // Cargo.toml: coro = { version = "0.1", features = ["hyper"] }
-//! let stream = coro::net::TcpStream::connect(addr)?;
-//! let (mut sender, conn) = block_on(hyper::client::conn::http1::handshake(stream))??;
-//! coro::spawn(move || block_on(conn));
-//! let resp = coro::with_timeout(Duration::from_secs(5), || block_on(sender.send_request(req)))???;
-//! ```
-//!
-//! `examples/hyper_server.rs` and `examples/postgres.rs` are complete
-//! programs.
+//! The guide's chapter "Calling async crates" (`docs/06-async.md`) has a
+//! hyper server and client in one runtime and a tokio-postgres client, both
+//! compiled by the tests; `examples/hyper_server.rs` and
+//! `examples/postgres.rs` are complete programs.
 //!
 //! # Cargo features
 //!
