@@ -49,6 +49,37 @@ pub fn thread_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// The clock of the coro loops' `iter_custom` closures: wall time, or,
+/// when `CORO_BENCH_CPU` is set, the CPU time of the calling OS thread
+/// ([`thread_cpu`]), which runs the whole loop. On a shared machine the
+/// time lost to other processes is then not counted, so two builds run in
+/// alternation differ by their own work.
+#[derive(Debug)]
+pub struct Stopwatch {
+    wall: std::time::Instant,
+    cpu: Option<Duration>,
+}
+
+impl Stopwatch {
+    /// Starts timing.
+    pub fn start() -> Stopwatch {
+        static CPU: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let cpu = *CPU.get_or_init(|| std::env::var_os("CORO_BENCH_CPU").is_some());
+        Stopwatch {
+            wall: std::time::Instant::now(),
+            cpu: cpu.then(thread_cpu),
+        }
+    }
+
+    /// The time since [`start`](Self::start), on its clock.
+    pub fn elapsed(&self) -> Duration {
+        match self.cpu {
+            Some(start) => thread_cpu().saturating_sub(start),
+            None => self.wall.elapsed(),
+        }
+    }
+}
+
 /// Percentile `p` (0..=100) of sorted durations.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {

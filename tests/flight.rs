@@ -173,6 +173,144 @@ fn a_latency_warning_saves_a_snapshot_with_the_hogs_resume() {
     });
 }
 
+/// The complete events (`"ph":"X"`) of thread `id` in a trace's Chrome
+/// JSON, read back with a JSON parser.
+#[track_caller]
+fn complete_events(trace: &flight::Trace, id: u64) -> Vec<Value> {
+    let json: Value = serde_json::from_str(&trace.to_chrome_json()).expect("the trace is JSON");
+    json["traceEvents"]
+        .as_array()
+        .expect("a traceEvents array")
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"] == id)
+        .cloned()
+        .collect()
+}
+
+/// A resume is stamped as it ends: a thread that spins 60 ms shows a
+/// complete event of about that length, with the latency watchdog off
+/// and on.
+#[test]
+fn a_thread_that_spins_60_ms_shows_a_complete_event_of_at_least_40_ms() {
+    for warning in [None, Some(Duration::from_millis(20))] {
+        let mut rt = coro::Runtime::builder()
+            .latency_warning(warning)
+            .build()
+            .unwrap();
+        let (id, trace) = rt.block_on(|| {
+            let hog = coro::Builder::new()
+                .name("hog".into())
+                .spawn(|| spin(Duration::from_millis(60)))
+                .unwrap();
+            let id = hog.thread().id();
+            hog.join().unwrap();
+            (id, flight::snapshot())
+        });
+        let runs = complete_events(&trace, id);
+        let name = format!("#{id} hog");
+        assert!(
+            runs.iter().any(|r| r["name"] == name.as_str()
+                && r["args"]["then"] == "finish"
+                && r["dur"].as_f64().unwrap() >= 40_000.0),
+            "watchdog {warning:?}: {runs:?}"
+        );
+    }
+}
+
+/// Every resume has its own clock reading: the resumes that run before
+/// the loop first polls the OS have real starts and lengths, not 0.
+#[test]
+fn events_before_the_first_poll_have_real_times() {
+    let mut rt = coro::Runtime::builder()
+        .latency_warning(None)
+        .build()
+        .unwrap();
+    let (ids, trace) = rt.block_on(|| {
+        let a = coro::spawn(|| spin(Duration::from_millis(30)));
+        let b = coro::spawn(|| spin(Duration::from_millis(30)));
+        let ids = [a.thread().id(), b.thread().id()];
+        a.join().unwrap();
+        b.join().unwrap();
+        (ids, flight::snapshot())
+    });
+    assert!(
+        !trace
+            .events
+            .iter()
+            .any(|e| matches!(e.event, Event::Poll { .. })),
+        "the loop polled: {:?}",
+        trace.events
+    );
+    let run = |id: u64| -> (Duration, Duration) {
+        trace
+            .events
+            .iter()
+            .find_map(|e| match e.event {
+                Event::Resume { thread, ran, .. } if thread == id => Some((e.at, ran)),
+                _ => None,
+            })
+            .expect("the thread's resume")
+    };
+    let (a_at, a_ran) = run(ids[0]);
+    let (b_at, b_ran) = run(ids[1]);
+    let ms = Duration::from_millis;
+    assert!(
+        a_at > Duration::ZERO && a_ran >= ms(25),
+        "{a_at:?} {a_ran:?}"
+    );
+    assert!(
+        b_at >= a_at + ms(25) && b_ran >= ms(25),
+        "{b_at:?} {b_ran:?}"
+    );
+    let b_run = &complete_events(&trace, ids[1])[0];
+    assert!(b_run["ts"].as_f64().unwrap() >= 25_000.0, "{b_run}");
+    assert!(b_run["dur"].as_f64().unwrap() >= 25_000.0, "{b_run}");
+}
+
+/// The time a runtime sits between two `block_on`s is nobody's resume:
+/// the second run's first resume starts after the pause.
+#[test]
+fn the_pause_between_two_runs_is_no_resume() {
+    let pause = Duration::from_millis(500);
+    let mut rt = coro::Runtime::builder()
+        .latency_warning(None)
+        .build()
+        .unwrap();
+    let first = rt.block_on(|| {
+        coro::spawn(coro::yield_now).join().unwrap();
+        coro::current_id().unwrap()
+    });
+    std::thread::sleep(pause);
+    let (second, trace) = rt.block_on(|| {
+        coro::spawn(coro::yield_now).join().unwrap();
+        (coro::current_id().unwrap(), flight::snapshot())
+    });
+    assert!(second > first + 1);
+    let resumes = |run: std::ops::Range<u64>| -> Vec<(Duration, Duration)> {
+        trace
+            .events
+            .iter()
+            .filter_map(|e| match e.event {
+                Event::Resume { thread, ran, .. } if run.contains(&thread) => Some((e.at, ran)),
+                _ => None,
+            })
+            .collect()
+    };
+    let ended = resumes(first..second)
+        .iter()
+        .map(|&(at, ran)| at + ran)
+        .max()
+        .expect("the first run's resumes");
+    let began = resumes(second..second + 1)
+        .first()
+        .expect("the second run's first resume")
+        .0;
+    assert!(
+        began >= ended + pause - Duration::from_millis(50),
+        "the first run ended at {ended:?}, the second began at {began:?}"
+    );
+}
+
 #[test]
 fn latency_snapshots_can_be_turned_off() {
     let mut rt = coro::Runtime::builder()

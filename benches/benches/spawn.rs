@@ -1,5 +1,7 @@
 //! Spawn + join of an empty green thread / task, beside tokio's current-thread
 //! runtime and may with one worker. One iteration = one spawn and its join.
+//! With `CORO_BENCH_CPU` set, the coro loop is timed by CPU time (see
+//! `switch.rs`).
 
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
 
@@ -12,7 +14,7 @@ fn coro_spawn(c: &mut Criterion) {
     c.bench_function("spawn::spawn_join/coro", |b| {
         b.iter_custom(|iters| {
             rt.block_on(move || {
-                let t = Instant::now();
+                let t = coro_benches::Stopwatch::start();
                 for i in 0..iters {
                     black_box(coro::spawn(move || black_box(i)).join().unwrap());
                 }

@@ -8,6 +8,11 @@
 //! unparking the other and parking (tokio: two `Notify`s; may: its own
 //! park/unpark). One iteration = one yield or one hand-off.
 //!
+//! With `CORO_BENCH_CPU` set, the coro loops time themselves by the OS
+//! thread's CPU time instead of wall time (`coro_benches::Stopwatch`): the
+//! figure to compare two builds by on a shared machine, in alternating
+//! runs.
+//!
 //! `yield_pingpong/coro+profiler` is the same loop with `coro::profile`
 //! recording: the cost of its two samples (clock + getrusage) per switch.
 //! The profiler's cost when off is the difference of `yield_pingpong/coro`
@@ -22,7 +27,7 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 /// Two green threads yielding to each other `iters` times in all.
 fn pingpong(iters: u64) -> Duration {
     let half = iters.div_ceil(2);
-    let t = Instant::now();
+    let t = coro_benches::Stopwatch::start();
     let a = coro::spawn(move || {
         for _ in 0..half {
             coro::yield_now();
@@ -115,7 +120,7 @@ fn yield_ring(c: &mut Criterion) {
         b.iter_custom(|iters| {
             rt.block_on(move || {
                 let each = iters.div_ceil(RING);
-                let t = Instant::now();
+                let t = coro_benches::Stopwatch::start();
                 let hs: Vec<_> = (0..RING)
                     .map(|_| {
                         coro::spawn(move || {
@@ -188,7 +193,7 @@ fn park_unpark(c: &mut Criterion) {
             rt.block_on(move || {
                 let half = iters.div_ceil(2);
                 let main = coro::current();
-                let t = Instant::now();
+                let t = coro_benches::Stopwatch::start();
                 let other = coro::spawn(move || {
                     for _ in 0..half {
                         coro::park().unwrap();

@@ -571,8 +571,9 @@ impl Runtime {
         // `block_on` or the build, however long ago those were.
         let now = clock::now().ticks();
         s.coarse_now.set(now);
-        // The flight recorder's clock reading for the events before the
-        // first poll (not the last reading of the previous run).
+        // The flight recorder's first clock reading of this run: where its
+        // first resume begins (see `flight`), not at the last reading of the
+        // previous run.
         s.flight.tick(crate::flight::key(s), now);
         // SAFETY: `erase`'s contract holds: `stop` (declared after `out`,
         // before the main thread exists) finishes or abandons the main
@@ -628,6 +629,8 @@ impl Runtime {
 /// guard aborts the process on it rather than let `block_on` unwind with
 /// threads alive that may borrow from its caller's frame.
 fn shutdown(s: &Scheduler) {
+    // The loop stops: the ticker need not run for this runtime meanwhile.
+    s.flight.rest();
     crate::shutdown_hooks::run(s);
     if s.tasks.borrow().is_empty() {
         end_of_run(s);

@@ -334,7 +334,8 @@ impl Scheduler {
             w.shared.running.store(0, Ordering::Relaxed);
             let hog = w.shared.hog_slice.load(Ordering::Acquire);
             if hog != self.flight.hog_seen.get() {
-                crate::flight::hog(self, &task, hog, n);
+                let returned = !matches!(result, Ok(CoroutineResult::Yield(())));
+                crate::flight::hog(self, &task, hog, n, returned);
             }
         }
         self.current.set(std::ptr::null());
@@ -342,13 +343,19 @@ impl Scheduler {
             Ok(CoroutineResult::Yield(())) => {
                 if task.state.get() == ThreadState::Ready {
                     self.ready.borrow_mut().push_back(task);
+                } else {
+                    self.flight.ended(&task, n);
                 }
             }
             Ok(CoroutineResult::Return(())) => {
                 self.finish(&task);
+                self.flight.ended(&task, n);
                 crate::task_pool::recycle(task);
             }
-            Err(p) => self.escaped(&task, p),
+            Err(p) => {
+                self.escaped(&task, p);
+                self.flight.ended(&task, n);
+            }
         }
     }
 
@@ -401,6 +408,7 @@ impl Scheduler {
         let mut tasks = self.tasks.borrow_mut();
         if tasks.get(key).is_some_and(|t| Rc::ptr_eq(t, task)) {
             tasks.remove(key);
+            crate::flight::Recorder::untag(self, task.flight_tag);
         }
         drop(tasks);
         if self.waits.parked_on_held.get() > 0 {

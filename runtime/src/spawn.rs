@@ -137,8 +137,15 @@ impl Builder {
             Some(n) => check_selfishness(n)?,
             None => s.config.selfishness,
         };
-        let stack = s.stacks.borrow_mut().get(size)?;
         let id = s.next_id.get();
+        let flight_tag = crate::flight::Recorder::tag(s, id)?;
+        let stack = match s.stacks.borrow_mut().get(size) {
+            Ok(stack) => stack,
+            Err(e) => {
+                crate::flight::Recorder::untag(s, flight_tag);
+                return Err(e);
+            }
+        };
         s.next_id.set(id + 1);
         let name: Option<Arc<str>> = self.name.map(Into::into);
         let limit = stack.limit_addr();
@@ -146,6 +153,7 @@ impl Builder {
         let guard = stack.guard_size();
         let task = crate::task_pool::new_task(TaskInit {
             id,
+            flight_tag,
             runtime: s.id,
             name,
             selfishness,

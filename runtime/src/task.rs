@@ -102,8 +102,8 @@ pub(crate) struct Task {
     pub(crate) cold_used: Cell<bool>,
     /// Its `JoinHandle` is gone: the result is dropped, not kept.
     pub(crate) detached: Cell<bool>,
-    /// Its id as the flight recorder's resume ring stores it (the state
-    /// after a resume is or-ed in): computed once, not on every switch.
+    /// Its tag in the flight recorder's resume ring, shifted as the ring
+    /// stores it (the state after a resume is or-ed in; see `flight`).
     pub(crate) flight_tag: u32,
     pub(crate) selfish_left: Cell<u32>,
     /// Depth of `no_suspend` regions.
@@ -224,6 +224,8 @@ impl Tail {
 /// take.
 pub(crate) struct TaskInit {
     pub(crate) id: u64,
+    /// Its flight-recorder tag (`flight::Recorder::tag`).
+    pub(crate) flight_tag: u32,
     pub(crate) runtime: u64,
     pub(crate) name: Option<Arc<str>>,
     pub(crate) selfishness: u32,
@@ -238,6 +240,7 @@ impl Task {
     pub(crate) fn new(init: TaskInit) -> Task {
         let TaskInit {
             id,
+            flight_tag,
             runtime,
             name,
             selfishness,
@@ -248,7 +251,7 @@ impl Task {
         } = init;
         Task {
             id,
-            flight_tag: crate::flight::resume_tag(id),
+            flight_tag,
             runtime,
             cold_used: Cell::new(name.is_some()),
             detached: Cell::new(false),
@@ -327,7 +330,7 @@ impl Task {
         leaked.set(false);
         cold_used.set(init.name.is_some());
         detached.set(false);
-        *flight_tag = crate::flight::resume_tag(init.id);
+        *flight_tag = init.flight_tag;
         selfish_left.set(init.selfishness);
         no_suspend.set(0);
         selfish_max.set(init.selfishness);
@@ -661,6 +664,7 @@ mod reinit_tests {
     fn init(id: u64, name: Option<&str>) -> TaskInit {
         TaskInit {
             id,
+            flight_tag: (id as u32 + 5) << 4,
             runtime: id + 100,
             name: name.map(Into::into),
             selfishness: id as u32 + 3,

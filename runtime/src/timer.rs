@@ -536,6 +536,7 @@ mod tests {
     fn task() -> Rc<Task> {
         let t = Rc::new(Task::new(crate::task::TaskInit {
             id: 1,
+            flight_tag: 0,
             runtime: 0,
             name: None,
             selfishness: 4,

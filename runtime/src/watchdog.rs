@@ -47,9 +47,6 @@ pub(crate) struct WatchShared {
     /// The last slice reported (0: none yet); the scheduler compares it
     /// after each resume to record the slice in the flight recorder.
     pub(crate) hog_slice: AtomicU64,
-    /// Clock ticks when that slice was first seen running (its start, to a
-    /// sampling period); written before `hog_slice`.
-    pub(crate) hog_since: AtomicU64,
     /// Names of named live threads, for the warning text.
     pub(crate) names: Mutex<HashMap<u64, Arc<str>>>,
     /// Sampled run time per thread id, in nanoseconds.
@@ -74,7 +71,6 @@ impl Watchdog {
             running: AtomicU64::new(0),
             warnings: AtomicU64::new(0),
             hog_slice: AtomicU64::new(0),
-            hog_since: AtomicU64::new(0),
             names: Mutex::new(HashMap::new()),
             run_ns: Mutex::new(HashMap::new()),
             recent: Mutex::default(),
@@ -175,10 +171,6 @@ fn watch(s: Arc<WatchShared>) {
         if !warned && ran >= s.threshold {
             warned = true;
             s.warnings.fetch_add(1, Ordering::Relaxed);
-            let since = crate::clock::now()
-                .ticks()
-                .saturating_sub(crate::clock::duration_to_ticks(ran));
-            s.hog_since.store(since, Ordering::Relaxed);
             s.hog_slice.store(slice, Ordering::Release);
             let name = s
                 .names

@@ -7,38 +7,77 @@
 //! | event | when | with |
 //! |---|---|---|
 //! | spawn | a green thread is spawned | the spawning thread |
-//! | resume | a resume ends | how it ended (yield, park and its reason, finish) and how long it ran |
+//! | resume | a resume ends | how it ended (yield, park and its reason, finish), when it began and how long it ran |
 //! | wake | a parked thread is made ready | the green thread that woke it (0: the scheduler: a timer, I/O, another OS thread) |
 //! | timer | a timer fires | its kind (`sleep`, `timeout`) |
 //! | poll | the loop polls the OS | the number of events, and how long it blocked |
 //!
-//! The recorder keeps the last [`EVENTS`] resumes and the last [`EVENTS`]
-//! other events (in rings of 144 KiB); older ones are overwritten. The
-//! rings are allocated by the first runtime an OS thread builds and kept
-//! for the next ones (see `Rings`): a runtime built per request or per
-//! test does not zero 144 KiB each time.
+//! The recorder keeps the last [`EVENTS`] resumes and the last
+//! `2 * EVENTS` other events, clock readings among them (in rings of 208
+//! KiB); older ones are overwritten. The rings are allocated by the first
+//! runtime an OS thread builds and kept for the next ones (see `Rings`): a
+//! runtime built per request or per test does not zero 208 KiB each time.
 //!
-//! # Cost, and how times are known
+//! # Times
 //!
-//! A clock read costs about as much as a whole switch here (12 ns against a
-//! 10–17 ns yield), so the switch path reads no clock, and the commonest
-//! event (a resume that yielded) is one 4-byte store, into a ring indexed
-//! by the switch number the scheduler counts anyway (a park adds its
-//! reason). The ring is written on every switch, so its size in the cache
-//! is most of its cost: it keeps 28 bits of the thread's id (the rest is
-//! found again when the ring is read, see `Ids`). A wake or a spawn is two
-//! stores into the other ring; who woke or spawned is not stored, the
-//! event's order key says which resume was running. The clock is read where the loop reads it
-//! anyway or where a read is cheap beside the work: around each poll (the
-//! loop polls at least every 256 resumes while threads are ready, and each
-//! time it waits) and when timers fire. An event's time is interpolated
-//! between the two clock readings around it, so a resume's length is exact
-//! to those readings when it is alone between two polls and an estimate
-//! (its share of the interval) when several resumes share one. A slice the
-//! latency watchdog reported carries its measured start (to the watchdog's
-//! sampling period), and the clock is read when it ends: a hog's resume is
-//! shown with its real length. The measured cost on the yield benchmark is
-//! in BENCHMARKS.md.
+//! A clock read (the TSC where the CPU has an invariant one, see [`clock`])
+//! costs about as much as a whole switch in a tight loop of yields, so the
+//! recorder reads the clock as a resume ends only where that is cheap
+//! beside the resume, or where the time matters:
+//!
+//! * **Stamping**, how a runtime starts and what it returns to whenever
+//!   its loop waits for I/O, a stretch of slower resumes is seen, or
+//!   [`Runtime::block_on`](crate::Runtime::block_on) returns: every resume
+//!   is stamped as it ends. Its start is the latest reading before it (the
+//!   end of the resume before it, or the loop's own reading around a poll,
+//!   a timer check or the start of `block_on`), so its length is what the
+//!   clock measured, plus the scheduler's own work before the switch
+//!   (taking the thread off the ready queue, copying a copied-out stack
+//!   back in).
+//! * **Sampling**, after 64 stamped resumes in a row that ran under 500 ns
+//!   each (a tight loop of yields or hand-offs, where a clock read at
+//!   every switch would cost about as much as the switches): the clock is
+//!   read where the loop polls the OS (at least every 256 resumes) or
+//!   fires timers, and as a resume ends during which the recorder's ticker
+//!   ticked (one thread per process, every millisecond while a runtime
+//!   samples, see `ticker`). So a resume of a millisecond or more still has its real
+//!   end; its start is placed after the resumes since the reading before,
+//!   each given the sampled run's average length. The resumes between two
+//!   readings share the interval evenly, and the first reading that shows
+//!   a slower stretch returns the runtime to stamping: only the resumes of
+//!   that first stretch (under a millisecond, or it would have been seen)
+//!   are shown spread over it.
+//!
+//! A hog therefore shows its whole length, whether the latency watchdog
+//! reported it or not. Polls are timed by the readings around them.
+//! Spawns, wakes and fired timers are not stamped themselves: each is
+//! placed in order between the readings around it, and a spawn or wake by
+//! a green thread inside the resume that made it.
+//!
+//! # Cost
+//!
+//! A resume that yielded is one 4-byte store into a ring indexed by the
+//! switch number the scheduler counts anyway, and one compare of the
+//! ticker's word with the value last seen (a park or a finish marks the
+//! slot again, with a park's reason). The
+//! ring keeps a 28-bit tag of the thread, not its id (see below), so that
+//! it takes little of the cache. A stamp is a clock read and two stores
+//! into the other ring, as is a wake or a spawn; who woke or spawned is
+//! not stored, the event's order key says which resume was running. The
+//! measured cost is in BENCHMARKS.md.
+//!
+//! # Thread ids
+//!
+//! A thread's tag is its id for the first 134 million threads a runtime
+//! spawns; later ones take tags that are given back at finish and handed
+//! out again only once no trace can show the old holder (see `tags`): the
+//! ids a trace shows are exact, however many threads were spawned.
+//!
+//! # Compiled out
+//!
+//! Built with `--cfg coro_flight_off` (in `RUSTFLAGS`), the runtime records
+//! nothing and traces are empty: the baseline the recorder's cost is
+//! measured against, not a configuration to run.
 //!
 //! # Snapshots
 //!
@@ -62,11 +101,14 @@
 //! ```
 
 mod chrome;
+mod read;
+mod tags;
+mod ticker;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
+use std::io;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -75,11 +117,25 @@ use crate::context;
 use crate::sched::Scheduler;
 use crate::task::{Task, ThreadState};
 
-/// Resumes, and other events, the recorder keeps (a power of two).
+/// Resumes the recorder keeps (a power of two); it keeps twice as many
+/// other events.
 pub const EVENTS: usize = 4096;
+
+/// Other events the recorder keeps: a stamped resume adds a clock reading.
+const OTHERS: usize = 2 * EVENTS;
 
 /// Snapshots taken on latency warnings that a runtime keeps.
 pub const KEPT_SNAPSHOTS: usize = 4;
+
+/// Stamped resumes in a row under [`FAST`] after which the recorder
+/// samples (see "Times" in the module docs).
+const SAMPLE_AFTER: u32 = 64;
+
+/// A resume shorter than this is too short to stamp, beside a clock read.
+const FAST: Duration = Duration::from_nanos(500);
+
+/// Whether recording is compiled out (see "Compiled out" above).
+const OFF: bool = cfg!(coro_flight_off);
 
 /// Kinds, in the low four bits of an event's word (the payload, a thread
 /// id, a count or a tick count, is above its low byte).
@@ -92,28 +148,15 @@ const TICK: u64 = 4;
 /// A poll ended, with its count of events; bit 4: it could wait. A
 /// [`TICK`] with its end follows it.
 const POLL: u64 = 5;
-/// The watchdog reported the resume whose switch number is the payload;
-/// an [`ARG`] with the slice's start follows it.
+/// The watchdog reported the resume whose switch number is the payload.
 const HOG: u64 = 6;
-/// The tick count (low 56 bits) that goes with the event before it.
-const ARG: u64 = 7;
-/// A resume ended; plus the thread's state after it (the resume ring).
-const RESUME: u64 = 0x10;
+/// The resume just before the [`TICK`] before this event began at the
+/// payload (a tick count): a sampled resume the ticker saw run.
+const BEGAN: u64 = 7;
 /// What the sub-kind of a [`TIMER`] names.
 const TIMER_KINDS: [&str; 3] = ["sleep", "timeout", "future sleep"];
 /// The payload's bits: 56.
 const PAYLOAD: u64 = (1 << 56) - 1;
-
-/// One event as read from the ring, ready to decode.
-#[derive(Clone, Copy)]
-struct Slot {
-    /// The kind in the low byte, a thread id (or a count) above.
-    a: u64,
-    /// A thread id, a tick count or a count, by kind.
-    b: u64,
-    /// A park's reason, a timer's kind, a poll's `"wait"`.
-    s: &'static str,
-}
 
 /// One slot of the event ring: the kind and payload, and the order key.
 struct RingSlot {
@@ -126,17 +169,18 @@ struct RingSlot {
 /// Resumes, the commonest event, go into a ring indexed by the switch
 /// number the scheduler counts anyway: a resume that yielded is one store,
 /// with no index of the recorder's own to load and bump (a park adds its
-/// reason). The other events go into a second ring with its own index,
-/// each with an order key placing it among the resumes (see [`key`]).
+/// reason). The other events, clock readings among them, go into a second
+/// ring with its own index, each with an order key placing it among the
+/// resumes (see [`key`]).
 pub(crate) struct Recorder {
-    /// Resume `n`'s kind, state and thread at `n % EVENTS`.
+    /// Resume `n`'s thread and how it ended at `n % EVENTS`.
     ///
     /// # Invariant
     /// Index `n % EVENTS` holds resume `n` for the last `EVENTS` resumes
-    /// that ended (every resume records itself).
-    /// 32 bits a resume: the low 28 bits of the thread's id above its
-    /// state (see [`resume_tag`]; the ring is written on every switch, and
-    /// at half the size it evicts half as much of the cache).
+    /// that ended (every resume records itself): the thread's tag ([`tags`])
+    /// above four bits of its state after the resume, or 0 for a yield. 32
+    /// bits a resume: the ring is written on every switch, and the less
+    /// cache it takes, the less it evicts.
     res: Rc<[Cell<u32>; EVENTS]>,
     /// A parked resume's reason, at the same index.
     res_s: Rc<[Cell<&'static str>; EVENTS]>,
@@ -145,11 +189,30 @@ pub(crate) struct Recorder {
     /// resume was running, and the resume ring which thread that was.
     ///
     /// # Invariant
-    /// Index `i % EVENTS` holds event `i` for the last `EVENTS` values of
+    /// Index `i % OTHERS` holds event `i` for the last `OTHERS` values of
     /// `i` below `head`.
-    ev: Rc<[RingSlot; EVENTS]>,
+    ev: Rc<[RingSlot; OTHERS]>,
     /// Other events recorded since the runtime started.
     head: Cell<u64>,
+    /// While sampling, the ticker's word as last seen; while stamping,
+    /// [`ticker::NEVER`], so that every resume is stamped.
+    ///
+    /// # Invariant
+    /// It is not `NEVER` exactly while the recorder is subscribed to the
+    /// ticker (`Drop` unsubscribes).
+    seen: Cell<u64>,
+    /// Tick count and switch count of the last clock reading recorded.
+    last: Cell<u64>,
+    last_n: Cell<u64>,
+    /// Stamped resumes in a row under [`FAST`], and when the first began.
+    run: Cell<u32>,
+    run_since: Cell<u64>,
+    /// While sampling: the average ticks a resume of the run took.
+    avg: Cell<u64>,
+    /// [`FAST`] in ticks (tests may raise it, see `tests::sample_below`).
+    fast: Cell<u64>,
+    /// The tags of threads spawned after the first 2^27 (see [`tags`]).
+    tags: RefCell<tags::Tags>,
     /// The last watchdog-reported slice handled (see `hog`).
     pub(crate) hog_seen: Cell<u64>,
     /// Ticks of the last automatic snapshot (0: none yet).
@@ -166,7 +229,7 @@ const NAMES: usize = 1024;
 
 /// A recorder's three rings, kept per OS thread between runtimes.
 ///
-/// Allocating and zeroing them (144 KiB: about as much work as spawning a
+/// Allocating and zeroing them (208 KiB: about as much work as spawning a
 /// hundred threads) is not left to every runtime built: the first runtime
 /// an OS thread builds allocates them and the thread keeps a handle; a later
 /// runtime takes them over once no other recorder holds them (at most one
@@ -175,7 +238,7 @@ const NAMES: usize = 1024;
 ///
 /// A taken-over ring still holds the old runtime's entries, and that is
 /// never seen: a trace reads only the resumes `1..=switches` and the
-/// events `head - EVENTS..head` of its own runtime (see `trace`), every
+/// events `head - OTHERS..head` of its own runtime (see `trace`), every
 /// one of which this runtime wrote (`resume_ended` records each resume).
 /// The values are plain integers and `&'static str`s, so a stale entry
 /// could only ever be a wrong word, never an invalid one.
@@ -183,7 +246,7 @@ const NAMES: usize = 1024;
 struct Rings {
     res: Rc<[Cell<u32>; EVENTS]>,
     res_s: Rc<[Cell<&'static str>; EVENTS]>,
-    ev: Rc<[RingSlot; EVENTS]>,
+    ev: Rc<[RingSlot; OTHERS]>,
 }
 
 thread_local! {
@@ -236,11 +299,20 @@ impl Rings {
 impl Default for Recorder {
     fn default() -> Recorder {
         let Rings { res, res_s, ev } = Rings::take();
+        let now = clock::now().ticks();
         Recorder {
             res,
             res_s,
             ev,
             head: Cell::new(0),
+            seen: Cell::new(ticker::NEVER),
+            last: Cell::new(now),
+            last_n: Cell::new(0),
+            run: Cell::new(0),
+            run_since: Cell::new(now),
+            avg: Cell::new(0),
+            fast: Cell::new(clock::duration_to_ticks(FAST)),
+            tags: RefCell::default(),
             hog_seen: Cell::new(0),
             last_auto: Cell::new(0),
             latency: RefCell::new(VecDeque::new()),
@@ -249,26 +321,128 @@ impl Default for Recorder {
     }
 }
 
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.stamping();
+    }
+}
+
 impl Recorder {
     /// Records an event other than a resume: two stores into one slot;
     /// `key` is [`key`]'s.
     #[inline(always)]
     fn push(&self, key: u64, a: u64) {
+        if OFF {
+            return;
+        }
         let i = self.head.get();
         self.head.set(i.wrapping_add(1));
-        let slot = &self.ev[i as usize & (EVENTS - 1)];
+        let slot = &self.ev[i as usize & (OTHERS - 1)];
         slot.a.set(a);
         slot.k.set(key);
     }
 
-    /// Resume `n` of `t` ended: one store, two for a park (its reason).
+    /// Resume `n` of `t` ended: one store, and a stamp if one is due (see
+    /// "Times" in the module docs). The store says only that `t` ran; a
+    /// resume that did not end in a yield is marked by [`ended`], from the
+    /// scheduler's branch for it, so that the switch path does not look at
+    /// how a resume ended.
+    ///
+    /// [`ended`]: Self::ended
     #[inline(always)]
     pub(crate) fn resume_ended(&self, t: &Task, n: u64) {
-        let state = t.state.get();
+        if OFF {
+            return;
+        }
+        self.res[n as usize & (EVENTS - 1)].set(t.flight_tag);
+        if ticker::now() != self.seen.get() {
+            self.stamp(n);
+        }
+    }
+
+    /// Resume `n` of `t` ended in `t`'s state now (parked or finished; a
+    /// resume not marked so reads as a yield).
+    #[inline]
+    pub(crate) fn ended(&self, t: &Task, n: u64) {
+        self.ended_in(t, n, t.state.get());
+    }
+
+    /// [`ended`](Self::ended), in `state`.
+    #[inline]
+    fn ended_in(&self, t: &Task, n: u64, state: ThreadState) {
+        if OFF {
+            return;
+        }
         let i = n as usize & (EVENTS - 1);
         self.res[i].set(t.flight_tag | state as u32);
         if state == ThreadState::Parked {
             self.res_s[i].set(t.waiting_on.get());
+        }
+    }
+
+    /// Stamps resume `n`, which just ended: every resume while stamping,
+    /// one the ticker ticked during while sampling.
+    #[cold]
+    #[inline(never)]
+    fn stamp(&self, n: u64) {
+        let now = clock::now().ticks();
+        let key = 4 * n + 2;
+        self.push(key, TICK | (now & PAYLOAD) << 8);
+        let last = self.last.get();
+        let count = n.saturating_sub(self.last_n.get()).max(1);
+        let span = now.saturating_sub(last);
+        if self.seen.get() == ticker::NEVER {
+            if count == 1 && span < self.fast.get() {
+                let run = self.run.get() + 1;
+                if run == 1 {
+                    self.run_since.set(last);
+                }
+                self.run.set(run);
+                if run >= SAMPLE_AFTER {
+                    self.sample(now.saturating_sub(self.run_since.get()) / u64::from(run));
+                }
+            } else {
+                self.run.set(0);
+            }
+        } else if span >= self.fast.get().saturating_mul(count) {
+            // A slow stretch: the resume that just ended ran long, and the
+            // ones before it since the last reading are given the run's
+            // average.
+            let began = last
+                .saturating_add(self.avg.get().saturating_mul(count - 1))
+                .min(now);
+            self.push(key, BEGAN | (began & PAYLOAD) << 8);
+            self.stamping();
+        } else {
+            self.avg.set(span / count);
+            self.seen.set(ticker::now());
+        }
+        self.last.set(now);
+        self.last_n.set(n);
+    }
+
+    /// Starts sampling, with resumes of `avg` ticks so far.
+    fn sample(&self, avg: u64) {
+        self.run.set(0);
+        if ticker::subscribe() {
+            self.avg.set(avg);
+            self.seen.set(ticker::now());
+        }
+    }
+
+    /// Goes back to stamping every resume.
+    fn stamping(&self) {
+        if self.seen.replace(ticker::NEVER) != ticker::NEVER {
+            ticker::unsubscribe();
+        }
+        self.run.set(0);
+    }
+
+    /// The loop stops running threads for a while (`block_on` returns):
+    /// the next resumes are stamped.
+    pub(crate) fn rest(&self) {
+        if !OFF {
+            self.stamping();
         }
     }
 
@@ -282,6 +456,9 @@ impl Recorder {
     /// `t` was spawned (by the running green thread, if any).
     #[inline(always)]
     pub(crate) fn spawned(&self, key: u64, t: &Task) {
+        if OFF {
+            return;
+        }
         self.push(key, SPAWN | t.id << 8);
         if let Some(name) = &t.name {
             self.named(t.id, name);
@@ -304,275 +481,76 @@ impl Recorder {
         self.push(key, TIMER | kind << 4 | t << 8);
     }
 
-    /// The clock read `ticks`.
+    /// The loop read the clock: `ticks`.
     #[inline]
     pub(crate) fn tick(&self, key: u64, ticks: u64) {
+        if OFF {
+            return;
+        }
         self.push(key, TICK | (ticks & PAYLOAD) << 8);
+        // While sampling, a slower stretch since the last reading ends
+        // the sampled run (which resume made it slow is not known).
+        let n = key / 4;
+        let count = n.saturating_sub(self.last_n.get());
+        if count > 0 && self.seen.get() != ticker::NEVER {
+            let span = ticks.saturating_sub(self.last.get());
+            if span >= self.fast.get().saturating_mul(count) {
+                self.stamping();
+            } else {
+                self.avg.set(span / count);
+            }
+        }
+        self.last.set(ticks);
+        self.last_n.set(n);
     }
 
     /// A poll that began at the previous tick ended at `ticks` with
-    /// `events` events; `blocking`: it could wait.
+    /// `events` events; `blocking`: it could wait, and the next resumes
+    /// are stamped.
     #[inline]
     pub(crate) fn poll(&self, key: u64, ticks: u64, events: usize, blocking: bool) {
         let events = (events as u64).min(PAYLOAD);
         self.push(key, POLL | u64::from(blocking) << 4 | events << 8);
         self.tick(key, ticks);
+        if blocking {
+            self.rest();
+        }
     }
 
-    /// Copies the ring out, oldest first, with the names of the threads it
-    /// mentions that are still alive (and `extra`).
-    /// `last` is the last resume that ended (by default, when `None`: the
-    /// one before the running one, if a thread runs).
-    fn trace(
-        &self,
-        s: &Scheduler,
-        reason: String,
-        extra: Option<&Task>,
-        last: Option<u64>,
-    ) -> Trace {
-        let now = clock::now().ticks();
-        // The resumes that ended (not the one in progress, if any).
-        let switches = s.counters.switches.get();
-        let running = !s.current.get().is_null();
-        let last = last.unwrap_or(switches - u64::from(running));
-        let first = (last + 1).saturating_sub(EVENTS as u64).max(1);
-        let ids = Ids::of(s);
-        // The thread that ran resume `n` (the spawner or waker of an event
-        // recorded during it), 0 when it is no longer in the ring.
-        let thread_of = |n: u64| -> u64 {
-            if running && n == switches {
-                context::current_id_of(s)
-            } else if (first..=last).contains(&n) {
-                ids.full(self.res[n as usize & (EVENTS - 1)].get() >> 4)
-            } else {
-                0
-            }
-        };
-        // The other events, oldest first, with their keys.
-        let head = self.head.get();
-        let n = head.min(EVENTS as u64);
-        let raw: Vec<(u64, u64)> = (head - n..head)
-            .map(|i| {
-                let e = &self.ev[i as usize & (EVENTS - 1)];
-                (e.k.get(), e.a.get())
-            })
-            .collect();
-        let mut others: Vec<(u64, Slot)> = Vec::with_capacity(raw.len());
-        for (j, &(k, a)) in raw.iter().enumerate() {
-            let payload = a >> 8;
-            // A waker or spawner: the thread of the resume running then.
-            let by = if k % 4 == 0 { thread_of(k / 4) } else { 0 };
-            // The tick count of the slot after this one (a poll's end, a
-            // hog's start).
-            let next = || {
-                raw.get(j + 1)
-                    .map_or(now, |&(_, b)| full_ticks(b >> 8, now))
-            };
-            let slot = match a & 0xf {
-                SPAWN | WAKE => Slot {
-                    a: a & 0xf | payload << 8,
-                    b: by,
-                    s: "",
-                },
-                TIMER => Slot {
-                    a: TIMER | payload << 8,
-                    b: 0,
-                    s: TIMER_KINDS
-                        .get((a >> 4 & 0xf) as usize)
-                        .copied()
-                        .unwrap_or(""),
-                },
-                TICK => Slot {
-                    a: TICK,
-                    b: full_ticks(payload, now),
-                    s: "",
-                },
-                POLL => Slot {
-                    a: POLL | payload << 8,
-                    b: next(),
-                    s: if a & 0x10 != 0 { "wait" } else { "poll" },
-                },
-                HOG => Slot {
-                    a: HOG | payload << 8,
-                    b: next(),
-                    s: "",
-                },
-                _ => continue,
-            };
-            others.push((k, slot));
+    /// The tag (as [`Task::flight_tag`] holds it) of thread `id`, spawned
+    /// now on `s`.
+    ///
+    /// # Errors
+    ///
+    /// `OutOfMemory` when the tags run out (see `tags`).
+    #[inline]
+    pub(crate) fn tag(s: &Scheduler, id: u64) -> io::Result<u32> {
+        if OFF {
+            return Ok(0);
         }
-        let resumes = (first..=last).map(|n| {
-            let i = n as usize & (EVENTS - 1);
-            let r = self.res[i].get();
-            let state = RESUME | u64::from(r & 0xf) | ids.full(r >> 4) << 8;
-            let reason = if state & 0xf == ThreadState::Parked as u64 {
-                self.res_s[i].get()
-            } else {
-                ""
-            };
-            (
-                4 * n + 1,
-                Slot {
-                    a: state,
-                    b: n,
-                    s: reason,
-                },
-            )
-        });
-        // Merge by key, from where both rings still hold everything.
-        let lo = if head > EVENTS as u64 {
-            others.first().map_or(0, |o| o.0)
-        } else {
-            0
+        if id < u64::from(tags::DIRECT) {
+            return Ok((id as u32) << 4);
         }
-        .max(if first > 1 { 4 * first } else { 0 });
-        let mut all: Vec<(u64, Slot)> = others
-            .into_iter()
-            .chain(resumes)
-            .filter(|(k, _)| *k >= lo)
-            .collect();
-        all.sort_by_key(|(k, _)| *k); // stable: others keep their order
-        let first_event = all.first().map_or(0, |(k, _)| *k / 2);
-        let slots: Vec<Slot> = all.into_iter().map(|(_, sl)| sl).collect();
-        let mut names: HashMap<u64, String> = self
-            .names
-            .borrow()
-            .iter()
-            .map(|(id, n)| (*id, n.to_string()))
-            .collect();
-        for (_, t) in s.tasks.borrow().iter() {
-            if let Some(name) = &t.name {
-                names.insert(t.id, name.to_string());
-            }
-        }
-        if let Some(t) = extra {
-            if let Some(name) = &t.name {
-                names.insert(t.id, name.to_string());
-            }
-        }
-        decode(&slots, now, names, reason, first_event)
+        let tag = s
+            .flight
+            .tags
+            .borrow_mut()
+            .take(id, s.counters.switches.get())?;
+        Ok(tag << 4)
     }
-}
 
-/// Turns the ring's slots into timed events (see the module docs for how
-/// times are interpolated).
-fn decode(
-    slots: &[Slot],
-    now: u64,
-    names: HashMap<u64, String>,
-    reason: String,
-    first: u64,
-) -> Trace {
-    // Anchors: (position, ticks). Position i is just before slot i.
-    let mut anchors: Vec<(usize, u64)> = Vec::new();
-    let mut reported = std::collections::HashSet::new();
-    for (i, sl) in slots.iter().enumerate() {
-        match sl.a & 0xff {
-            TICK | POLL => anchors.push((i + 1, sl.b)),
-            HOG => {
-                // The reported resume began at `b`; when the report came in
-                // time (the slot just before is that resume), it ended at
-                // the clock reading that follows.
-                let slice = sl.a >> 8;
-                let Some(r) = slots[..i]
-                    .iter()
-                    .rposition(|x| x.a & 0xff & RESUME != 0 && x.b == slice)
-                else {
-                    continue;
-                };
-                reported.insert(r);
-                anchors.push((r, sl.b));
-                if r + 1 == i {
-                    if let Some(end) = slots.get(i + 1).filter(|n| n.a & 0xff == TICK) {
-                        anchors.push((i, end.b));
-                    }
-                }
-            }
-            _ => {}
+    /// The thread of `s` whose tag is `flight_tag` finished (or failed to
+    /// start): a taken tag is handed out again once no trace can show that
+    /// thread's resumes (see `tags`).
+    #[inline]
+    pub(crate) fn untag(s: &Scheduler, flight_tag: u32) {
+        if OFF || flight_tag >> 4 < tags::DIRECT {
+            return;
         }
-    }
-    anchors.push((slots.len() + 1, now));
-    anchors.sort_by_key(|a| a.0);
-    // Ticks never go back; a hog's start cannot be before an earlier reading.
-    let mut last = 0;
-    for a in &mut anchors {
-        a.1 = a.1.max(last);
-        last = a.1;
-    }
-    let base = anchors.first().map_or(now, |a| a.1);
-    let at = |pos: usize| -> u64 {
-        let k = anchors.partition_point(|a| a.0 <= pos);
-        match (k.checked_sub(1).map(|j| anchors[j]), anchors.get(k)) {
-            (Some(lo), Some(hi)) if hi.0 > lo.0 => {
-                lo.1 + (hi.1 - lo.1) * (pos - lo.0) as u64 / (hi.0 - lo.0) as u64
-            }
-            (Some(lo), _) => lo.1,
-            (None, Some(hi)) => hi.1,
-            (None, None) => now,
-        }
-    };
-    let rel = |t: u64| clock::ticks_to_duration(t.saturating_sub(base));
-    let mut events = Vec::with_capacity(slots.len());
-    for (i, sl) in slots.iter().enumerate() {
-        let id = sl.a >> 8;
-        let end = at(i + 1);
-        let event = match sl.a & 0xff {
-            SPAWN => Event::Spawn {
-                thread: id,
-                parent: sl.b,
-            },
-            WAKE => Event::Wake {
-                thread: id,
-                by: sl.b,
-            },
-            TIMER => Event::Timer {
-                thread: id,
-                kind: sl.s,
-            },
-            POLL => {
-                let start = at(i);
-                events.push(TimedEvent {
-                    at: rel(start),
-                    event: Event::Poll {
-                        events: id as usize,
-                        took: clock::ticks_to_duration(end - start),
-                        blocking: sl.s == "wait",
-                    },
-                });
-                continue;
-            }
-            k if k & RESUME != 0 => {
-                let start = at(i);
-                let then = match k & 0xf {
-                    s if s == ThreadState::Ready as u64 => After::Yield,
-                    s if s == ThreadState::Parked as u64 => After::Park(sl.s),
-                    _ => After::Finish,
-                };
-                events.push(TimedEvent {
-                    at: rel(start),
-                    event: Event::Resume {
-                        thread: id,
-                        ran: clock::ticks_to_duration(end - start),
-                        then,
-                        latency_warning: reported.contains(&i),
-                    },
-                });
-                continue;
-            }
-            _ => continue,
-        };
-        events.push(TimedEvent {
-            at: rel(end),
-            event,
-        });
-    }
-    Trace {
-        reason,
-        taken: SystemTime::now(),
-        start_wall: crate::clock::Instant::from_ticks(base).to_system_time(),
-        first_event: first,
-        names,
-        events,
+        s.flight
+            .tags
+            .borrow_mut()
+            .give_back(flight_tag >> 4, s.counters.switches.get());
     }
 }
 
@@ -602,7 +580,7 @@ pub enum Event {
     Resume {
         /// The thread.
         thread: u64,
-        /// How long it ran (see the module docs for the precision).
+        /// How long it ran (see "Times" in the module docs).
         ran: Duration,
         /// How the resume ended.
         then: After,
@@ -715,7 +693,7 @@ impl Trace {
 }
 
 /// The current runtime's flight recorder now: its last [`EVENTS`] resumes
-/// and the other events since the oldest of them (at most [`EVENTS`]).
+/// and the other events since the oldest of them (at most `2 * EVENTS`).
 ///
 /// # Panics
 ///
@@ -746,46 +724,6 @@ pub fn latency_snapshots() -> Vec<Trace> {
 #[inline(always)]
 pub(crate) fn key(s: &Scheduler) -> u64 {
     4 * s.counters.switches.get() + if s.current.get().is_null() { 2 } else { 0 }
-}
-
-/// How the resume ring stores thread `id` ([`Task::flight_tag`]): its
-/// low 28 bits, above four bits for the state after the resume.
-pub(crate) fn resume_tag(id: u64) -> u32 {
-    ((id & ID_BITS) as u32) << 4
-}
-
-/// The bits of a thread id the resume ring keeps.
-const ID_BITS: u64 = (1 << 28) - 1;
-
-/// Full thread ids from the resume ring's low 28 bits: a thread alive now
-/// by its own id; another one is the newest id with those bits (a thread
-/// that ran within the ring's last [`EVENTS`] resumes and has finished
-/// since is at most 2^28 spawns old unless it lived through them all, and
-/// then it is alive).
-struct Ids {
-    live: HashMap<u64, u64>,
-    newest: u64,
-}
-
-impl Ids {
-    fn of(s: &Scheduler) -> Ids {
-        let live = s
-            .tasks
-            .borrow()
-            .iter()
-            .map(|(_, t)| (t.id & ID_BITS, t.id))
-            .collect();
-        let newest = s.next_id.get().saturating_sub(1);
-        Ids { live, newest }
-    }
-
-    fn full(&self, low: u32) -> u64 {
-        let low = u64::from(low);
-        match self.live.get(&low) {
-            Some(&id) => id,
-            None => self.newest - (self.newest.wrapping_sub(low) & ID_BITS),
-        }
-    }
 }
 
 /// The tick count whose low 56 bits are `low`, nearest before `now` (a
@@ -847,50 +785,54 @@ pub(crate) fn timeline(s: &Scheduler, start: SystemTime) -> Vec<crate::profile::
 }
 
 /// The watchdog reported slice `hog` (it may be the one of `t` that just
-/// ended, switch number `slice`): records when it began and ended, and
-/// takes a snapshot if the rate limit allows.
+/// ended, switch number `slice`; `returned`: `t` finished in it): marks it
+/// in the ring, and takes a snapshot if the rate limit allows.
 #[cold]
 #[inline(never)]
-pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64) {
-    let Some(w) = &s.watchdog else { return };
-    s.flight.hog_seen.set(hog);
-    let now = clock::now().ticks();
-    // Late (the slice ended before the report was seen): the slice's
-    // resume is found by its number when the ring is read.
-    let since = w.shared.hog_since.load(Ordering::Relaxed);
-    // After resume `slice`'s end (this runs before `current` is reset).
-    let key = 4 * slice + 2;
-    s.flight.push(key, HOG | (hog & PAYLOAD) << 8);
-    s.flight.push(key, ARG | (since & PAYLOAD) << 8);
-    s.flight.tick(key, now);
+pub(crate) fn hog(s: &Scheduler, t: &Task, hog: u64, slice: u64, returned: bool) {
+    let f = &s.flight;
+    f.hog_seen.set(hog);
+    // How it ended, before the scheduler's branch for it marks it.
+    let state = if returned {
+        ThreadState::Dead
+    } else {
+        t.state.get()
+    };
+    f.ended_in(t, slice, state);
+    // After resume `slice`'s end (this runs before `current` is reset). A
+    // late report (the slice ended before it was seen) names an earlier
+    // resume, found by its number when the ring is read.
+    f.push(4 * slice + 2, HOG | (hog & PAYLOAD) << 8);
     let Some(every) = s.config.latency_snapshots else {
         return;
     };
-    let last = s.flight.last_auto.get();
-    if last != 0 && now.saturating_sub(last) < clock::duration_to_ticks(every) {
+    let now = clock::now().ticks();
+    let last = f.last_auto.get();
+    if OFF || last != 0 && now.saturating_sub(last) < clock::duration_to_ticks(every) {
         return;
     }
-    s.flight.last_auto.set(now);
-    let ran =
-        clock::ticks_to_duration(now.saturating_sub(w.shared.hog_since.load(Ordering::Relaxed)));
-    let reason = if hog == slice {
-        format!(
+    f.last_auto.set(now);
+    let mut trace = f.trace(s, String::new(), Some(t), Some(slice));
+    trace.reason = match trace.events.iter().rev().find_map(|e| match e.event {
+        Event::Resume { thread, ran, .. } if hog == slice && thread == t.id => Some(ran),
+        _ => None,
+    }) {
+        Some(ran) => format!(
             "latency warning: green thread #{} '{}' ran {:.3} s without yielding",
             t.id,
             t.display_name(),
             ran.as_secs_f64()
-        )
-    } else {
-        "latency warning".to_owned()
+        ),
+        None => "latency warning".to_owned(),
     };
-    let trace = s.flight.trace(s, reason.clone(), Some(t), Some(slice));
     log::info!(
         target: "coro::flight",
-        "flight recorder: {} events before the end of the slice saved ({reason}); \
+        "flight recorder: {} events before the end of the slice saved ({}); \
          read them with coro::flight::latency_snapshots() or the back door's `trace latency PATH`",
-        trace.events.len()
+        trace.events.len(),
+        trace.reason,
     );
-    let mut kept = s.flight.latency.borrow_mut();
+    let mut kept = f.latency.borrow_mut();
     if kept.len() == KEPT_SNAPSHOTS {
         kept.pop_front();
     }
@@ -914,25 +856,226 @@ impl Instant {
 mod tests {
     use super::*;
 
+    /// Each thread's resumes in `t`: how many, and how the last ended.
+    fn resumes_of(t: &Trace, id: u64) -> (usize, Option<After>) {
+        let runs: Vec<After> = t
+            .events
+            .iter()
+            .filter_map(|e| match e.event {
+                Event::Resume { thread, then, .. } if thread == id => Some(then),
+                _ => None,
+            })
+            .collect();
+        (runs.len(), runs.last().copied())
+    }
+
+    /// Thread ids whose low 28 bits collide (the spawn counter is set
+    /// forward to make them): a finished thread keeps its resumes beside a
+    /// live one with the same low bits, and two live ones stay apart.
     #[test]
-    fn ids_are_rebuilt_from_their_low_bits() {
-        let wrap = ID_BITS + 1;
-        // A live thread keeps its own id, however old; a finished one is
-        // the newest id with those bits.
-        let ids = Ids {
-            live: [(7, 7)].into_iter().collect(),
-            newest: 3 * wrap + 100,
+    fn ids_in_a_trace_are_exact_when_their_low_28_bits_collide() {
+        let wrap = 1u64 << 28;
+        let set_next_id = |id: u64| context::with_sched("test", |s| s.next_id.set(id));
+        let yielder = |n: usize| {
+            move || {
+                for _ in 0..n {
+                    crate::yield_now();
+                }
+            }
         };
-        assert_eq!(ids.full(7), 7);
-        assert_eq!(ids.full(99), 3 * wrap + 99);
-        assert_eq!(ids.full(100), 3 * wrap + 100);
-        assert_eq!(ids.full(101), 2 * wrap + 101);
-        let young = Ids {
-            live: HashMap::new(),
-            newest: 5,
-        };
-        assert_eq!(young.full(3), 3);
-        assert_eq!(resume_tag(wrap + 9) >> 4, 9);
+        let (ids, trace) = crate::run(move || {
+            set_next_id(wrap + 10);
+            let done = crate::spawn(yielder(1));
+            let done_id = done.thread().id();
+            done.join().unwrap();
+            set_next_id(2 * wrap + 10);
+            let a = crate::spawn(move || {
+                set_next_id(4 * wrap + 10);
+                crate::spawn(yielder(0)).join().unwrap();
+                yielder(2)();
+            });
+            set_next_id(3 * wrap + 10);
+            let b = crate::spawn(yielder(5));
+            let ids = [done_id, a.thread().id(), b.thread().id()];
+            a.join().unwrap();
+            b.join().unwrap();
+            (ids, snapshot())
+        });
+        assert_eq!(ids, [wrap + 10, 2 * wrap + 10, 3 * wrap + 10]);
+        let [done, a, b] = ids;
+        let child = 4 * wrap + 10;
+        assert_eq!(resumes_of(&trace, done), (2, Some(After::Finish)));
+        // `a`: spawns and joins its child (a park), two yields, the finish.
+        assert_eq!(resumes_of(&trace, a), (4, Some(After::Finish)));
+        assert_eq!(resumes_of(&trace, b), (6, Some(After::Finish)));
+        assert_eq!(resumes_of(&trace, child), (1, Some(After::Finish)));
+        let main = trace
+            .events
+            .iter()
+            .find_map(|e| match e.event {
+                Event::Spawn { thread, parent } if thread == done => Some(parent),
+                _ => None,
+            })
+            .expect("the first thread's spawn");
+        let spawned: Vec<(u64, u64)> = trace
+            .events
+            .iter()
+            .filter_map(|e| match e.event {
+                Event::Spawn { thread, parent } => Some((thread, parent)),
+                _ => None,
+            })
+            .collect();
+        assert!(spawned.contains(&(child, a)), "{spawned:?}");
+        assert!(spawned.contains(&(b, main)), "{spawned:?}");
+        // The finished thread woke its joiner as it finished.
+        assert!(trace.events.iter().any(|e| e.event
+            == Event::Wake {
+                thread: main,
+                by: done
+            }));
+        assert!(trace.events.iter().any(|e| e.event
+            == Event::Wake {
+                thread: a,
+                by: child
+            }));
+    }
+
+    /// Whether `s`'s recorder samples (rather than stamps every resume).
+    fn sampling() -> bool {
+        context::with_sched("test", |s| s.flight.seen.get() != ticker::NEVER)
+    }
+
+    /// Makes the current runtime's recorder count resumes under `d` as
+    /// short: a test build's yields on a loaded machine may take longer
+    /// than [`FAST`], and the tests here are about what follows.
+    fn sample_below(d: Duration) {
+        context::with_sched("test", |s| s.flight.fast.set(clock::duration_to_ticks(d)));
+    }
+
+    /// Yields until the recorder samples (at most a million times).
+    #[track_caller]
+    fn yield_until_sampling() -> usize {
+        let mut yields = 0;
+        while !sampling() {
+            crate::yield_now();
+            yields += 1;
+            assert!(yields < 1_000_000, "still stamping after {yields} yields");
+        }
+        yields
+    }
+
+    /// A runtime stamps every resume until a run of short ones, samples
+    /// then, and stamps again once its loop waits for I/O.
+    #[test]
+    fn a_runtime_samples_only_runs_of_short_resumes() {
+        crate::run(|| {
+            assert!(!sampling());
+            sample_below(Duration::from_micros(100));
+            let other = crate::spawn(|| {
+                while sampling() {
+                    crate::yield_now();
+                }
+            });
+            let yields = yield_until_sampling();
+            assert!(yields >= SAMPLE_AFTER as usize / 2, "{yields}");
+            // A wait for a timer is a blocking poll.
+            crate::sleep(Duration::from_millis(1)).unwrap();
+            assert!(!sampling());
+            other.join().unwrap();
+        });
+    }
+
+    /// A resume that runs long among short ones while the recorder samples
+    /// keeps its length: the ticker ticks while it runs, so it is stamped
+    /// as it ends, and its start follows the short ones before it.
+    #[test]
+    fn a_hog_among_short_resumes_keeps_its_length() {
+        let least = Duration::from_millis(60);
+        let (hog_id, trace) = crate::run(move || {
+            let done = Rc::new(Cell::new(false));
+            let yielders: Vec<_> = (0..2)
+                .map(|_| {
+                    let done = done.clone();
+                    crate::spawn(move || {
+                        while !done.get() {
+                            crate::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            sample_below(Duration::from_micros(100));
+            yield_until_sampling();
+            let hog = crate::spawn(move || {
+                assert!(sampling(), "the hog runs while the recorder samples");
+                // At least `least`, and two ticks of the ticker.
+                let (start, mut seen, mut ticks) = (std::time::Instant::now(), ticker::now(), 0);
+                while ticks < 2 || start.elapsed() < least {
+                    if ticker::now() != seen {
+                        seen = ticker::now();
+                        ticks += 1;
+                    }
+                    std::hint::spin_loop();
+                }
+            });
+            let id = hog.thread().id();
+            hog.join().unwrap();
+            done.set(true);
+            for y in yielders {
+                y.join().unwrap();
+            }
+            (id, snapshot())
+        });
+        let ran: Vec<Duration> = trace
+            .events
+            .iter()
+            .filter_map(|e| match e.event {
+                Event::Resume { thread, ran, .. } if thread == hog_id => Some(ran),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ran.len(), 1, "{ran:?}");
+        assert!(ran[0] >= least - Duration::from_millis(5), "{ran:?}");
+    }
+
+    /// Tags past the first 2^27 threads are handed out again, but only
+    /// once no trace can hold the old holder's resumes: threads spawned
+    /// and finished one after another (three rings' worth, so tags are
+    /// reused) each show their own resumes, one finish each.
+    #[test]
+    fn reused_tags_name_each_thread_once() {
+        let (ids, trace) = crate::run(|| {
+            context::with_sched("test", |s| s.next_id.set(tags::DIRECT.into()));
+            let ids: Vec<u64> = (0..3 * EVENTS)
+                .map(|_| {
+                    let t = crate::spawn(crate::yield_now);
+                    let id = t.thread().id();
+                    t.join().unwrap();
+                    id
+                })
+                .collect();
+            (ids, snapshot())
+        });
+        let mut per_thread = HashMap::<u64, Vec<After>>::new();
+        for e in &trace.events {
+            if let Event::Resume { thread, then, .. } = e.event {
+                per_thread.entry(thread).or_default().push(then);
+            }
+        }
+        let shown: Vec<u64> = ids
+            .iter()
+            .copied()
+            .filter(|id| per_thread.contains_key(id))
+            .collect();
+        assert!(shown.len() > EVENTS / 8, "{}", shown.len());
+        // All but the oldest one shown (its first resume may have left the
+        // ring) ran twice: a yield, then its finish.
+        for id in &shown[1..] {
+            assert_eq!(
+                per_thread[id],
+                [After::Yield, After::Finish],
+                "thread #{id}"
+            );
+        }
     }
 
     #[test]
