@@ -52,6 +52,15 @@ if ! python3 -c 'import dkim' 2>/dev/null && ! /usr/bin/python3 -c 'import dkim'
   apt-get install -y -qq --no-install-recommends python3-dkim >/dev/null
 fi
 
+# Net::SSLeay (swaks's TLS, for mail-relay's submission tests): Debian's
+# libnet-ssleay-perl.
+if ! perl -MNet::SSLeay -e1 2>/dev/null; then
+  echo "test.sh: installing libnet-ssleay-perl (swaks's TLS)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends libnet-ssleay-perl >/dev/null
+fi
+
 # Postfix's tools (smtp-source for the relay's benchmark, smtp-sink for its
 # delivery tests): the postfix package needs debconf answers, which the
 # installer gives.

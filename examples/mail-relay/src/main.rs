@@ -20,10 +20,15 @@
 //!   among them), graceful stop.
 //! * `session`, `protocol`, `body`, `wire`, `stream`, `tls`: the SMTP server
 //!   side.
+//! * `auth`: the submission service's users (argon2id hashes, `mail-relay
+//!   passwd`), AUTH PLAIN and LOGIN, failed-login lockouts.
 //! * `spool`, `id`: the durable queue, its group commit and its journals.
 //! * `queue`: the queue runner, retries, bounces (Postfix's qmgr).
 //! * `delivery`: routes, the `Transport` seam, the Maildir, the SMTP
-//!   client and its connection cache, MX delivery, bounce reports.
+//!   client and its connection cache, MX delivery, delivery status
+//!   reports.
+//! * `dsn`: what a client asks of delivery status notifications (RFC
+//!   3461's parameters, xtext).
 //! * `dkim`: DKIM signing of outgoing mail.
 //! * `control`: `mailq` and `flush` (back door, SIGUSR1, command line), the
 //!   spool lock.
@@ -37,12 +42,14 @@
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
+mod auth;
 mod body;
 mod cidr;
 mod config;
 mod control;
 mod delivery;
 mod dkim;
+mod dsn;
 mod escape;
 mod fds;
 mod files;
@@ -67,6 +74,19 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = config::Cli::parse();
+    if let Some(config::Command::Passwd { user, addresses }) = &cli.command {
+        // Needs no configuration: a users-file line from standard input.
+        return match auth::password::passwd(user, addresses) {
+            Ok(line) => {
+                print!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("mail-relay passwd: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = match config::Config::load(&cli) {
         Ok(c) => c,
         Err(e) => {
@@ -81,6 +101,9 @@ fn main() -> ExitCode {
                 config::Command::Mailq => control::mailq(&config),
                 config::Command::Flush => control::flush(&config),
                 config::Command::Config => Ok(config.to_toml()),
+                config::Command::Passwd { user, addresses } => {
+                    auth::password::passwd(&user, &addresses)
+                }
             };
             return match r {
                 Ok(out) => {

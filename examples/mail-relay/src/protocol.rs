@@ -1,8 +1,11 @@
 //! SMTP command syntax (RFC 5321 §4.1, RFC 1870 SIZE, RFC 6152 8BITMIME,
-//! RFC 6531 SMTPUTF8): a command line in, a [`Command`] or the exact reply
-//! that rejects it out. No session state lives here.
+//! RFC 6531 SMTPUTF8, RFC 4954 AUTH, RFC 3461 DSN): a command line in, a
+//! [`Command`] or the exact reply that rejects it out. No session state
+//! lives here.
 
 use std::fmt;
+
+use crate::dsn::{self, RcptDsn, Ret};
 
 /// A reply: code, enhanced status code (RFC 3463) and text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +44,10 @@ pub struct MailParams {
     pub eight_bit: bool,
     /// SMTPUTF8.
     pub smtputf8: bool,
+    /// RET= (RFC 3461).
+    pub ret: Option<Ret>,
+    /// ENVID= as given (xtext).
+    pub envid: Option<String>,
 }
 
 /// A parsed command.
@@ -52,8 +59,8 @@ pub enum Command {
     Helo(String),
     /// MAIL FROM: the reverse path (empty for the null sender).
     Mail(String, MailParams),
-    /// RCPT TO: the forward path.
-    Rcpt(String),
+    /// RCPT TO: the forward path and its DSN parameters.
+    Rcpt(String, RcptDsn),
     /// DATA.
     Data,
     /// RSET.
@@ -68,6 +75,8 @@ pub enum Command {
     Help,
     /// STARTTLS.
     StartTls,
+    /// AUTH with its mechanism and, if given, its initial response.
+    Auth(String, Option<String>),
 }
 
 impl Command {
@@ -77,7 +86,7 @@ impl Command {
             Command::Ehlo(_) => "EHLO",
             Command::Helo(_) => "HELO",
             Command::Mail(..) => "MAIL",
-            Command::Rcpt(_) => "RCPT",
+            Command::Rcpt(..) => "RCPT",
             Command::Data => "DATA",
             Command::Rset => "RSET",
             Command::Noop => "NOOP",
@@ -85,6 +94,7 @@ impl Command {
             Command::Vrfy => "VRFY",
             Command::Help => "HELP",
             Command::StartTls => "STARTTLS",
+            Command::Auth(..) => "AUTH",
         }
     }
 }
@@ -126,7 +136,7 @@ pub fn parse(line: &[u8], esmtp: bool) -> Result<Command, Reply> {
             })
         }
         "MAIL" => parse_mail(rest, esmtp),
-        "RCPT" => parse_rcpt(rest),
+        "RCPT" => parse_rcpt(rest, esmtp),
         "DATA" => no_args(Command::Data),
         "RSET" => no_args(Command::Rset),
         "NOOP" => Ok(Command::Noop),
@@ -134,6 +144,7 @@ pub fn parse(line: &[u8], esmtp: bool) -> Result<Command, Reply> {
         "VRFY" => Ok(Command::Vrfy),
         "HELP" => Ok(Command::Help),
         "STARTTLS" => no_args(Command::StartTls),
+        "AUTH" => parse_auth(rest),
         _ => Err(Reply::new(500, "5.5.2", "Error: command not recognized")),
     }
 }
@@ -167,8 +178,9 @@ fn check_helo(rest: &[u8], verb: &str) -> Result<(), Reply> {
 /// (`UNKNOWN` otherwise): so that a rejected MAIL is logged as MAIL.
 pub fn verb_of(line: &[u8]) -> &'static str {
     let end = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
-    const VERBS: [&str; 11] = [
+    const VERBS: [&str; 12] = [
         "EHLO", "HELO", "MAIL", "RCPT", "DATA", "RSET", "NOOP", "QUIT", "VRFY", "HELP", "STARTTLS",
+        "AUTH",
     ];
     VERBS
         .into_iter()
@@ -194,7 +206,27 @@ fn parse_mail(rest: &str, esmtp: bool) -> Result<Command, Reply> {
             Some((k, v)) => (k, Some(v)),
             None => (param, None),
         };
+        let twice = |what: &str| Reply::new(501, "5.5.4", format!("{what} parameter given twice"));
         match (key.to_ascii_uppercase().as_str(), value) {
+            ("RET", Some(v)) => {
+                if p.ret.is_some() {
+                    return Err(twice("RET"));
+                }
+                p.ret = Some(dsn::parse_ret(v)?);
+            }
+            ("ENVID", Some(v)) => {
+                if p.envid.is_some() {
+                    return Err(twice("ENVID"));
+                }
+                p.envid = Some(dsn::parse_envid(v)?);
+            }
+            ("RET" | "ENVID", None) => {
+                return Err(Reply::new(
+                    501,
+                    "5.5.4",
+                    format!("Bad {key} parameter: no value"),
+                ))
+            }
             ("SIZE", Some(v)) => {
                 p.size =
                     Some(v.parse().map_err(|_| {
@@ -204,6 +236,10 @@ fn parse_mail(rest: &str, esmtp: bool) -> Result<Command, Reply> {
             ("BODY", Some(v)) if v.eq_ignore_ascii_case("8BITMIME") => p.eight_bit = true,
             ("BODY", Some(v)) if v.eq_ignore_ascii_case("7BIT") => p.eight_bit = false,
             ("SMTPUTF8", None) => p.smtputf8 = true,
+            // RFC 4954 §5: who submitted the message, as another relay
+            // vouches; taken (a server that offers AUTH must) and not
+            // trusted, so not kept.
+            ("AUTH", Some(v)) if !v.is_empty() => {}
             _ => {
                 return Err(Reply::new(
                     555,
@@ -223,19 +259,74 @@ fn parse_mail(rest: &str, esmtp: bool) -> Result<Command, Reply> {
     Ok(Command::Mail(addr, p))
 }
 
-/// `RCPT TO:<path>` (no parameters are advertised, so none are accepted).
-/// Non-ASCII addresses are checked against SMTPUTF8 by the session, which
-/// knows what MAIL declared.
-fn parse_rcpt(rest: &str) -> Result<Command, Reply> {
+/// `AUTH mechanism [initial-response]`.
+fn parse_auth(rest: &str) -> Result<Command, Reply> {
+    let mut words = rest.split(' ').filter(|w| !w.is_empty());
+    match (words.next(), words.next(), words.next()) {
+        (Some(mech), initial, None) => {
+            Ok(Command::Auth(mech.to_owned(), initial.map(str::to_owned)))
+        }
+        _ => Err(Reply::new(
+            501,
+            "5.5.4",
+            "Syntax: AUTH mechanism [initial-response]",
+        )),
+    }
+}
+
+/// `RCPT TO:<path> [NOTIFY=...] [ORCPT=...]` (RFC 3461's parameters, the
+/// only ones announced). Non-ASCII addresses are checked against SMTPUTF8
+/// by the session, which knows what MAIL declared.
+fn parse_rcpt(rest: &str, esmtp: bool) -> Result<Command, Reply> {
     let syntax = || Reply::new(501, "5.5.4", "Syntax: RCPT TO:<address>");
     let after = strip_keyword(rest, "TO:").ok_or_else(syntax)?;
     let (path, params) = split_path(after).ok_or_else(syntax)?;
-    if let Some(p) = params.split(' ').find(|s| !s.is_empty()) {
-        return Err(Reply::new(555, "5.5.4", format!("Unsupported option: {p}")));
+    let mut d = RcptDsn::default();
+    for param in params.split(' ').filter(|s| !s.is_empty()) {
+        if !esmtp {
+            return Err(Reply::new(
+                555,
+                "5.5.4",
+                "Unsupported option: parameters need EHLO",
+            ));
+        }
+        let (key, value) = match param.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (param, None),
+        };
+        let twice = |what: &str| Reply::new(501, "5.5.4", format!("{what} parameter given twice"));
+        match (key.to_ascii_uppercase().as_str(), value) {
+            ("NOTIFY", Some(v)) => {
+                if d.notify.is_some() {
+                    return Err(twice("NOTIFY"));
+                }
+                d.notify = Some(dsn::parse_notify(v)?);
+            }
+            ("ORCPT", Some(v)) => {
+                if d.orcpt.is_some() {
+                    return Err(twice("ORCPT"));
+                }
+                d.orcpt = Some(dsn::parse_orcpt(v)?);
+            }
+            ("NOTIFY" | "ORCPT", None) => {
+                return Err(Reply::new(
+                    501,
+                    "5.5.4",
+                    format!("Bad {key} parameter: no value"),
+                ))
+            }
+            _ => {
+                return Err(Reply::new(
+                    555,
+                    "5.5.4",
+                    format!("Unsupported option: {param}"),
+                ))
+            }
+        }
     }
     let addr = address(path, true, false)
         .map_err(|why| Reply::new(501, "5.1.3", format!("Bad recipient address syntax: {why}")))?;
-    Ok(Command::Rcpt(addr))
+    Ok(Command::Rcpt(addr, d))
 }
 
 /// The reply to a non-ASCII address without SMTPUTF8.
@@ -350,19 +441,42 @@ mod tests {
                 MailParams {
                     size: Some(100),
                     eight_bit: true,
-                    smtputf8: false
+                    ..MailParams::default()
                 }
             )
         );
         assert_eq!(
             ok("RCPT TO:<@relay.test:x@y.test>"),
-            Command::Rcpt("x@y.test".into())
+            Command::Rcpt("x@y.test".into(), RcptDsn::default())
         );
         assert_eq!(
             ok("rcpt to:<Postmaster>"),
-            Command::Rcpt("Postmaster".into())
+            Command::Rcpt("Postmaster".into(), RcptDsn::default())
         );
+        let Command::Mail(_, p) = ok("MAIL FROM:<a@b.test> RET=hdrs ENVID=QQ+2B1") else {
+            panic!("MAIL")
+        };
+        assert_eq!(
+            (p.ret, p.envid.as_deref()),
+            (Some(Ret::Hdrs), Some("QQ+2B1"))
+        );
+        let Command::Rcpt(_, d) =
+            ok("RCPT TO:<x@y.test> NOTIFY=SUCCESS,FAILURE ORCPT=rfc822;x@y.test")
+        else {
+            panic!("RCPT")
+        };
+        assert!(d.notify.is_some_and(|n| n.success && n.failure && !n.delay));
+        assert_eq!(d.orcpt.as_deref(), Some("rfc822;x@y.test"));
         assert_eq!(ok("DATA"), Command::Data);
+        assert_eq!(
+            ok("AUTH PLAIN AGEAYg=="),
+            Command::Auth("PLAIN".into(), Some("AGEAYg==".into()))
+        );
+        assert_eq!(ok("auth login"), Command::Auth("login".into(), None));
+        assert!(matches!(
+            ok("MAIL FROM:<a@b.test> AUTH=<>"),
+            Command::Mail(..)
+        ));
     }
 
     #[test]
@@ -371,11 +485,31 @@ mod tests {
         assert_eq!(code("MAIL TO:<a@b>"), 501);
         assert_eq!(code("MAIL FROM:a@b.test"), 501);
         assert_eq!(code("MAIL FROM:<a@b.test> FOO=1"), 555);
+        assert_eq!(code("RCPT TO:<a@b.test> FOO=1"), 555);
+        assert_eq!(code("MAIL FROM:<a@b.test> RET=SOME"), 501);
+        assert_eq!(code("MAIL FROM:<a@b.test> RET=FULL RET=HDRS"), 501);
+        assert_eq!(code("MAIL FROM:<a@b.test> RET"), 501);
+        assert_eq!(code("MAIL FROM:<a@b.test> ENVID=a+2"), 501);
+        assert_eq!(
+            code(&format!("MAIL FROM:<a@b.test> ENVID={}", "x".repeat(101))),
+            501
+        );
+        assert_eq!(code("RCPT TO:<a@b.test> NOTIFY=NEVER,DELAY"), 501);
+        assert_eq!(code("RCPT TO:<a@b.test> ORCPT=a@b.test"), 501);
+        assert_eq!(
+            parse(b"RCPT TO:<a@b.test> NOTIFY=NEVER", false)
+                .unwrap_err()
+                .code,
+            555
+        );
         assert_eq!(code("MAIL FROM:<a@b.test> SIZE=x"), 501);
         assert_eq!(code("RCPT TO:<>"), 501);
         assert_eq!(code("RCPT TO:<a@b..c>"), 501);
         assert_eq!(code("DATA now"), 501);
         assert_eq!(code("WHAT"), 500);
+        assert_eq!(code("AUTH"), 501);
+        assert_eq!(code("AUTH PLAIN a b"), 501);
+        assert_eq!(verb_of(b"auth plain x"), "AUTH");
         assert_eq!(code("EHLO a\x01b"), 501);
         assert_eq!(code(&format!("HELO {}", "a".repeat(256))), 501);
         assert!(matches!(parse(b"EHLO \xffbad", true), Err(r) if r.code == 501));

@@ -7,7 +7,9 @@
 //! and every timeout; sessions see the new values at their next command.
 //! `[dkim]` too: its keys are read again at every SIGHUP, changed or not
 //! (a key file rotated in place), and sign from the next message on; a
-//! key that does not load keeps the keys in force. Everything else (the
+//! key that does not load keeps the keys in force. `[submission]` except
+//! its listeners, and its users file, read again at every SIGHUP (one
+//! that does not load keeps the users in force). Everything else (the
 //! listener, the spool and the Maildir, delivery's routes and settings,
 //! `[mx]`, `[mta_sts]`, TLS, the back door, `log_file`, the blocking
 //! pool, the user the relay runs as and the key checks) is set up once at
@@ -74,6 +76,7 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
         mx: _,
         mta_sts: _,
         dkim: _,
+        submission: _,
         testing: _,
     } = old;
     macro_rules! live {
@@ -91,6 +94,13 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
             }
         )*};
     }
+    // [submission]: its listeners are bound at start; the rest (the users
+    // file's path, the login limits, the Received: setting) is live.
+    let (s, o) = (&mut config.submission, &old.submission);
+    if (s.listen, s.listen_tls) != (o.listen, o.listen_tls) {
+        need_restart.push("submission.listen");
+        (s.listen, s.listen_tls) = (o.listen, o.listen_tls);
+    }
     live!(
         hostname,
         mynetworks,
@@ -107,7 +117,8 @@ pub fn merge(old: &Config, new: Config) -> Reloaded {
         stop_deadline,
         log_level,
         timeouts,
-        dkim
+        dkim,
+        submission
     );
     fixed!(
         listen,

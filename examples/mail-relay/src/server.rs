@@ -9,6 +9,7 @@
 //! ```text
 //! main ── waits for a signal, then runs the stop sequence
 //! acceptor ── accept loop; one `session` green thread per connection
+//! submission acceptors ── the same for the submission ports, when set
 //! committer ── group commits into the spool (spool/mod.rs)
 //! journal ── delivery events into the spool's journals (spool/journal.rs)
 //! queue runner ── a PeriodicExecutor starting delivery agents (queue/)
@@ -49,7 +50,7 @@ use crate::delivery::{Maildir, Transport};
 use crate::dkim::{Dkim, Signing};
 use crate::privilege::RunAs;
 use crate::queue::Queue;
-use crate::session::{Phase, Session};
+use crate::session::{Phase, Port, Session};
 use crate::spool::Spool;
 use crate::wire::Wire;
 
@@ -61,6 +62,8 @@ pub struct Relay {
     pub spool: Spool,
     /// STARTTLS, when configured.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The submission service's users and login limits, when it runs.
+    pub auth: Option<Rc<crate::auth::Auth>>,
     /// Set at the first stop signal.
     pub stopping: Cell<bool>,
     /// Live sessions, by thread id.
@@ -197,6 +200,10 @@ pub fn run(
         Some(a) => Some(Rc::new(crate::metrics::bind(a)?)),
         None => None,
     };
+    let submission = bind_submission(&config)?;
+    let auth = crate::auth::Auth::load(&config.submission)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
+        .map(Rc::new);
     // As root if started so: check the directories, read the keys, make
     // what is missing (for `who`); then drop to `who` for good.
     let dkim = load_dkim(&config)?;
@@ -253,6 +260,15 @@ pub fn run(
     }
     queue.retry_at_start();
     let addr = listener.local_addr()?;
+    let mut submission_at = String::new();
+    for (l, port) in &submission {
+        let how = if *port == Port::SubmissionTls {
+            "TLS"
+        } else {
+            "STARTTLS"
+        };
+        submission_at.push_str(&format!("; submission on {} ({how})", l.local_addr()?));
+    }
     let door = match &config.backdoor {
         Some(path) => Some(crate::control::serve_backdoor(path, &queue, smtp.clone())?),
         None => None,
@@ -260,7 +276,7 @@ pub fn run(
     crate::control::write_pid(spool.dir())
         .map_err(|e| annotate(e, "spool_dir", &config.spool_dir))?;
     println!(
-        "mail-relay: listening on {addr}; spool in {}; {}{}",
+        "mail-relay: listening on {addr}{submission_at}; spool in {}; {}{}",
         spool.dir().display(),
         queue.describe(),
         if tls.is_some() { "; STARTTLS on" } else { "" }
@@ -271,6 +287,7 @@ pub fn run(
         config: RefCell::new(Rc::new(config)),
         spool: spool.clone(),
         tls,
+        auth,
         stopping: Cell::new(false),
         sessions: RefCell::new(HashMap::new()),
         per_client: RefCell::new(HashMap::new()),
@@ -309,9 +326,19 @@ pub fn run(
         supervised(
             "acceptor",
             move || listener.is_closed(),
-            move || accept_loop(&relay, &l),
+            move || accept_loop(&relay, &l, Port::Mta),
         )?
     };
+    let mut submission_acceptors = Vec::new();
+    for (listener, port) in &submission {
+        let (relay, listener, port) = (relay.clone(), listener.clone(), *port);
+        let l = listener.clone();
+        submission_acceptors.push(supervised(
+            "submission acceptor",
+            move || listener.is_closed(),
+            move || accept_loop(&relay, &l, port),
+        )?);
+    }
 
     let sig = loop {
         let sig = match signals.recv() {
@@ -336,6 +363,9 @@ pub fn run(
                 if let Some(new) = crate::reload::reload(&old, &*load, &dkim) {
                     *relay.config.borrow_mut() = Rc::new(new);
                 }
+                if let Some(auth) = &relay.auth {
+                    auth.reload(&relay.config().submission);
+                }
             }
             sig => break sig,
         }
@@ -350,10 +380,16 @@ pub fn run(
     relay.stopping.set(true);
     queue.halt();
     listener.close();
+    for (l, _) in &submission {
+        l.close();
+    }
     if let Some(l) = &metrics {
         l.close();
     }
     let _ = acceptor.join();
+    for a in submission_acceptors {
+        let _ = a.join();
+    }
     // Sessions waiting for a command between transactions end now.
     for live in relay.sessions.borrow().values() {
         if live.phase.get() == Phase::Idle {
@@ -591,9 +627,26 @@ fn annotate(e: io::Error, key: &str, path: &std::path::Path) -> io::Error {
     io::Error::new(e.kind(), format!("{key} {}: {e}", path.display()))
 }
 
-/// Accepts until the listener closes; backs off when out of fds or memory
-/// (the warning logged at most once a minute).
-fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
+/// The submission service's listeners, bound (none when not configured).
+fn bind_submission(config: &Config) -> io::Result<Vec<(Rc<TcpListener>, Port)>> {
+    let s = &config.submission;
+    let mut out = Vec::new();
+    for (addr, port, key) in [
+        (s.listen, Port::Submission, "submission.listen"),
+        (s.listen_tls, Port::SubmissionTls, "submission.listen_tls"),
+    ] {
+        if let Some(addr) = addr {
+            let l = TcpListener::bind(addr)
+                .map_err(|e| io::Error::new(e.kind(), format!("{key} {addr}: {e}")))?;
+            out.push((Rc::new(l), port));
+        }
+    }
+    Ok(out)
+}
+
+/// Accepts sessions for `port` until the listener closes; backs off when
+/// out of fds or memory (the warning logged at most once a minute).
+fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener, port: Port) {
     const MIN_BACKOFF: Duration = Duration::from_millis(5);
     let mut backoff = MIN_BACKOFF;
     let mut failing = crate::logger::Throttled::new(Duration::from_secs(60));
@@ -601,7 +654,7 @@ fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
         match listener.accept() {
             Ok((stream, peer)) => {
                 backoff = MIN_BACKOFF;
-                admit(relay, stream, peer);
+                admit(relay, stream, peer, port);
             }
             Err(_) if listener.is_closed() => return,
             Err(e) if is_fd_exhaustion(&e) => {
@@ -621,7 +674,7 @@ fn accept_loop(relay: &Rc<Relay>, listener: &TcpListener) {
 
 /// Starts a session for a new connection, or turns it away with 421 when
 /// a limit is reached.
-fn admit(relay: &Rc<Relay>, stream: TcpStream, peer: SocketAddr) {
+fn admit(relay: &Rc<Relay>, stream: TcpStream, peer: SocketAddr, port: Port) {
     let c = relay.config();
     let ip = peer.ip();
     let from_client = relay.per_client.borrow().get(&ip).copied().unwrap_or(0);
@@ -634,6 +687,11 @@ fn admit(relay: &Rc<Relay>, stream: TcpStream, peer: SocketAddr) {
     };
     if let Some((status, text)) = refusal {
         log::info!("refusing [{ip}]:{}: {text}", peer.port());
+        if port == Port::SubmissionTls {
+            // Its client speaks TLS first: a plain-text 421 would only
+            // break its handshake. Closed.
+            return;
+        }
         let line = format!("421 {status} {} {text}\r\n", c.hostname);
         let idle = c.timeouts.idle;
         // Its own thread: a client that does not read must not stall accept.
@@ -655,7 +713,7 @@ fn admit(relay: &Rc<Relay>, stream: TcpStream, peer: SocketAddr) {
     };
     let phase = Rc::new(Cell::new(Phase::Busy));
     let wire = Wire::new(stream, peer, c.timeouts.idle);
-    let session = Session::new(relay.clone(), wire, phase.clone());
+    let session = Session::new(relay.clone(), wire, phase.clone(), port);
     let spawned = relay.group.spawn_with(
         coro::Builder::new().name(format!("smtp [{ip}]:{}", peer.port())),
         move || {

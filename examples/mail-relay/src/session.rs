@@ -1,6 +1,8 @@
 //! One SMTP session on its own green thread (RFC 5321 with PIPELINING,
-//! SIZE, 8BITMIME, ENHANCEDSTATUSCODES, SMTPUTF8 and STARTTLS), written in
-//! plain blocking style: read a command, answer it.
+//! SIZE, 8BITMIME, ENHANCEDSTATUSCODES, DSN, SMTPUTF8 and STARTTLS), written in
+//! plain blocking style: read a command, answer it. On the submission
+//! ports the session also takes AUTH and sends mail only for its user
+//! ([`auth`]).
 //!
 //! # Strictness
 //!
@@ -45,7 +47,12 @@ use std::time::{Duration, SystemTime};
 
 use coro::clock::Instant;
 
+mod auth;
+
+use crate::auth::sasl::Mechanism;
+use crate::auth::User;
 use crate::body::{Body, MAX_TEXT_LINE};
+use crate::dsn::{Dsn, RcptDsn};
 use crate::protocol::{self, Command, MailParams, Reply};
 use crate::server::Relay;
 use crate::spool::{Envelope, Message};
@@ -65,6 +72,27 @@ pub enum Phase {
     Busy,
 }
 
+/// The listener a session came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// The MTA listener (`listen`): mail from other servers, and relaying
+    /// for `mynetworks`.
+    Mta,
+    /// Submission with STARTTLS (`[submission] listen`, port 587's
+    /// service): TLS and AUTH before mail, whatever `mynetworks` says.
+    Submission,
+    /// Submission with implicit TLS (`[submission] listen_tls`, port
+    /// 465's service, RFC 8314).
+    SubmissionTls,
+}
+
+impl Port {
+    /// Whether this is a submission port (AUTH before mail).
+    pub fn is_submission(self) -> bool {
+        self != Port::Mta
+    }
+}
+
 /// A transaction: MAIL seen, collecting recipients.
 struct Txn {
     /// When MAIL was accepted (the start of `delays=`'s a).
@@ -72,6 +100,8 @@ struct Txn {
     from: String,
     params: MailParams,
     rcpts: Vec<String>,
+    /// RET, ENVID and each recipient's NOTIFY and ORCPT (RFC 3461).
+    dsn: Dsn,
 }
 
 /// How a session ended, for the log.
@@ -99,11 +129,15 @@ pub struct Session {
     /// The last command's verb, for "timeout after RCPT".
     last: &'static str,
     phase: Rc<Cell<Phase>>,
+    /// The listener it came through.
+    port: Port,
+    /// The user it logged in as (submission ports), and how.
+    login: Option<(User, Mechanism)>,
 }
 
 impl Session {
-    /// A session for an accepted connection.
-    pub fn new(relay: Rc<Relay>, wire: Wire, phase: Rc<Cell<Phase>>) -> Session {
+    /// A session for a connection accepted on `port`.
+    pub fn new(relay: Rc<Relay>, wire: Wire, phase: Rc<Cell<Phase>>, port: Port) -> Session {
         let client = wire.peer().ip();
         Session {
             relay,
@@ -117,6 +151,8 @@ impl Session {
             commands: 0,
             last: "CONNECT",
             phase,
+            port,
+            login: None,
         }
     }
 
@@ -146,6 +182,11 @@ impl Session {
     }
 
     fn serve(&mut self) -> End {
+        if self.port.is_submission() {
+            if let Some(end) = self.submission_start() {
+                return end;
+            }
+        }
         let greeting = format!("{} ESMTP mail-relay", self.host());
         self.wire.reply(220, &[&greeting]);
         loop {
@@ -169,16 +210,25 @@ impl Session {
                 start.set(Some(t0));
                 t0 + relay.timeout(timeout)
             };
-            let line = self.wire.read_line(MAX_COMMAND_LINE, &deadline);
+            // Under TLS on a submission port, AUTH's initial response may
+            // make a longer line (RFC 4954 §4); other commands may not.
+            let max = if self.port.is_submission() && self.wire.is_tls() {
+                auth::MAX_AUTH_LINE
+            } else {
+                MAX_COMMAND_LINE
+            };
+            let line = self.wire.read_line(max, &deadline);
             self.phase.set(Phase::Busy);
             let line = match line {
                 Ok(l) => l,
                 Err(e) => return self.wait_failed(e),
             };
+            let long = self.wire.line().len() + 2 > MAX_COMMAND_LINE
+                && protocol::verb_of(self.wire.line()) != "AUTH";
             match line {
-                Line::Text => {}
+                Line::Text if !long => {}
                 Line::Eof => return self.lost(),
-                Line::TooLong => {
+                Line::Text | Line::TooLong => {
                     if let Some(end) = self.reject(Reply::new(500, "5.5.2", "Error: line too long"))
                     {
                         return end;
@@ -218,7 +268,12 @@ impl Session {
                 if self.relay.tls.is_some() && !self.wire.is_tls() {
                     lines.push("STARTTLS".into());
                 }
-                lines.extend(["ENHANCEDSTATUSCODES", "8BITMIME", "SMTPUTF8"].map(String::from));
+                if self.port.is_submission() && self.wire.is_tls() {
+                    lines.push(format!("AUTH {}", crate::auth::sasl::OFFERED));
+                }
+                lines.extend(
+                    ["ENHANCEDSTATUSCODES", "8BITMIME", "DSN", "SMTPUTF8"].map(String::from),
+                );
                 let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
                 self.wire.reply(250, &lines);
             }
@@ -230,7 +285,7 @@ impl Session {
                 self.wire.reply(250, &[&host]);
             }
             Command::Mail(from, params) => return self.mail(from, params),
-            Command::Rcpt(to) => return self.rcpt(to),
+            Command::Rcpt(to, dsn) => return self.rcpt(to, dsn),
             Command::Data => return self.data(),
             Command::Rset => {
                 self.txn = None;
@@ -262,6 +317,7 @@ impl Session {
                 return Some(End::Quit);
             }
             Command::StartTls => return self.starttls(),
+            Command::Auth(mech, initial) => return self.auth(mech, initial),
         }
         None
     }
@@ -276,6 +332,9 @@ impl Session {
         if self.relay.stopping.get() {
             return Some(self.shutting_down());
         }
+        if let Err(reply) = self.submission_mail(&from) {
+            return self.reject_with(reply, &format!(" from=<{}>", crate::escape::escape(&from)));
+        }
         let max = self.relay.config().max_message_size;
         if params.size.is_some_and(|s| s > max) {
             return self.reject(Reply::new(
@@ -284,17 +343,23 @@ impl Session {
                 format!("Message size exceeds fixed limit of {max} octets"),
             ));
         }
+        let dsn = Dsn {
+            ret: params.ret,
+            envid: params.envid.clone(),
+            rcpts: Vec::new(),
+        };
         self.txn = Some(Txn {
             started: coro::clock::now(),
             from,
             params,
             rcpts: Vec::new(),
+            dsn,
         });
         self.ok(250, "2.1.0", "Ok");
         None
     }
 
-    fn rcpt(&mut self, to: String) -> Option<End> {
+    fn rcpt(&mut self, to: String, dsn: RcptDsn) -> Option<End> {
         let Some(txn) = &self.txn else {
             return self.reject(Reply::new(503, "5.5.1", "Error: need MAIL command"));
         };
@@ -317,8 +382,9 @@ impl Session {
             self.ok(452, "4.5.3", "Error: too many recipients");
             return self.count_error();
         }
-        let routed = !self.relay.trusted(self.client) && sender_routed(&to);
-        if routed || !self.relay.may_receive(self.client, &to) {
+        let allowed = self.may_relay();
+        let routed = !allowed && sender_routed(&to);
+        if routed || !(allowed || self.relay.may_receive(self.client, &to)) {
             // Sender-specified routing (`a%b@relay`, `b!a@relay`,
             // `"a@b"@relay`) from outside mynetworks would let anyone use
             // a relay domain's next hop as an open relay (Postfix's
@@ -327,7 +393,9 @@ impl Session {
             let from = txn.from.clone();
             return self.reject_with(reply, &format!(" from=<{from}> to=<{to}>"));
         }
-        self.txn.as_mut().expect("checked").rcpts.push(to);
+        let txn = self.txn.as_mut().expect("checked");
+        txn.dsn.set_rcpt(txn.rcpts.len(), dsn);
+        txn.rcpts.push(to);
         self.ok(250, "2.1.5", "Ok");
         None
     }
@@ -352,12 +420,13 @@ impl Session {
             smtputf8: txn.params.smtputf8,
             has_8bit: false,
             trusted: self.trusted_source(),
+            dsn: txn.dsn.clone(),
         };
         self.wire.reply(354, &["End data with <CR><LF>.<CR><LF>"]);
         let c = self.relay.config();
         let (max, t) = (c.max_message_size, c.timeouts.clone());
         let (hop_limit, rate) = (c.hopcount_limit, c.min_data_rate.max(1));
-        let trusted = c.add_missing_headers && self.relay.trusted(self.client);
+        let trusted = c.add_missing_headers && self.trusted_source();
         let mut body = Body::new(
             self.received_header(&id),
             max,
@@ -475,8 +544,16 @@ impl Session {
         };
         match r {
             Ok(()) => {
+                let sasl = match &self.login {
+                    Some((user, m)) => format!(
+                        ", sasl_method={}, sasl_username={}",
+                        m.name(),
+                        crate::escape::escape(&user.name)
+                    ),
+                    None => String::new(),
+                };
                 log::info!(
-                    "{id}: client=[{}]:{}, from=<{}>, size={size}, nrcpt={} (queue active)",
+                    "{id}: client=[{}]:{}{sasl}, from=<{}>, size={size}, nrcpt={} (queue active)",
                     self.client,
                     self.wire.peer().port(),
                     from,
@@ -532,16 +609,27 @@ impl Session {
         self.helo = None;
         self.esmtp = false;
         self.txn = None;
+        self.login = None;
         None
     }
 
     /// Whether this session's mail comes from a trusted source, which the
     /// relay vouches for (DKIM signs it, as OpenDKIM's `InternalHosts`):
-    /// a client in `mynetworks`. This is the one place that decides it;
-    /// an authenticated submission is trusted here when the relay offers
-    /// AUTH.
+    /// on the MTA port a client in `mynetworks`, on a submission port a
+    /// logged-in user (and no one else, whatever its address). This is
+    /// the one place that decides it.
     fn trusted_source(&self) -> bool {
-        self.relay.trusted(self.client)
+        match self.port {
+            Port::Mta => self.relay.trusted(self.client),
+            Port::Submission | Port::SubmissionTls => self.login.is_some(),
+        }
+    }
+
+    /// Whether this session may send to any domain: the same as
+    /// [`trusted_source`](Session::trusted_source). The submission ports
+    /// never relay without a login, whatever `mynetworks` says.
+    fn may_relay(&self) -> bool {
+        self.trusted_source()
     }
 
     /// `Received:` (RFC 5321 §4.4), CRLF-terminated.
@@ -558,14 +646,28 @@ impl Session {
         if self.wire.is_tls() {
             proto.push('S');
         }
+        // RFC 3848: ESMTPA, ESMTPSA for an authenticated submission.
+        if self.login.is_some() {
+            proto.push('A');
+        }
         let for_ = match txn.rcpts.as_slice() {
             [one] => format!("\r\n\tfor <{one}>"),
             _ => String::new(),
         };
+        // A submission's client (its address, its EHLO name) is its user's
+        // whereabouts: left out unless the operator asks for it.
+        let from =
+            if self.login.is_some() && !self.relay.config().submission.received_client_address {
+                String::new()
+            } else {
+                format!(
+                    "from {} ([{}])\r\n\t",
+                    self.helo.as_deref().unwrap_or("unknown"),
+                    self.client
+                )
+            };
         format!(
-            "Received: from {} ([{}])\r\n\tby {} (mail-relay) with {proto} id {id}{for_};\r\n\t{}\r\n",
-            self.helo.as_deref().unwrap_or("unknown"),
-            self.client,
+            "Received: {from}by {} (mail-relay) with {proto} id {id}{for_};\r\n\t{}\r\n",
             self.host(),
             Utc::now().rfc5322()
         )

@@ -359,3 +359,70 @@ fn a_rotated_key_signs_the_next_message_after_sighup() {
     let verdict = verify(&py, &tmp.0, "after-old.eml", &after, &record(&old));
     assert!(verdict.starts_with("fail"), "{verdict}");
 }
+
+#[test]
+fn submitted_mail_is_signed_though_no_network_is_trusted() {
+    require("openssl", "openssl");
+    let py = python_with_dkim();
+    let tmp = TempDir::new("dkim-submission");
+    let key = tmp.0.join("sign.pem");
+    let p = make_key("ed25519", &key);
+    let records = [format!(
+        "sel1._domainkey.sign.test=v=DKIM1; k=ed25519; p={p}"
+    )];
+    let ca = util::tls::TestCa::new(&tmp.0, &["127.0.0.1"]);
+    let users = tmp.0.join("users");
+    util::users::write_users(
+        &users,
+        &[util::users::user_line("ceo", &["ceo@sign.test"], "pw 1")],
+    );
+    let sink = Sink::start(&tmp.0, &[]);
+    // No client is trusted by its address: only a login makes mail ours.
+    let config = format!(
+        "mynetworks = []\n{}[submission]\nlisten_tls = \"127.0.0.1:0\"\nusers_file = \"{}\"\n\
+         [dkim.\"sign.test\"]\nselector = \"sel1\"\nkey_file = \"{}\"\n",
+        ca.tls_table(),
+        users.display(),
+        key.display()
+    );
+    let relay = Relay::start_in(&tmp.0, &relay_to(&sink.addr(), &config));
+    let port = relay
+        .banner
+        .split("; submission on ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+        .expect("the submission port in the banner")
+        .port();
+    let script = r#"
+import smtplib, ssl, sys
+port, mta, ca = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+msg = b"From: CEO <ceo@sign.test>\r\nSubject: submitted\r\n\r\nhello\r\n"
+# The MTA listener: not trusted, and dest.test is no domain of ours.
+try:
+    smtplib.SMTP("127.0.0.1", mta).sendmail("ceo@sign.test", ["r@dest.test"], msg)
+    print("relayed for a stranger")
+except smtplib.SMTPRecipientsRefused as e:
+    print("mta:", e.recipients["r@dest.test"][0])
+c = smtplib.SMTP_SSL("127.0.0.1", port, context=ssl.create_default_context(cafile=ca))
+c.login("ceo", "pw 1")
+c.sendmail("ceo@sign.test", ["r@dest.test"], msg)
+c.quit()
+print("sent")
+"#;
+    let out = util::python(
+        script,
+        &[
+            &port.to_string(),
+            &relay.addr.port().to_string(),
+            &ca.ca.display().to_string(),
+        ],
+    );
+    assert!(out.contains("mta: 554") && out.ends_with("sent\n"), "{out}");
+    let dump = &sink.wait_messages(1)[0];
+    let sent = sent_content(dump).replace('\n', "\r\n");
+    assert!(sent.starts_with("DKIM-Signature: "), "{sent}");
+    assert!(sent.contains("with ESMTPSA id"), "{sent}");
+    let verdict = verify(&py, &tmp.0, "submitted.eml", &sent, &records);
+    assert!(verdict.starts_with("pass sign.test"), "{verdict}\n{sent}");
+}

@@ -1,5 +1,6 @@
-//! The delivery side's settings: the `[queue]` table (retries and
-//! lifetimes, Postfix's qmgr defaults) and the `[smtp]` table (the
+//! The delivery side's settings: the `[queue]` table (retries, lifetimes
+//! and delivery status notifications, Postfix's qmgr defaults) and the
+//! `[smtp]` table (the
 //! client's timeouts, connection cache, concurrency and TLS, Postfix's
 //! `smtp_*` defaults).
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{duration, ConfigError};
+use crate::dsn::{Notify, Ret};
 
 /// Retries and lifetimes (`[queue]`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -33,6 +35,18 @@ pub struct Queue {
     /// 20 000); the others wait their turn. Only envelopes are in memory
     /// either way: contents are read from the spool as they are sent.
     pub active_limit: usize,
+    /// A message still deferred this long after arrival has its sender
+    /// told so, once, for the recipients that want it (NOTIFY with DELAY,
+    /// or `dsn_notify` for those that gave none); 0: never (Postfix's
+    /// `delay_warning_time`, 4 h here).
+    #[serde(with = "duration")]
+    pub delay_warning_time: Duration,
+    /// What a report returns of a message whose MAIL gave no RET: `hdrs`
+    /// (its header section) or `full` (the whole message).
+    pub dsn_ret: Ret,
+    /// The reports a recipient that gave no NOTIFY gets: `FAILURE` (RFC
+    /// 3461's default), `FAILURE,DELAY`, or `NEVER`.
+    pub dsn_notify: Notify,
 }
 
 impl Default for Queue {
@@ -44,6 +58,12 @@ impl Default for Queue {
             maximal_queue_lifetime: days(5),
             bounce_queue_lifetime: days(5),
             active_limit: 20_000,
+            delay_warning_time: Duration::from_secs(4 * 3600),
+            dsn_ret: Ret::Hdrs,
+            dsn_notify: Notify {
+                failure: true,
+                ..Notify::default()
+            },
         }
     }
 }

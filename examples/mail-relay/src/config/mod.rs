@@ -2,7 +2,8 @@
 //! (`--config PATH`), then command-line flags, each layer over the last.
 //!
 //! Every key of the file is a field of [`Config`] (or of its `[timeouts]`,
-//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[mta_sts]`, `[dkim]`, `[routes]` and `[testing]` tables); an
+//! `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[mta_sts]`, `[dkim]`, `[submission]`,
+//! `[routes]` and `[testing]` tables); an
 //! unknown key or a value of the wrong shape is an error at start that
 //! names the key. Durations are written `"300ms"`, `"30s"`, `"5m"`, `"1h"`,
 //! `"5d"`.
@@ -11,6 +12,7 @@ mod delivery;
 mod dkim;
 mod mta_sts;
 mod mx;
+mod submission;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,6 +29,7 @@ pub use delivery::{Queue, Smtp, TlsLevel};
 pub use dkim::DkimDomain;
 pub use mta_sts::MtaSts;
 pub use mx::Mx;
+pub use submission::Submission;
 
 /// Everything the relay reads at start.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -124,6 +127,8 @@ pub struct Config {
     pub mta_sts: MtaSts,
     /// DKIM signing: the domains that sign, by name.
     pub dkim: BTreeMap<String, DkimDomain>,
+    /// The submission service: its listeners, users and login limits.
+    pub submission: Submission,
     /// Fault injection for tests; never set in production (left out of
     /// `mail-relay config` unless set).
     #[serde(skip_serializing_if = "Testing::is_unset")]
@@ -234,6 +239,7 @@ impl Default for Config {
             mx: Mx::default(),
             mta_sts: MtaSts::default(),
             dkim: BTreeMap::new(),
+            submission: Submission::default(),
             testing: Testing::default(),
         }
     }
@@ -280,7 +286,10 @@ examples/mail-relay/mail-relay.toml lists every key. SIGHUP reloads the file, SI
 retries the queue, SIGTERM stops gracefully. The back door (--backdoor PATH) serves mailq, \
 flush and the runtime's console on a Unix socket. Started as root, it should have --user NAME \
 (it binds its ports and reads its keys as root, then runs as NAME); without it, it runs as \
-root and warns at start, unless --run-as-root says that is meant."
+root and warns at start, unless --run-as-root says that is meant. With a submission listener \
+(--submission-listen, --submission-listen-tls) it also takes mail from its users' mail \
+programs: AUTH PLAIN or LOGIN under TLS, each user limited to its own sender addresses, the \
+users in a file of argon2id hashes made by `mail-relay passwd USER ADDRESS...`."
 )]
 pub struct Cli {
     /// What to do (default: run the relay).
@@ -288,7 +297,7 @@ pub struct Cli {
     pub command: Option<Command>,
     /// TOML file over the embedded defaults (its keys are the long flags' names
     /// with `_`, plus the `[timeouts]`, `[tls]`, `[queue]`, `[smtp]`, `[mx]`, `[mta_sts]`,
-    /// `[dkim]` and `[routes]` tables).
+    /// `[dkim]`, `[submission]` and `[routes]` tables).
     #[arg(long, value_name = "PATH", global = true)]
     pub config: Option<PathBuf>,
     /// Address to listen on (IP:PORT or HOST:PORT) [default: 127.0.0.1:2525].
@@ -386,10 +395,47 @@ pub struct Cli {
     /// ca_file) [default: the system's store alone].
     #[arg(long, value_name = "PATH")]
     pub mta_sts_ca_file: Option<PathBuf>,
+    /// Submission listener with STARTTLS, then AUTH (port 587's service;
+    /// submission.listen; needs --tls-cert, --tls-key and --users-file)
+    /// [default: none].
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub submission_listen: Option<SocketAddr>,
+    /// Submission listener with implicit TLS (port 465's service, RFC
+    /// 8314; submission.listen_tls) [default: none].
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub submission_listen_tls: Option<SocketAddr>,
+    /// The submission users file: USER:HASH:ADDRESSES lines made by
+    /// `mail-relay passwd` (submission.users_file; read again at SIGHUP)
+    /// [default: none].
+    #[arg(long, value_name = "PATH")]
+    pub users_file: Option<PathBuf>,
+    /// Delivery status notifications: tell the sender of a message still
+    /// deferred after this long, once, for the recipients that asked
+    /// (NOTIFY=DELAY); 0s: never (queue.delay_warning_time) [default:
+    /// 4h].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub delay_warning_time: Option<Duration>,
+    /// What a delivery status notification returns of a message whose MAIL
+    /// gave no RET: hdrs or full (queue.dsn_ret) [default: hdrs].
+    #[arg(long, value_name = "RET", value_parser = parse_ret)]
+    pub dsn_ret: Option<crate::dsn::Ret>,
+    /// The notifications a recipient that gave no NOTIFY gets: FAILURE,
+    /// FAILURE,DELAY or NEVER (queue.dsn_notify) [default: FAILURE].
+    #[arg(long, value_name = "NOTIFY", value_parser = crate::dsn::Notify::parse)]
+    pub dsn_notify: Option<crate::dsn::Notify>,
+}
+
+/// `--dsn-ret`'s value.
+fn parse_ret(s: &str) -> Result<crate::dsn::Ret, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "hdrs" => Ok(crate::dsn::Ret::Hdrs),
+        "full" => Ok(crate::dsn::Ret::Full),
+        _ => Err(format!("{s:?}: hdrs or full")),
+    }
 }
 
 /// What `mail-relay` does besides running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
     /// List the queue (id, size, arrival, sender, recipients, and why a
     /// deferred message waits): from the running relay's back door when one
@@ -401,6 +447,19 @@ pub enum Command {
     /// Print the effective configuration (defaults, then --config FILE,
     /// then the flags) as TOML, every key.
     Config,
+    /// Make a users-file line for the submission service: reads USER's
+    /// password from standard input (asking twice, without echo, on a
+    /// terminal) and prints `USER:HASH:ADDRESSES`, the hash argon2id
+    /// with a random salt. Append the line to the file of submission.users_file.
+    Passwd {
+        /// The name the user logs in with.
+        user: String,
+        /// The sender addresses the user may use in MAIL FROM
+        /// (`name@domain`, `@domain` for every address of a domain, or
+        /// `name@*` for that name at any domain); none: the user name
+        /// itself when it is an address, else `USER@*`.
+        addresses: Vec<String>,
+    },
 }
 
 /// A configuration error: what is wrong, naming the key.
@@ -499,6 +558,24 @@ impl Config {
         if let Some(p) = &cli.mta_sts_ca_file {
             self.mta_sts.ca_file = Some(p.clone());
         }
+        if let Some(a) = cli.submission_listen {
+            self.submission.listen = Some(a);
+        }
+        if let Some(a) = cli.submission_listen_tls {
+            self.submission.listen_tls = Some(a);
+        }
+        if let Some(p) = &cli.users_file {
+            self.submission.users_file = Some(p.clone());
+        }
+        if let Some(d) = cli.delay_warning_time {
+            self.queue.delay_warning_time = d;
+        }
+        if let Some(r) = cli.dsn_ret {
+            self.queue.dsn_ret = r;
+        }
+        if let Some(n) = cli.dsn_notify {
+            self.queue.dsn_notify = n;
+        }
         if let Some(p) = &cli.tls_cert {
             self.tls.cert = Some(p.clone());
         }
@@ -576,6 +653,8 @@ impl Config {
         self.mx.check()?;
         self.mta_sts.check()?;
         dkim::check(&self.dkim)?;
+        self.submission
+            .check(self.tls.cert.is_some() && self.tls.key.is_some())?;
         match (&self.tls.cert, &self.tls.key) {
             (Some(_), None) => Err(ConfigError("tls.key: missing (tls.cert is set)".into())),
             (None, Some(_)) => Err(ConfigError("tls.cert: missing (tls.key is set)".into())),
@@ -784,6 +863,12 @@ mod tests {
             backdoor: Some("b".into()),
             log_file: Some("l".into()),
             metrics: Some("127.0.0.1:9".parse().unwrap()),
+            submission: Submission {
+                listen: Some("127.0.0.1:587".parse().unwrap()),
+                listen_tls: Some("127.0.0.1:465".parse().unwrap()),
+                users_file: Some("u".into()),
+                ..Submission::default()
+            },
             ..Config::default()
         };
         for line in full.to_toml().lines() {

@@ -19,7 +19,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use super::{Detail, Job, Outcome, Status, Transport};
+use super::{Detail, Handoff, Job, Outcome, Status, Transport};
 use crate::spool::{sync_dir, Envelope};
 
 /// A Maildir on the local disk.
@@ -72,10 +72,10 @@ impl Transport for Maildir {
             .zip(results)
             .map(|(job, r)| {
                 let status = match r {
-                    Ok(name) => Status::Sent(Detail::local(
-                        "2.0.0",
-                        format!("delivered to maildir as {name}"),
-                    )),
+                    Ok(name) => Status::Sent(
+                        Detail::local("2.0.0", format!("delivered to maildir as {name}")),
+                        Handoff::Delivered,
+                    ),
                     Err(e) => Status::Deferred(Detail::local(
                         "4.3.0",
                         format!("maildir delivery failed: {e}"),

@@ -5,13 +5,13 @@
 //! message and the recipients it is to get there. The transport says, per
 //! job and per recipient, what became of them; the queue owns the policy
 //! around it (remove what was sent, retry what was deferred, bounce what
-//! failed, see [`bounce`]). Three transports: [`Maildir`] (local delivery),
+//! failed, report what the sender asked for, see [`report`]). Three transports: [`Maildir`] (local delivery),
 //! [`smtp`] (an upstream over SMTP, connections kept in a `GroupPool`) and
 //! [`mx`] (each domain's mail exchangers, through the same cache).
 
-pub mod bounce;
 mod maildir;
 pub mod mx;
+pub mod report;
 pub mod route;
 pub mod smtp;
 
@@ -74,11 +74,25 @@ impl fmt::Display for Detail {
     }
 }
 
+/// Who tells a sender who asked (NOTIFY=SUCCESS) that a recipient's
+/// copy was delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handoff {
+    /// Delivered here (the Maildir): we report `delivered`.
+    Delivered,
+    /// Sent on to a next hop that does not announce DSN: we report
+    /// `relayed` (RFC 3461 §5.2.2), the last word the sender will get.
+    Relayed,
+    /// Sent on to a next hop that announces DSN, with the request: it
+    /// reports, we do not.
+    PassedOn,
+}
+
 /// What became of one recipient.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
-    /// Delivered.
-    Sent(Detail),
+    /// Delivered (here or to the next hop), and who reports it.
+    Sent(Detail, Handoff),
     /// Not now; try again later.
     Deferred(Detail),
     /// Never: a permanent failure, bounced to the sender.
@@ -89,14 +103,14 @@ impl Status {
     /// The detail, whatever the status.
     pub fn detail(&self) -> &Detail {
         match self {
-            Status::Sent(d) | Status::Deferred(d) | Status::Bounced(d) => d,
+            Status::Sent(d, _) | Status::Deferred(d) | Status::Bounced(d) => d,
         }
     }
 
     /// `sent`, `deferred` or `bounced`, as the log says it.
     pub fn word(&self) -> &'static str {
         match self {
-            Status::Sent(_) => "sent",
+            Status::Sent(..) => "sent",
             Status::Deferred(_) => "deferred",
             Status::Bounced(_) => "bounced",
         }

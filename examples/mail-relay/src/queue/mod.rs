@@ -46,6 +46,7 @@
 //! they had not finished stays queued as it was, for the next start.
 
 mod mailq;
+mod notify;
 mod outcome;
 mod runner;
 
@@ -106,6 +107,8 @@ struct Entry {
     results: Vec<(usize, Status)>,
     /// How long its session took to receive it (`delays=` a).
     received_in: Duration,
+    /// Its sender was told of its delay (once is enough).
+    delay_warned: bool,
 }
 
 struct Inner {
@@ -299,6 +302,7 @@ impl Queue {
             outstanding: 0,
             results: Vec::new(),
             received_in,
+            delay_warned: state.delay_warned,
         };
         inner.entries.borrow_mut().insert(id, e);
     }

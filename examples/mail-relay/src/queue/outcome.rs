@@ -3,19 +3,24 @@
 //! is in, the message's fate:
 //!
 //! * every recipient finished: `done` in the journal, out of the queue;
+//! * delivered recipients whose sender asked (NOTIFY=SUCCESS): a report,
+//!   unless the next hop took the request on ([`notify`]);
 //! * bounced recipients: a report to the sender, committed to the spool
 //!   before the recipients count as finished (so a crash can duplicate a
-//!   bounce, never lose one); none to the null sender, so a bounce that
-//!   fails is dropped with a log line;
+//!   bounce, never lose one), unless their NOTIFY leaves failures out;
+//!   none to the null sender, so a bounce that fails is dropped with a
+//!   log line;
 //! * deferred recipients: the next attempt after the backoff, in the
-//!   journal; past the queue lifetime, returned to the sender instead.
+//!   journal; once, after `delay_warning_time`, a delay report to the
+//!   senders who asked for it (`delayed` in the journal); past the queue
+//!   lifetime, returned to the sender instead.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::Inner;
-use crate::delivery::bounce::{self, Failure};
-use crate::delivery::{Detail, Job, Outcome, Status};
+use super::{notify, Inner};
+use crate::delivery::report::Action;
+use crate::delivery::{Detail, Handoff, Job, Outcome, Status};
 use crate::spool::{Stored, Update};
 
 /// Takes the outcomes of `jobs` (one each, in order); `attempt` is when
@@ -67,7 +72,7 @@ pub(super) fn report(
                 );
                 let m = crate::metrics::get();
                 match &st {
-                    Status::Sent(_) => {
+                    Status::Sent(..) => {
                         m.delivered.inc();
                         m.delay.observe(delay.as_secs_f64());
                     }
@@ -103,29 +108,41 @@ fn finalize(inner: &Inner, id: &str) {
 
 fn settle(inner: &Inner, id: &str) {
     let spool = inner.spool();
-    let Some((msg, results)) = inner
-        .entries
-        .borrow_mut()
-        .get_mut(id)
-        .map(|e| (e.msg.clone(), std::mem::take(&mut e.results)))
-    else {
+    let Some((msg, results, delay_warned)) = inner.entries.borrow_mut().get_mut(id).map(|e| {
+        (
+            e.msg.clone(),
+            std::mem::take(&mut e.results),
+            e.delay_warned,
+        )
+    }) else {
         return;
     };
     let cut = inner.cut.get();
     let mut finished = Vec::new();
+    let mut sent = Vec::new();
     let mut bounced = Vec::new();
     let mut deferred = Vec::new();
     for (i, st) in results {
         match st {
-            Status::Sent(_) => finished.push(i),
+            Status::Sent(d, handoff) => {
+                finished.push(i);
+                match handoff {
+                    Handoff::Delivered => sent.push((i, d, Action::Delivered)),
+                    Handoff::Relayed => sent.push((i, d, Action::Relayed)),
+                    Handoff::PassedOn => {}
+                }
+            }
             Status::Bounced(d) if !cut => bounced.push((i, d)),
             Status::Bounced(_) => {}
             Status::Deferred(d) => deferred.push((i, d)),
         }
     }
+    // Each report blocks until it is durable; no borrow is held meanwhile.
+    if !sent.is_empty() {
+        notify::delivered(inner, &msg, &sent);
+    }
     if !bounced.is_empty() {
-        // Blocks until the bounce is durable; no borrow is held meanwhile.
-        match return_to_sender(inner, &msg, &bounced, false) {
+        match notify::failed(inner, &msg, &bounced, false) {
             Ok(()) => finished.extend(bounced.iter().map(|(i, _)| *i)),
             Err(why) => deferred.extend(bounced.into_iter().map(|(i, d)| {
                 let text = format!("{} (and the bounce could not be queued: {why})", d.text);
@@ -168,11 +185,17 @@ fn settle(inner: &Inner, id: &str) {
             "{id}: from=<{}>, status=expired, returned to sender after {age:.0?} in the queue",
             msg.env.from
         );
-        if return_to_sender(inner, &msg, &deferred, true).is_ok() {
+        if notify::failed(inner, &msg, &deferred, true).is_ok() {
             inner.entries.borrow_mut().remove(id);
             spool.record(Update::Done { id: id.to_owned() });
             return;
         }
+    }
+    if !delay_warned && !deferred.is_empty() && notify::delayed(inner, &msg, &deferred) {
+        if let Some(e) = inner.entries.borrow_mut().get_mut(id) {
+            e.delay_warned = true;
+        }
+        spool.record(Update::Delayed { id: id.to_owned() });
     }
     let first = deferred
         .first()
@@ -205,58 +228,4 @@ pub(super) fn defer(inner: &Inner, id: &str, why: &Detail) {
     inner.deferred.borrow_mut().insert((next, id.to_owned()));
     // The runner sets its next wake-up from the earliest deferral.
     inner.wake();
-}
-
-/// Queues the report returning `msg` to its sender for `failed`, or, for
-/// the null sender, drops those recipients with a log line. `Err` when the
-/// report could not be committed.
-fn return_to_sender(
-    inner: &Inner,
-    msg: &Stored,
-    failed: &[(usize, Detail)],
-    expired: bool,
-) -> Result<(), String> {
-    let env = &msg.env;
-    if env.from.is_empty() {
-        for (i, d) in failed {
-            log::info!(
-                "{}: to=<{}>: undeliverable ({}) and the sender is <>: no bounce, dropped",
-                env.id,
-                env.rcpts[*i],
-                d.text
-            );
-        }
-        return Ok(());
-    }
-    let failures: Vec<Failure<'_>> = failed
-        .iter()
-        .map(|(i, d)| Failure {
-            rcpt: &env.rcpts[*i],
-            detail: d,
-        })
-        .collect();
-    // The report carries the original's header section, read from the
-    // spool and bounded (bounce::HEADERS_LIMIT).
-    let headers = match msg.content.header_section(bounce::HEADERS_LIMIT) {
-        Ok(h) => h,
-        Err(e) => {
-            log::warn!(
-                "{}: cannot read its headers for the bounce: {e}; sent without them",
-                env.id
-            );
-            Vec::new()
-        }
-    };
-    let report = bounce::report(&inner.hostname, env, &headers, &failures, expired);
-    let rid = report.env.id.clone();
-    match inner.spool().commit(Arc::new(report)) {
-        Ok(()) => {
-            log::info!("{}: sender non-delivery notification: {rid}", env.id);
-            Ok(())
-        }
-        Err(e) => {
-            log::warn!("{}: cannot queue the bounce to <{}>: {e}", env.id, env.from);
-            Err(e.to_string())
-        }
-    }
 }

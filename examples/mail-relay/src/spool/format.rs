@@ -12,17 +12,25 @@
 //! helo client.test
 //! from sender@example.test    (empty for the null sender)
 //! rcpt a@example.test         one per recipient, in envelope order
+//! notify SUCCESS,FAILURE      that recipient's NOTIFY= (RFC 3461), if given
+//! orcpt rfc822;a@example.test that recipient's ORCPT= (xtext), if given
 //! body 7bit                   or 8bitmime (as declared)
 //! smtputf8 no
 //! octets 7bit                 or 8bit: whether the content has octets over 127
 //! trusted yes                 the client was trusted (mynetworks): may be DKIM-signed
+//! ret HDRS                    RET= (RFC 3461), if given
+//! envid QQ314159              ENVID= (xtext), if given
 //! size 1093                   octets of content
 //!                             a blank line, then exactly `size` octets
 //! ```
 //!
 //! A record written before `octets` and `trusted` existed reads as
 //! untrusted, and its content is scanned once for 8-bit octets when it is
-//! read back.
+//! read back; one written before the DSN keys reads as a message whose
+//! client asked for nothing (RFC 3461's defaults). A `notify` or `orcpt`
+//! line belongs to the `rcpt` line before it. Every value is one line of
+//! printable text by construction (xtext, keywords, addresses checked by
+//! the session), so no value can end a key or start another.
 //!
 //! # A state journal
 //!
@@ -32,6 +40,7 @@
 //! rcpt ID INDEX                       recipient INDEX of ID is finished (sent or bounced)
 //! defer ID ATTEMPTS NEXT_MS REASON    ID was deferred: attempts so far, next attempt
 //!                                     (ms since the epoch), why
+//! delayed ID                          ID's sender was told of the delay (once)
 //! done ID                             ID left the queue
 //! ```
 //!
@@ -43,6 +52,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::{self, BufRead, Read, Seek};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::dsn::{Dsn, Notify, Ret};
 
 /// The envelope of a message: what the SMTP session said about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +80,8 @@ pub struct Envelope {
     /// (or an authenticated submission), or the relay itself (a bounce).
     /// Only such mail is DKIM-signed.
     pub trusted: bool,
+    /// What the client asked of delivery status notifications (RFC 3461).
+    pub dsn: Dsn,
 }
 
 /// A message in memory, as a session received it or the relay made it
@@ -106,18 +119,36 @@ fn encode_size(env: &Envelope, size: &str) -> Vec<u8> {
         env.helo,
         env.from
     );
-    for r in &env.rcpts {
+    for (i, r) in env.rcpts.iter().enumerate() {
         h.push_str("rcpt ");
         h.push_str(r);
         h.push('\n');
+        let d = env.dsn.rcpt(i);
+        if let Some(n) = d.notify {
+            h.push_str(&format!("notify {n}\n"));
+        }
+        if let Some(o) = &d.orcpt {
+            h.push_str("orcpt ");
+            h.push_str(o);
+            h.push('\n');
+        }
     }
     h.push_str(&format!(
-        "body {}\nsmtputf8 {}\noctets {}\ntrusted {}\nsize {size}\n\n",
+        "body {}\nsmtputf8 {}\noctets {}\ntrusted {}\n",
         if env.eight_bit { "8bitmime" } else { "7bit" },
         if env.smtputf8 { "yes" } else { "no" },
         if env.has_8bit { "8bit" } else { "7bit" },
         if env.trusted { "yes" } else { "no" },
     ));
+    if let Some(r) = env.dsn.ret {
+        h.push_str(&format!("ret {}\n", r.as_str()));
+    }
+    if let Some(e) = &env.dsn.envid {
+        h.push_str("envid ");
+        h.push_str(e);
+        h.push('\n');
+    }
+    h.push_str(&format!("size {size}\n\n"));
     h.into_bytes()
 }
 
@@ -228,6 +259,7 @@ pub fn decode_envelope(head: &str) -> Result<(Envelope, u64, bool), String> {
         smtputf8: false,
         has_8bit: false,
         trusted: false,
+        dsn: Dsn::default(),
     };
     let mut size = None;
     let mut octets = false;
@@ -246,6 +278,28 @@ pub fn decode_envelope(head: &str) -> Result<(Envelope, u64, bool), String> {
             "helo" => env.helo = v.to_owned(),
             "from" => env.from = v.to_owned(),
             "rcpt" => env.rcpts.push(v.to_owned()),
+            "notify" | "orcpt" => {
+                let i = env
+                    .rcpts
+                    .len()
+                    .checked_sub(1)
+                    .ok_or_else(|| format!("{k} before any rcpt"))?;
+                let mut d = env.dsn.rcpt(i).clone();
+                if k == "notify" {
+                    d.notify = Some(Notify::parse(v).map_err(|e| format!("bad notify: {e}"))?);
+                } else {
+                    d.orcpt = Some(v.to_owned());
+                }
+                env.dsn.set_rcpt(i, d);
+            }
+            "ret" => {
+                env.dsn.ret = Some(match v {
+                    "FULL" => Ret::Full,
+                    "HDRS" => Ret::Hdrs,
+                    _ => return Err(format!("bad ret {v:?}")),
+                })
+            }
+            "envid" => env.dsn.envid = Some(v.to_owned()),
             "body" => env.eight_bit = v == "8bitmime",
             "smtputf8" => env.smtputf8 = v == "yes",
             "octets" => {
@@ -275,6 +329,8 @@ pub struct MsgState {
     pub next_attempt: Option<SystemTime>,
     /// Why the last attempt was deferred.
     pub reason: Option<String>,
+    /// Its sender was told that it is delayed (that goes once).
+    pub delay_warned: bool,
 }
 
 /// One event of a state journal.
@@ -299,6 +355,11 @@ pub enum Update {
         /// Why.
         reason: String,
     },
+    /// `id`'s sender was sent its delay notification.
+    Delayed {
+        /// The queue id.
+        id: String,
+    },
     /// `id` left the queue (all recipients finished, or dropped).
     Done {
         /// The queue id.
@@ -310,7 +371,10 @@ impl Update {
     /// The message the event is about.
     pub fn id(&self) -> &str {
         match self {
-            Update::Rcpt { id, .. } | Update::Defer { id, .. } | Update::Done { id } => id,
+            Update::Rcpt { id, .. }
+            | Update::Defer { id, .. }
+            | Update::Delayed { id }
+            | Update::Done { id } => id,
         }
     }
 
@@ -334,6 +398,7 @@ impl Update {
                     .collect();
                 format!("defer {id} {attempts} {ms} {reason}\n")
             }
+            Update::Delayed { id } => format!("delayed {id}\n"),
             Update::Done { id } => format!("done {id}\n"),
         }
     }
@@ -356,6 +421,7 @@ impl Update {
                 next: UNIX_EPOCH + Duration::from_millis(f.next()?.parse().ok()?),
                 reason: f.next().unwrap_or("").to_owned(),
             }),
+            "delayed" => Some(Update::Delayed { id }),
             "done" => Some(Update::Done { id }),
             _ => None,
         }
@@ -389,6 +455,7 @@ pub fn replay(journal: &str) -> HashMap<String, Option<MsgState>> {
                 state.next_attempt = Some(next);
                 state.reason = Some(reason);
             }
+            Update::Delayed { .. } => state.delay_warned = true,
             Update::Done { .. } => *slot = None,
         }
     }
@@ -412,6 +479,7 @@ pub(crate) mod tests {
                 smtputf8: true,
                 has_8bit: false,
                 trusted: true,
+                dsn: Dsn::default(),
             },
             data: b"Subject: hi\r\n\r\nbody\r\n\r\n\n".to_vec(),
         }
@@ -482,6 +550,47 @@ pub(crate) mod tests {
             m.env,
             "unknown keys are skipped"
         );
+    }
+
+    #[test]
+    fn dsn_parameters_round_trip_and_older_records_ask_for_nothing() {
+        use crate::dsn::RcptDsn;
+        let mut m = sample();
+        m.env.dsn.ret = Some(Ret::Full);
+        m.env.dsn.envid = Some("QQ+2B1".into());
+        m.env.dsn.set_rcpt(
+            1,
+            RcptDsn {
+                notify: Some(Notify::parse("SUCCESS,DELAY").unwrap()),
+                orcpt: Some("utf-8;\u{fc}@y.test".into()),
+            },
+        );
+        let bytes = batch(&[&m], false);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains("rcpt \u{fc}@y.test\nnotify SUCCESS,DELAY\norcpt utf-8;\u{fc}@y.test\n"),
+            "{text}"
+        );
+        assert!(text.contains("ret FULL\nenvid QQ+2B1\nsize "), "{text}");
+        assert_eq!(records(&bytes).unwrap()[0].env, m.env);
+        // What an older relay wrote: no DSN keys.
+        let head = String::from_utf8(encode(&m.env, m.data.len())).unwrap();
+        let mut old: Vec<u8> = head
+            .split_inclusive('\n')
+            .filter(|l| {
+                !["notify ", "orcpt ", "ret ", "envid "]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .collect::<String>()
+            .into_bytes();
+        old.extend_from_slice(&m.data);
+        let env = &records(&old).unwrap()[0].env;
+        assert_eq!(env.dsn, Dsn::default());
+        assert_eq!(env.rcpts, m.env.rcpts);
+        assert!(records(b"mail-relay spool 1\nid A\nnotify NEVER\nrcpt a@b\nsize 0\n\n").is_err());
+        let replayed = replay("defer A 1 0 x\ndelayed A\n");
+        assert!(replayed["A"].as_ref().unwrap().delay_warned);
     }
 
     #[test]

@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod tls;
+pub mod users;
+
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

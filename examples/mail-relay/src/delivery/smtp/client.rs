@@ -50,7 +50,7 @@ pub use super::error::{SmtpError, Stage};
 use super::reply::{Assembler, Reply, MAX_LINE};
 use crate::config::{Smtp as SmtpConfig, TlsLevel};
 use crate::delivery::route::Upstream;
-use crate::delivery::{Detail, Status};
+use crate::delivery::{Detail, Handoff, Status};
 use crate::spool::{Content, Stored, CHUNK};
 use crate::stream::{connect_tls, Stream};
 use crate::wire::timed;
@@ -85,6 +85,8 @@ pub struct Extensions {
     pub smtputf8: bool,
     /// RFC 3207.
     pub starttls: bool,
+    /// RFC 3461.
+    pub dsn: bool,
 }
 
 impl Extensions {
@@ -103,6 +105,7 @@ impl Extensions {
                 "8BITMIME" => e.eight_bit = true,
                 "SMTPUTF8" => e.smtputf8 = true,
                 "STARTTLS" => e.starttls = true,
+                "DSN" => e.dsn = true,
                 _ => {}
             }
         }
@@ -462,8 +465,15 @@ impl Client {
                 stage.command()
             )
         };
+        // With DSN, the request went with the message: the next hop tells
+        // of the delivery; without, we say it was relayed.
+        let handoff = if self.ext.dsn {
+            Handoff::PassedOn
+        } else {
+            Handoff::Relayed
+        };
         match reply.class() {
-            2 => Status::Sent(detail(reply.to_string())),
+            2 => Status::Sent(detail(reply.to_string()), handoff),
             5 => Status::Bounced(detail(said())),
             4 => Status::Deferred(detail(said())),
             _ => Status::Deferred(Detail {
@@ -507,11 +517,13 @@ impl Client {
         }
     }
 
-    /// Sends `msg` to `rcpts`: RSET first if the connection was used
-    /// before, pipelined when the server allows it.
-    pub fn deliver(&mut self, msg: &Stored, rcpts: &[&str], s: &Settings) -> Delivery {
+    /// Sends `msg` to its recipients `rcpts` (indices into its envelope):
+    /// RSET first if the connection was used before, pipelined when the
+    /// server allows it, with the DSN parameters when it announces DSN.
+    pub fn deliver(&mut self, msg: &Stored, rcpts: &[usize], s: &Settings) -> Delivery {
         let eight_bit = msg.env.eight_bit || msg.env.has_8bit;
-        if let Some(st) = self.precheck(msg, rcpts, eight_bit) {
+        let addresses: Vec<&str> = rcpts.iter().map(|&i| msg.env.rcpts[i].as_str()).collect();
+        if let Some(st) = self.precheck(msg, &addresses, eight_bit) {
             return Delivery::Done(vec![st; rcpts.len()]);
         }
         let reuse = self.uses > 0;
@@ -526,15 +538,31 @@ impl Client {
         if msg.env.smtputf8 && self.ext.smtputf8 {
             mail.push_str(" SMTPUTF8");
         }
+        let dsn = &msg.env.dsn;
+        if self.ext.dsn {
+            mail.push_str(&dsn.mail_params());
+        }
         mail.push_str("\r\n");
+        let rcpt_cmds: Vec<String> = rcpts
+            .iter()
+            .zip(&addresses)
+            .map(|(&i, a)| {
+                let params = if self.ext.dsn {
+                    dsn.rcpt_params(i)
+                } else {
+                    String::new()
+                };
+                format!("RCPT TO:<{a}>{params}\r\n")
+            })
+            .collect();
         let mut txn = Txn {
             statuses: vec![None; rcpts.len()],
             accepted: Vec::new(),
         };
         let r = if self.ext.pipelining {
-            self.envelope_pipelined(&mail, rcpts, reuse, &mut txn, s)
+            self.envelope_pipelined(&mail, &rcpt_cmds, reuse, &mut txn, s)
         } else {
-            self.envelope_in_turn(&mail, rcpts, reuse, &mut txn, s)
+            self.envelope_in_turn(&mail, &rcpt_cmds, reuse, &mut txn, s)
         };
         match r {
             Ok(true) => {
@@ -588,24 +616,25 @@ impl Client {
         )
     }
 
-    /// RSET, MAIL, RCPTs and DATA in one write, then their replies.
-    /// `Ok(true)`: go on with the content.
+    /// RSET, MAIL, RCPTs (`rcpts`: each command with its CRLF) and DATA in
+    /// one write, then their replies. `Ok(true)`: go on with the content.
     fn envelope_pipelined(
         &mut self,
         mail: &str,
-        rcpts: &[&str],
+        rcpts: &[String],
         reuse: bool,
         txn: &mut Txn,
         s: &Settings,
     ) -> Result<bool, Broke> {
         let t = &s.cfg;
-        let mut out = String::with_capacity(64 + mail.len() + rcpts.len() * 40);
+        let mut out =
+            String::with_capacity(64 + mail.len() + rcpts.iter().map(String::len).sum::<usize>());
         if reuse {
             out.push_str("RSET\r\n");
         }
         out.push_str(mail);
         for r in rcpts {
-            out.push_str(&format!("RCPT TO:<{r}>\r\n"));
+            out.push_str(r);
         }
         out.push_str("DATA\r\n");
         let first = if reuse { Stage::Rset } else { Stage::Mail };
@@ -639,7 +668,7 @@ impl Client {
     fn envelope_in_turn(
         &mut self,
         mail: &str,
-        rcpts: &[&str],
+        rcpts: &[String],
         reuse: bool,
         txn: &mut Txn,
         s: &Settings,
@@ -655,8 +684,7 @@ impl Client {
             self.mail_refused(&r, txn);
             return Ok(false);
         }
-        for (i, rcpt) in rcpts.iter().enumerate() {
-            let cmd = format!("RCPT TO:<{rcpt}>\r\n");
+        for (i, cmd) in rcpts.iter().enumerate() {
             let r = self.exchange(cmd.as_bytes(), Stage::Rcpt, t.rcpt_timeout)?;
             self.rcpt_reply(i, &r, txn);
         }
@@ -948,12 +976,20 @@ mod tests {
     fn ehlo_keywords() {
         let r = Reply {
             code: 250,
-            lines: ["mx", "PIPELINING", "SIZE 1000", "8bitmime", "STARTTLS", ""]
-                .map(String::from)
-                .to_vec(),
+            lines: [
+                "mx",
+                "PIPELINING",
+                "SIZE 1000",
+                "8bitmime",
+                "STARTTLS",
+                "DSN",
+                "",
+            ]
+            .map(String::from)
+            .to_vec(),
         };
         let e = Extensions::parse(&r);
-        assert!(e.esmtp && e.pipelining && e.eight_bit && e.starttls && !e.smtputf8);
+        assert!(e.esmtp && e.pipelining && e.eight_bit && e.starttls && e.dsn && !e.smtputf8);
         assert_eq!(e.size, Some(1000));
         let r = Reply {
             code: 250,

@@ -156,7 +156,6 @@ impl Destination {
     /// A session from the cache and a transaction on it; once more on a
     /// fresh connection if a cached one turns out dead.
     fn attempt(&self, job: &Job) -> Outcome {
-        let rcpts: Vec<&str> = job.addresses().collect();
         let s = &self.smtp.settings;
         let mut retried = false;
         loop {
@@ -168,7 +167,7 @@ impl Destination {
                 Err(e) => return self.no_connection(job, e),
             };
             let relay = session.peer.clone();
-            let statuses = match session.deliver(&job.msg, &rcpts, s) {
+            let statuses = match session.deliver(&job.msg, &job.rcpts, s) {
                 Delivery::Stale(e) if !retried => {
                     log::info!("{}: {e}; trying a new connection", job.msg.env.id);
                     session.mark_broken();
@@ -176,7 +175,7 @@ impl Destination {
                     continue;
                 }
                 Delivery::Stale(e) => {
-                    vec![Status::Deferred(e.detail(Some(&session.host))); rcpts.len()]
+                    vec![Status::Deferred(e.detail(Some(&session.host))); job.rcpts.len()]
                 }
                 Delivery::Done(st) => st,
             };
