@@ -26,6 +26,7 @@ tools=(
   "openssl:openssl"      # mail-relay's DKIM test: makes the keys
   "cc:gcc"               # mail-relay's storage fault test: builds its LD_PRELOAD shim
   "flock:util-linux"     # mail-relay's local-user tests (setpriv too): another process holding the spool's lock
+  "redis-server:redis-server" # tests/tokio_bridge: the redis server of the redis client's tests
 )
 
 missing=()

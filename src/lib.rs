@@ -73,6 +73,7 @@
 //! | `futures-io` | `TcpStream` and `UnixStream` implement `futures_io::AsyncRead` / `AsyncWrite` |
 //! | `tokio-io` | the same for tokio's `AsyncRead` / `AsyncWrite` (tokio's io traits only, with none of its runtime features), for tokio-postgres, tokio-util codecs, ... |
 //! | `hyper` | the same for hyper 1.x `rt::Read` / `rt::Write`, plus `net::CoroTimer` (`hyper::rt::Timer`) and `net::CoroExecutor` (`hyper::rt::Executor`, each future a green thread) |
+//! | `tokio-bridge` | [`tokio`](mod@tokio): futures that need a tokio runtime (reqwest, redis, sqlx) run on one coro starts on helper threads, while only the calling green thread waits (`coro::tokio::run(fut)`); the crate `coro-tokio` implements it |
 //!
 //! [`future::block_on`] and [`future::Sleep`] need no feature.
 
@@ -279,6 +280,32 @@ pub mod net {
 }
 
 pub use coro_net::signal;
+
+#[cfg(feature = "tokio-bridge")]
+pub mod tokio {
+    //! The tokio bridge (feature `tokio-bridge`): a future that needs a
+    //! tokio runtime (reqwest, redis, sqlx, the AWS SDK, tonic) runs on a
+    //! tokio runtime coro starts on helper OS threads, while only the
+    //! calling green thread waits for it; a timeout, an interrupt or a
+    //! cancelled scope drops the tokio task.
+    //!
+    //! ```
+    //! use std::time::Duration;
+    //!
+    //! coro::run(|| {
+    //!     let out = coro::tokio::run(async {
+    //!         tokio::time::sleep(Duration::from_millis(1)).await; // needs tokio's timer
+    //!         "done"
+    //!     });
+    //!     assert_eq!(out.unwrap(), "done");
+    //! });
+    //! ```
+    //!
+    //! The `coro-tokio` crate's documentation has the details: the
+    //! runtime's settings and lifetime, cancellation, calls outside a green
+    //! thread, and what must not be done across the bridge.
+    pub use coro_tokio::*;
+}
 
 /// Runs the function's body as the main green thread of a coro runtime, in
 /// the style of `#[tokio::main]`: `#[coro::main] fn main()` is

@@ -1,11 +1,13 @@
 //! Helpers shared by the cross-crate integration tests: a runtime whose main
 //! thread is bounded in time, ways to let the other green threads run, a
-//! connected loopback TCP pair, error assertions, and (`child`) running a
-//! chatty child process with its pipes drained and its time bounded.
+//! connected loopback TCP pair, error assertions, (`child`) running a
+//! chatty child process with its pipes drained and its time bounded, and
+//! (`postgres`) a PostgreSQL server started by the test.
 
 #![allow(dead_code)]
 
 pub mod child;
+pub mod postgres;
 
 use std::io;
 use std::time::Duration;
