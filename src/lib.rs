@@ -394,6 +394,7 @@ pub mod guide {
     pub mod sync {}
     #[doc = include_str!("../docs/05-sockets.md")]
     pub mod sockets {}
+    #[cfg(feature = "tokio-bridge")]
     #[doc = include_str!("../docs/06-async.md")]
     pub mod async_crates {}
     #[doc = include_str!("../docs/07-pools.md")]
