@@ -31,6 +31,16 @@
 //! });
 //! ```
 //!
+//! # The guide
+//!
+//! The repository's `docs/` directory holds a guide of eleven chapters,
+//! read in order from `docs/README.md`: getting started; green threads,
+//! scheduling and the watchdog; timeouts, cancel scopes and nurseries; sync
+//! primitives; sockets, DNS and signals; calling async crates; pools and
+//! executors; observability; memory and stacks; operating the mail relay;
+//! dependencies. Every example in it is compiled and run as a doctest of
+//! this crate. This page and the items' own docs are the reference.
+//!
 //! # Where to look
 //!
 //! * Green threads, time and the runtime: [`run`], [`spawn`], [`Builder`],
@@ -56,16 +66,10 @@
 //! `with_timeout`, cancel scopes and interrupts apply to `block_on`: the
 //! future is dropped on its green thread, which cancels it.
 //!
-//! ```ignore
-//! // Cargo.toml: coro-rt = { version = "0.1", features = ["hyper"] }
-//! let stream = coro::net::TcpStream::connect(addr)?;
-//! let (mut sender, conn) = block_on(hyper::client::conn::http1::handshake(stream))??;
-//! coro::spawn(move || block_on(conn));
-//! let resp = coro::with_timeout(Duration::from_secs(5), || block_on(sender.send_request(req)))???;
-//! ```
-//!
-//! `examples/hyper_server.rs` and `examples/postgres.rs` are complete
-//! programs.
+//! The guide's chapter "Calling async crates" (`docs/06-async.md`) has a
+//! hyper server and client in one runtime and a tokio-postgres client, both
+//! compiled by the tests; `examples/hyper_server.rs` and
+//! `examples/postgres.rs` are complete programs.
 //!
 //! # Cargo features
 //!
@@ -387,8 +391,42 @@ pub mod time {
     pub use std::time::Duration;
 }
 
-/// README's snippets, compiled and run as doctests (one uses the back
-/// door).
-#[cfg(all(doctest, feature = "backdoor"))]
+/// README's snippets, compiled and run as doctests.
+#[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The guide's chapters (`docs/`): every example in them is compiled, and
+/// run unless marked `no_run`, as a doctest of this crate. A chapter whose
+/// examples use a feature is tested when that feature is on; the test
+/// command (`scripts/test.sh`) turns every feature on.
+#[cfg(doctest)]
+pub mod guide {
+    #[doc = include_str!("../docs/README.md")]
+    pub mod contents {}
+    #[doc = include_str!("../docs/01-getting-started.md")]
+    pub mod getting_started {}
+    #[doc = include_str!("../docs/02-green-threads.md")]
+    pub mod green_threads {}
+    #[doc = include_str!("../docs/03-cancellation.md")]
+    pub mod cancellation {}
+    #[doc = include_str!("../docs/04-sync.md")]
+    pub mod sync {}
+    #[cfg(all(feature = "dns", feature = "signal"))]
+    #[doc = include_str!("../docs/05-sockets.md")]
+    pub mod sockets {}
+    #[cfg(all(feature = "hyper", feature = "tokio-io", feature = "tokio-bridge"))]
+    #[doc = include_str!("../docs/06-async.md")]
+    pub mod async_crates {}
+    #[doc = include_str!("../docs/07-pools.md")]
+    pub mod pools {}
+    #[cfg(feature = "backdoor")]
+    #[doc = include_str!("../docs/08-observability.md")]
+    pub mod observability {}
+    #[doc = include_str!("../docs/09-memory.md")]
+    pub mod memory {}
+    #[doc = include_str!("../docs/10-mail-relay.md")]
+    pub mod mail_relay {}
+    #[doc = include_str!("../docs/11-dependencies.md")]
+    pub mod dependencies {}
+}
