@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # README's test command: installs the system tools the tests drive (Debian
-# packages) when they are missing, then runs the test suite.
+# packages) when they are missing, then runs the whole test suite: every
+# test binary of every workspace crate, with every cargo feature on (tests
+# of a feature declare it in `required-features`), through to the end
+# (`--no-fail-fast`): every failure is reported, and the exit status is
+# non-zero if any test failed.
 #
 # A test never passes silently because a tool is absent: the tests that use a
 # tool fail with a message naming it, and this script installs every tool
@@ -67,4 +71,4 @@ fi
 # installer gives.
 bash scripts/install-postfix.sh
 
-exec cargo test --workspace "$@"
+exec cargo test --workspace --all-features --no-fail-fast "$@"

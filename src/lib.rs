@@ -3,8 +3,15 @@
 //! Write servers in plain blocking style (`stream.read(&mut buf)?`) and run
 //! tens of thousands of them on one core. This crate is the facade: the
 //! runtime's items at the top level, primitives in [`sync`], sockets in
-//! [`net`] (with the [back door](net::backdoor) console), Unix signals in
-//! [`signal`].
+//! [`net`] (with a DNS resolver and the back door console behind
+//! features), Unix signals in `signal`.
+//!
+//! The package is `coro-rt` on crates.io, its library `coro`:
+//!
+//! ```toml
+//! [dependencies]
+//! coro-rt = "0.1"
+//! ```
 //!
 //! The package also builds `coro-profile`, which turns a [`profile`] file
 //! into an HTML report (`coro-profile report PROFILE -o report.html`) or
@@ -23,6 +30,16 @@
 //!     assert_eq!(h.join().unwrap(), "done");
 //! });
 //! ```
+//!
+//! # The guide
+//!
+//! The repository's `docs/` directory holds a guide of eleven chapters,
+//! read in order from `docs/README.md`: getting started; green threads,
+//! scheduling and the watchdog; timeouts, cancel scopes and nurseries; sync
+//! primitives; sockets, DNS and signals; calling async crates; pools and
+//! executors; observability; memory and stacks; operating the mail relay;
+//! dependencies. Every example in it is compiled and run as a doctest of
+//! this crate. This page and the items' own docs are the reference.
 //!
 //! # Where to look
 //!
@@ -49,31 +66,34 @@
 //! `with_timeout`, cancel scopes and interrupts apply to `block_on`: the
 //! future is dropped on its green thread, which cancels it.
 //!
-//! ```ignore
-//! // Cargo.toml: coro = { version = "0.1", features = ["hyper"] }
-//! let stream = coro::net::TcpStream::connect(addr)?;
-//! let (mut sender, conn) = block_on(hyper::client::conn::http1::handshake(stream))??;
-//! coro::spawn(move || block_on(conn));
-//! let resp = coro::with_timeout(Duration::from_secs(5), || block_on(sender.send_request(req)))???;
-//! ```
-//!
-//! `examples/hyper_server.rs` and `examples/postgres.rs` are complete
-//! programs.
+//! The guide's chapter "Calling async crates" (`docs/06-async.md`) has a
+//! hyper server and client in one runtime and a tokio-postgres client, both
+//! compiled by the tests; `examples/hyper_server.rs` and
+//! `examples/postgres.rs` are complete programs.
 //!
 //! # Cargo features
 //!
-//! None is on by default; each forwards to `coro-net`, which implements it.
+//! The default build is the runtime, the primitives, TCP, UDP and Unix
+//! sockets, and signals: 17 crates with this one. Each feature but
+//! `tokio-bridge` forwards to `coro-net`, which implements it; "pulls in"
+//! counts the crates it adds.
 //!
-//! | feature | what it adds |
-//! |---|---|
-//! | `futures-io` | `TcpStream` and `UnixStream` implement `futures_io::AsyncRead` / `AsyncWrite` |
-//! | `tokio-io` | the same for tokio's `AsyncRead` / `AsyncWrite` (tokio's io traits only, with none of its runtime features), for tokio-postgres, tokio-util codecs, ... |
-//! | `hyper` | the same for hyper 1.x `rt::Read` / `rt::Write`, plus `net::CoroTimer` (`hyper::rt::Timer`) and `net::CoroExecutor` (`hyper::rt::Executor`, each future a green thread) |
-//! | `tokio-bridge` | [`tokio`](mod@tokio): futures that need a tokio runtime (reqwest, redis, sqlx) run on one coro starts on helper threads, while only the calling green thread waits (`coro::tokio::run(fut)`); the crate `coro-tokio` implements it |
+//! | feature | default | what it adds | pulls in |
+//! |---|---|---|---|
+//! | `signal` | yes | Unix signals as a blocking-style stream: `signal::Signals` | signal-hook and its mio source: 4 crates |
+//! | `dns` | no | `net::dns`, the stub DNS resolver (MX, TXT, PTR, addresses; a TTL cache) beside the system one of [`net::lookup_host`] | hickory-proto's message codec and its tree: 60 crates |
+//! | `backdoor` | no | `net::backdoor`, a console into the running process on a Unix socket (threads, stats, timers, profiler, your own commands) | nothing |
+//! | `futures-io` | no | `TcpStream` and `UnixStream` implement `futures_io::AsyncRead` / `AsyncWrite` | futures-io: 1 crate |
+//! | `tokio-io` | no | the same for tokio's `AsyncRead` / `AsyncWrite` (tokio's io traits only, with none of its runtime features), for tokio-postgres, tokio-util codecs, ... | tokio without features: 2 crates |
+//! | `hyper` | no | the same for hyper 1.x `rt::Read` / `rt::Write`, plus `net::CoroTimer` (`hyper::rt::Timer`) and `net::CoroExecutor` (`hyper::rt::Executor`, each future a green thread) | hyper without features, with http and bytes: 7 crates |
+//! | `tokio-bridge` | no | [`tokio`](mod@tokio): futures that need a tokio runtime (reqwest, redis, sqlx) run on one coro starts on helper threads, while only the calling green thread waits (`coro::tokio::run(fut)`); the crate `coro-tokio` implements it | coro-tokio and tokio's multi-thread scheduler: 3 crates |
 //!
-//! [`future::block_on`] and [`future::Sleep`] need no feature.
+//! [`future::block_on`] and [`future::Sleep`], the profiler ([`profile`])
+//! and the flight recorder ([`flight`]) need no feature and pull in
+//! nothing.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use coro_runtime::*;
 
@@ -275,6 +295,8 @@ pub mod net {
     pub use coro_net::*;
 }
 
+#[cfg(feature = "signal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "signal")))]
 pub use coro_net::signal;
 
 #[cfg(feature = "tokio-bridge")]
@@ -373,3 +395,38 @@ pub mod time {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The guide's chapters (`docs/`): every example in them is compiled, and
+/// run unless marked `no_run`, as a doctest of this crate. A chapter whose
+/// examples use a feature is tested when that feature is on; the test
+/// command (`scripts/test.sh`) turns every feature on.
+#[cfg(doctest)]
+pub mod guide {
+    #[doc = include_str!("../docs/README.md")]
+    pub mod contents {}
+    #[doc = include_str!("../docs/01-getting-started.md")]
+    pub mod getting_started {}
+    #[doc = include_str!("../docs/02-green-threads.md")]
+    pub mod green_threads {}
+    #[doc = include_str!("../docs/03-cancellation.md")]
+    pub mod cancellation {}
+    #[doc = include_str!("../docs/04-sync.md")]
+    pub mod sync {}
+    #[cfg(all(feature = "dns", feature = "signal"))]
+    #[doc = include_str!("../docs/05-sockets.md")]
+    pub mod sockets {}
+    #[cfg(all(feature = "hyper", feature = "tokio-io", feature = "tokio-bridge"))]
+    #[doc = include_str!("../docs/06-async.md")]
+    pub mod async_crates {}
+    #[doc = include_str!("../docs/07-pools.md")]
+    pub mod pools {}
+    #[cfg(feature = "backdoor")]
+    #[doc = include_str!("../docs/08-observability.md")]
+    pub mod observability {}
+    #[doc = include_str!("../docs/09-memory.md")]
+    pub mod memory {}
+    #[doc = include_str!("../docs/10-mail-relay.md")]
+    pub mod mail_relay {}
+    #[doc = include_str!("../docs/11-dependencies.md")]
+    pub mod dependencies {}
+}

@@ -35,6 +35,22 @@ fn spin(d: Duration) {
     }
 }
 
+/// Spins for at least `d`, and on until the watchdog has warned about this
+/// slice: it is an OS thread of its own, which a loaded machine can keep
+/// off the CPU for a whole slice (it warns only while the slice runs).
+fn spin_until_warned(d: Duration) {
+    let me = coro::current_id().unwrap();
+    let t = std::time::Instant::now();
+    while t.elapsed() < d
+        || coro::latency_warnings()
+            .last()
+            .is_none_or(|w| w.thread != me)
+    {
+        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
+        spin(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn a_trace_file_is_json_with_the_fields_perfetto_needs() {
     let dir = Dir::new("json");
@@ -128,7 +144,7 @@ fn a_latency_warning_saves_a_snapshot_with_the_hogs_resume() {
             assert!(flight::latency_snapshots().is_empty());
             let hog = coro::Builder::new()
                 .name("hog".into())
-                .spawn(|| spin(Duration::from_millis(80)))
+                .spawn(|| spin_until_warned(Duration::from_millis(80)))
                 .unwrap();
             let id = hog.thread().id();
             hog.join().unwrap();
@@ -162,7 +178,7 @@ fn a_latency_warning_saves_a_snapshot_with_the_hogs_resume() {
             // Rate-limited: a second hog right after saves no second one.
             coro::Builder::new()
                 .name("hog2".into())
-                .spawn(|| spin(Duration::from_millis(60)))
+                .spawn(|| spin_until_warned(Duration::from_millis(60)))
                 .unwrap()
                 .join()
                 .unwrap();
@@ -319,7 +335,7 @@ fn latency_snapshots_can_be_turned_off() {
         .build()
         .unwrap();
     rt.block_on(|| {
-        coro::spawn(|| spin(Duration::from_millis(40)))
+        coro::spawn(|| spin_until_warned(Duration::from_millis(40)))
             .join()
             .unwrap();
         assert!(coro::stats().latency_warnings >= 1);

@@ -291,9 +291,10 @@ fn coro_timer_drives_hypers_header_read_timeout() -> io::Result<()> {
                 .serve_connection(stream, hyper::service::service_fn(handle));
             block_on(conn).unwrap()
         });
+        // Before the connection exists, so before hyper's timer starts.
+        let t = coro::clock::now();
         let mut c = TcpStream::connect(addr)?;
         c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")?; // never finished
-        let t = coro::clock::now();
         let mut rest = Vec::new();
         c.read_to_end(&mut rest)?; // the server hangs up
         assert!(t.elapsed() >= Duration::from_millis(100));

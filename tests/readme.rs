@@ -1,12 +1,19 @@
-//! README's commands work as written on a fresh machine.
+//! The commands shown in README and the guide (`docs/`) work as written on
+//! a fresh machine, and README stays a first page.
 //!
 //! * The shell snippets that can run unattended (fenced as `sh`) are run,
 //!   each in bash from the repository's root, bounded in time.
-//! * Every command shown (in `text` and `sh` blocks, README's and the
-//!   examples' own docs) uses a tool the test command installs (no `nc`,
-//!   which a fresh machine lacks), names an example, package, binary or
-//!   script that exists, and README links only to files in the repository.
-//! * The echo example's port in README is the one `echo.rs` listens on.
+//! * Every command shown (in `text` and `sh` blocks of README, the guide and
+//!   the examples' own docs, and inline in README and the guide) uses a tool
+//!   the test command installs (no `nc`, which a fresh machine lacks), names
+//!   an example, package, binary or script that exists, and README and the
+//!   guide link only to files in the repository.
+//! * The echo example's port, as the docs run it, is the one `echo.rs`
+//!   listens on.
+//! * README fits its budget and shows the dependency line, the relay's
+//!   command and the test command on its first screen; BENCHMARKS.md fits
+//!   its budget; the documentation names no work sessions and no issue
+//!   numbers.
 
 mod util;
 
@@ -131,9 +138,10 @@ fn check_command(
         if let Some(b) = after("--bin") {
             // A `[[bin]]` of the package named (the root one by default),
             // or one of the root package's `src/bin`.
-            let package = after("-p").unwrap_or("coro");
+            let facade = root_package();
+            let package = after("-p").unwrap_or(&facade);
             let declared = bins.iter().any(|(p, n)| p == package && n == b);
-            let in_src_bin = package == "coro" && root().join(format!("src/bin/{b}")).exists();
+            let in_src_bin = package == facade && root().join(format!("src/bin/{b}")).exists();
             if !(declared || in_src_bin) {
                 problems.push(format!("`{cmd}`: no binary {b}"));
             }
@@ -146,6 +154,32 @@ fn check_command(
             }
         }
     }
+}
+
+/// The facade's package name (the root manifest's `[package]`).
+fn root_package() -> String {
+    names_after(&read("Cargo.toml"), "[package]").remove(0)
+}
+
+/// README and the guide's chapters: (path, text).
+fn docs() -> Vec<(String, String)> {
+    let mut out = vec![("README.md".to_owned(), read("README.md"))];
+    let mut chapters: Vec<_> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    chapters.sort();
+    for path in chapters {
+        let name = format!("docs/{}", path.file_name().unwrap().to_string_lossy());
+        out.push((name, std::fs::read_to_string(&path).unwrap()));
+    }
+    let names: Vec<&String> = out.iter().map(|(n, _)| n).collect();
+    assert!(
+        names.len() >= 6,
+        "README and at least five guide chapters: {names:?}"
+    );
+    out
 }
 
 /// `name = "..."` values that follow `header` lines in a Cargo.toml.
@@ -166,7 +200,7 @@ fn names_after(toml: &str, header: &str) -> Vec<String> {
 }
 
 #[test]
-fn commands_shown_use_what_a_fresh_machine_has() {
+fn commands_shown_in_the_docs_use_what_a_fresh_machine_has() {
     let members = [
         "",
         "runtime",
@@ -216,7 +250,8 @@ fn commands_shown_use_what_a_fresh_machine_has() {
     );
     assert_eq!(seen.len(), 1, "{seen:?}");
 
-    let mut sources = vec![("README.md".to_owned(), read("README.md"), false)];
+    let mut sources: Vec<(String, String, bool)> =
+        docs().into_iter().map(|(n, t)| (n, t, false)).collect();
     for entry in std::fs::read_dir(root().join("examples")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "rs") {
@@ -248,47 +283,57 @@ fn commands_shown_use_what_a_fresh_machine_has() {
             }
         }
     }
-    // Inline commands (README's table) too.
-    let readme = read("README.md");
-    for (i, piece) in readme.split('`').enumerate() {
-        if i % 2 == 1 && piece.starts_with("cargo ") {
-            check_command(piece, &packages, &examples, &bins, &mut problems);
+    for (name, text) in docs() {
+        // Inline commands (README's tables) too.
+        for (i, piece) in text.split('`').enumerate() {
+            if i % 2 == 1 && piece.starts_with("cargo ") {
+                let before = problems.len();
+                check_command(piece, &packages, &examples, &bins, &mut problems);
+                for p in &mut problems[before..] {
+                    *p = format!("{name}: {p}");
+                }
+            }
         }
-    }
-
-    // Links point into the repository.
-    for (i, _) in readme.match_indices("](") {
-        let target = readme[i + 2..].split(')').next().unwrap();
-        if target.contains("://") || target.starts_with('#') {
-            continue;
+        // Links point into the repository, relative to the file.
+        let dir = Path::new(&name).parent().unwrap_or(Path::new(""));
+        for (i, _) in text.match_indices("](") {
+            let target = text[i + 2..].split(')').next().unwrap();
+            let target = target.split('#').next().unwrap();
+            if target.contains("://") || target.is_empty() {
+                continue;
+            }
+            if !root().join(dir).join(target).exists() {
+                problems.push(format!(
+                    "{name} links to {target}, which is not in the repository"
+                ));
+            }
         }
-        if !root().join(target).exists() {
+        if text.contains("DESIGN.md") {
             problems.push(format!(
-                "README.md links to {target}, which is not in the repository"
+                "{name} refers to DESIGN.md, which is not in the repository"
             ));
         }
     }
-    if readme.contains("DESIGN.md") {
-        problems.push("README.md refers to DESIGN.md, which is not in the repository".into());
-    }
 
-    // The echo example's address, as README runs it and as echo.rs defaults.
+    // The echo example's address, as the docs run it and as echo.rs defaults.
     let echo = read("examples/echo.rs");
     let default = echo
         .split("unwrap_or_else(|| \"")
         .nth(1)
         .and_then(|r| r.split('"').next())
         .expect("echo.rs has a default address");
-    let shown: Vec<&str> = readme
-        .lines()
+    let texts = docs();
+    let shown: Vec<&str> = texts
+        .iter()
+        .flat_map(|(_, t)| t.lines())
         .filter_map(|l| l.split("--example echo -- ").nth(1))
         .filter_map(|r| r.split_whitespace().next())
         .collect();
-    assert!(!shown.is_empty(), "README no longer runs the echo example");
+    assert!(!shown.is_empty(), "the docs no longer run the echo example");
     for addr in shown {
         if addr != default {
             problems.push(format!(
-                "README runs echo on {addr}; echo.rs defaults to {default}"
+                "the docs run echo on {addr}; echo.rs defaults to {default}"
             ));
         }
     }
@@ -297,34 +342,100 @@ fn commands_shown_use_what_a_fresh_machine_has() {
 }
 
 #[test]
-fn readme_unattended_snippets_run_as_written() {
+fn unattended_snippets_of_the_docs_run_as_written() {
+    let mut seen = Vec::new();
+    for (name, text) in docs() {
+        for b in blocks(&text, false).into_iter().filter(|b| b.info == "sh") {
+            let script = b.lines.join("\n");
+            if seen.contains(&script) {
+                continue; // the same snippet in README and a chapter runs once
+            }
+            let mut cmd = Command::new("bash");
+            util::child::as_user(&mut cmd)
+                .args(["-euo", "pipefail", "-c", &script])
+                .current_dir(root());
+            // `cargo run` resolves features for one package, not the
+            // workspace (mail-relay adds `log/serde`), so it builds the
+            // example's chain once more: 90 s on a loaded 2-core machine.
+            // The bound only turns a hang into a failure.
+            let out = util::child::run(&mut cmd, Duration::from_secs(600));
+            assert!(
+                out.status.success(),
+                "{name}:{}: `{script}` failed ({}):\n{}\n{}",
+                b.line,
+                out.status,
+                out.stdout,
+                out.stderr
+            );
+            seen.push(script);
+        }
+    }
+    assert!(!seen.is_empty(), "README has no unattended (`sh`) snippet");
+}
+
+/// README is a first page: within its budget, with the dependency line,
+/// the relay's command and the test command on its first screen (50 lines).
+#[test]
+fn readme_shows_the_first_ten_minutes_on_its_first_screen() {
     let readme = read("README.md");
-    let snippets: Vec<Block> = blocks(&readme, false)
-        .into_iter()
-        .filter(|b| b.info == "sh")
-        .collect();
     assert!(
-        !snippets.is_empty(),
-        "README has no unattended (`sh`) snippet"
+        readme.len() <= 15_000,
+        "README.md is {} bytes; at most 15 000 (the rest belongs in the guide)",
+        readme.len()
     );
-    for b in snippets {
-        let script = b.lines.join("\n");
-        let mut cmd = Command::new("bash");
-        util::child::as_user(&mut cmd)
-            .args(["-euo", "pipefail", "-c", &script])
-            .current_dir(root());
-        // `cargo run` resolves features for one package, not the workspace
-        // (mail-relay adds `log/serde`), so it builds the example's chain
-        // once more: 90 s on a loaded 2-core machine. The bound only turns
-        // a hang into a failure.
-        let out = util::child::run(&mut cmd, Duration::from_secs(600));
+    let first_screen: String = readme.lines().take(50).collect::<Vec<_>>().join("\n");
+    let dependency = format!("{} = ", root_package());
+    for needed in [
+        dependency.as_str(),
+        "cargo run --release -p mail-relay",
+        "bash scripts/test.sh",
+    ] {
         assert!(
-            out.status.success(),
-            "README.md:{}: `{script}` failed ({}):\n{}\n{}",
-            b.line,
-            out.status,
-            out.stdout,
-            out.stderr
+            first_screen.contains(needed),
+            "README's first 50 lines do not show `{needed}`"
         );
     }
+    let benchmarks = read("BENCHMARKS.md");
+    assert!(
+        benchmarks.len() <= 40_000,
+        "BENCHMARKS.md is {} bytes; at most 40 000 (current figures only)",
+        benchmarks.len()
+    );
+}
+
+/// The documentation speaks of the project, not of how it was made: no
+/// issue numbers, no numbered work sessions. (SMTP sessions are fine.)
+#[test]
+fn the_docs_name_no_issue_numbers_and_no_work_sessions() {
+    let ordinals = [
+        "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
+        "tenth", "this", "last", "next", "previous", "earlier",
+    ];
+    let mut files = docs();
+    files.push(("BENCHMARKS.md".to_owned(), read("BENCHMARKS.md")));
+    files.push(("CHANGELOG.md".to_owned(), read("CHANGELOG.md")));
+    let mut problems = Vec::new();
+    for (name, text) in &files {
+        let lower = text.to_lowercase();
+        let words: Vec<&str> = lower
+            .split(|c: char| !(c.is_alphanumeric() || c == '#'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for pair in words.windows(2) {
+            let issue_number = pair[0] == "issue"
+                && pair[1]
+                    .trim_start_matches('#')
+                    .chars()
+                    .all(|c| c.is_ascii_digit());
+            let work_session = ordinals.contains(&pair[0])
+                && (pair[1] == "session" || pair[1] == "sessions" || pair[1] == "round");
+            if issue_number || work_session {
+                problems.push(format!("{name}: \"{} {}\"", pair[0], pair[1]));
+            }
+        }
+        if lower.contains("issue #") {
+            problems.push(format!("{name}: names an issue number"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -39,8 +39,16 @@ fn cargo_test_workspace_does_not_build_the_bench_peers() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     util::child::as_user(&mut cmd);
-    cmd.args(["test", "--workspace", "--no-run", "--offline", "-v"])
-        .current_dir(root);
+    // The test command's build (scripts/test.sh: every feature on).
+    cmd.args([
+        "test",
+        "--workspace",
+        "--all-features",
+        "--no-run",
+        "--offline",
+        "-v",
+    ])
+    .current_dir(root);
     // Everything is built already (cargo builds every test before running
     // any): the command only checks freshness, in seconds. The bound turns
     // a rebuild of the workspace, or a hang, into a failure.
@@ -81,4 +89,130 @@ fn cargo_test_workspace_does_not_build_the_bench_peers() {
         ci.contains("cargo clippy --workspace --all-targets"),
         "CI no longer lints the benches"
     );
+}
+
+/// The lines `cargo tree` prints for `args` (offline, every package once
+/// per path: the sorted, deduplicated set is the crates a build compiles).
+fn cargo(args: &[&str]) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    util::child::as_user(&mut cmd);
+    cmd.args(args).arg("--offline").current_dir(root);
+    let out = util::child::run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "cargo {args:?}: {}", out.stderr);
+    out.stdout
+}
+
+/// The packages a build of the facade compiles for the target (its normal
+/// dependencies, transitively, itself included), with `features`.
+fn facade_tree(features: &[&str]) -> Vec<String> {
+    let mut args = vec!["tree", "-p", "coro-rt", "-e", "normal"];
+    args.extend(["--prefix", "none", "--no-dedupe"]);
+    args.extend(features);
+    let mut crates: Vec<String> = cargo(&args)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    crates.sort();
+    crates.dedup();
+    crates
+}
+
+/// A program that depends on coro alone compiles a small tree: the
+/// resolver, the back door and the async adapters are features.
+#[test]
+fn the_facade_default_features_compile_at_most_20_crates() {
+    let default = facade_tree(&[]);
+    assert!(
+        default.len() <= 20,
+        "{} crates:\n{}",
+        default.len(),
+        default.join("\n")
+    );
+    let has = |tree: &[String], name: &str| tree.iter().any(|c| c.starts_with(&format!("{name} ")));
+    for heavy in ["hickory-proto", "tokio", "futures-io", "hyper"] {
+        assert!(!has(&default, heavy), "{heavy} is built by default");
+    }
+    assert!(
+        has(&default, "signal-hook"),
+        "signals are a default feature"
+    );
+    assert!(has(&facade_tree(&["--features", "dns"]), "hickory-proto"));
+    let lean = facade_tree(&["--no-default-features"]);
+    assert!(!has(&lean, "signal-hook"), "{}", lean.join("\n"));
+}
+
+/// The crates that go to crates.io say what they are, under which license,
+/// with no made-up address; the others are never published.
+#[test]
+fn published_crates_carry_their_metadata_and_the_others_stay_unpublished() {
+    let meta: serde_json::Value =
+        serde_json::from_str(&cargo(&["metadata", "--no-deps", "--format-version", "1"])).unwrap();
+    let published = [
+        "coro-rt",
+        "coro-runtime",
+        "coro-sync",
+        "coro-net",
+        "coro-macros",
+        "coro-tokio",
+    ];
+    let packages = meta["packages"].as_array().unwrap();
+    for p in packages {
+        let name = p["name"].as_str().unwrap();
+        let dir = Path::new(p["manifest_path"].as_str().unwrap())
+            .parent()
+            .unwrap();
+        if !published.contains(&name) {
+            // `publish = false` reads as an empty list of registries.
+            assert_eq!(
+                p["publish"],
+                serde_json::json!([]),
+                "{name} could be published"
+            );
+            continue;
+        }
+        assert!(
+            p["publish"].is_null(),
+            "{name} is not published to crates.io"
+        );
+        for key in ["description", "license", "readme", "rust_version"] {
+            assert!(p[key].is_string(), "{name} has no {key}");
+        }
+        assert_eq!(p["license"], "MIT OR Apache-2.0", "{name}");
+        for key in ["keywords", "categories"] {
+            assert!(
+                p[key].as_array().is_some_and(|a| !a.is_empty()),
+                "{name} has no {key}"
+            );
+        }
+        for key in ["repository", "homepage", "documentation"] {
+            if let Some(url) = p[key].as_str() {
+                assert!(
+                    url.starts_with("https://docs.rs/") || !url.contains(".invalid"),
+                    "{name}'s {key} is made up: {url}"
+                );
+            }
+        }
+        for file in [
+            "LICENSE-MIT",
+            "LICENSE-APACHE",
+            p["readme"].as_str().unwrap(),
+        ] {
+            assert!(dir.join(file).is_file(), "{name} has no {file}");
+        }
+        if p["features"].as_object().is_some_and(|f| !f.is_empty()) {
+            assert!(
+                p["metadata"]["docs"]["rs"]["all-features"] == true,
+                "{name}: docs.rs does not document every feature"
+            );
+        }
+    }
+    for name in published {
+        assert!(
+            packages.iter().any(|p| p["name"] == name),
+            "no package {name}"
+        );
+    }
 }

@@ -1,8 +1,8 @@
 //! `#[coro::main]`: runs a function's body as the main green thread of a
 //! coro runtime, the way `#[tokio::main]` does for tokio.
 //!
-//! Use it through the facade, as `#[coro::main]`; this crate is an
-//! implementation detail of `coro`.
+//! Use it through the facade (package `coro-rt`, library `coro`), as
+//! `#[coro::main]`; this crate is an implementation detail of it.
 //!
 //! # Implementation
 //!

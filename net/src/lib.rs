@@ -36,10 +36,20 @@
 //!
 //! # Cargo features
 //!
-//! Off by default; the `coro` facade forwards them. Each makes
-//! [`TcpStream`] and [`UnixStream`] an async I/O object on the same
-//! reactor registration as their blocking calls (`compat`), for futures
-//! run by `coro::future::block_on`:
+//! The `coro-rt` facade forwards them; its crate docs say what each pulls
+//! in. On by default:
+//!
+//! * `signal`: Unix signals as a blocking-style stream ([`signal`]).
+//!
+//! Off by default:
+//!
+//! * `dns`: the stub DNS resolver ([`dns`]).
+//! * `backdoor`: the back door console ([`backdoor`]).
+//!
+//! The async adapters, off by default, make [`TcpStream`] and
+//! [`UnixStream`] an async I/O object on the same reactor registration as
+//! their blocking calls (`compat`), for futures run by
+//! `coro::future::block_on`:
 //!
 //! * `futures-io`: `futures_io::AsyncRead` / `AsyncWrite`.
 //! * `tokio-io`: tokio's `AsyncRead` / `AsyncWrite` (its io traits only;
@@ -94,25 +104,32 @@
 //! out of memory for green threads, see [`TcpListener`] and
 //! `examples/lib.rs` (`accept_loop`, used by `examples/echo.rs`).
 //!
-//! [`dns`] is a stub DNS resolver on green threads (MX, TXT, PTR and
-//! addresses, with a cache), for what the system resolver behind
-//! [`lookup_host`] cannot do.
+//! [`dns`] (feature `dns`) is a stub DNS resolver on green threads (MX,
+//! TXT, PTR and addresses, with a cache), for what the system resolver
+//! behind [`lookup_host`] cannot do.
 //!
-//! [`backdoor`] serves a console into the running process on a Unix socket,
-//! for its owner only.
+//! [`backdoor`] (feature `backdoor`) serves a console into the running
+//! process on a Unix socket, for its owner only.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "backdoor")]
+#[cfg_attr(docsrs, doc(cfg(feature = "backdoor")))]
 pub mod backdoor;
 mod compat;
+#[cfg(feature = "dns")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dns")))]
 pub mod dns;
 mod error;
 mod fd;
 mod handle;
 mod lookup;
 mod sendfile;
+#[cfg(feature = "signal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "signal")))]
 pub mod signal;
 mod source;
 mod sys;
@@ -121,6 +138,7 @@ mod udp;
 mod unix;
 
 #[cfg(feature = "hyper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 pub use compat::hyper_rt::{CoroExecutor, CoroTimer};
 pub use error::is_fd_exhaustion;
 pub use fd::Fd;

@@ -61,12 +61,12 @@ fn socat_as(path: &Path, input: &str, setpriv: Option<&[&str]>) -> (bool, String
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawning socat");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    // A socat refused at connect exits without reading its input, maybe
+    // before it is written: its exit status and stderr say what happened.
+    match child.stdin.take().unwrap().write_all(input.as_bytes()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => panic!("writing to socat: {e}"),
+        _ => {}
+    }
     let out = child.wait_with_output().unwrap();
     (
         out.status.success(),
@@ -86,6 +86,46 @@ fn spin(d: Duration) {
     while t.elapsed() < d {
         std::hint::spin_loop();
     }
+}
+
+/// Spins for at least `d`, and on until the watchdog has warned about this
+/// slice: it is an OS thread of its own, which a loaded machine can keep
+/// off the CPU for a whole slice (it warns only while the slice runs).
+fn spin_until_warned(d: Duration) {
+    let me = coro::current_id().unwrap();
+    let t = Instant::now();
+    while t.elapsed() < d
+        || coro::latency_warnings()
+            .last()
+            .is_none_or(|w| w.thread != me)
+    {
+        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
+        spin(Duration::from_millis(1));
+    }
+}
+
+/// The RUN (s) column of a `threads` row. The columns are ID, STATE,
+/// WAITING ON (words: "sleep", "blocking job", ...), RUN (s) and AGE (s)
+/// (seconds with three decimals) and NAME (words), so RUN is the first of
+/// the two adjacent seconds columns after STATE.
+#[track_caller]
+fn run_secs(row: &str) -> f64 {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let secs = |w: &str| -> Option<f64> {
+        let (int, frac) = w.split_once('.')?;
+        if digits(int) && frac.len() == 3 && digits(frac) {
+            w.parse().ok()
+        } else {
+            None
+        }
+    };
+    let words: Vec<&str> = row.split_whitespace().collect();
+    words
+        .get(2..)
+        .unwrap_or_default()
+        .windows(2)
+        .find_map(|w| secs(w[0]).filter(|_| secs(w[1]).is_some()))
+        .unwrap_or_else(|| panic!("no RUN (s) and AGE (s) columns in {row:?}"))
 }
 
 /// What the first test sends, one line each (`stats` after `quit` must not run).
@@ -139,9 +179,13 @@ fn every_built_in_command_and_a_registered_one_answer_a_socat_client() {
             writeln!(s, "flushed")
         })
         .unwrap();
+        // Runs 10 ms, then sleeps.
         let sleeper = coro::Builder::new()
             .name("sleeper".into())
-            .spawn(|| coro::sleep(Duration::from_secs(60)))
+            .spawn(|| {
+                spin(Duration::from_millis(10));
+                coro::sleep(Duration::from_secs(60))
+            })
             .unwrap();
         let sleeper_id = sleeper.thread().id();
         // Runs 60 ms (its run time shows in `threads`), then sleeps.
@@ -155,13 +199,23 @@ fn every_built_in_command_and_a_registered_one_answer_a_socat_client() {
                 coro::sleep(Duration::from_secs(60))
             })
             .unwrap();
+        // Warned at 30 ms of its slice (as the watchdog measures it), then
+        // 80 ms more: the listing shows at least 110 ms.
         coro::Builder::new()
             .name("hog".into())
-            .spawn(|| spin(Duration::from_millis(120)))
+            .spawn(|| {
+                spin_until_warned(Duration::from_millis(40));
+                spin(Duration::from_millis(80));
+            })
             .unwrap()
             .join()
             .unwrap();
         coro::sleep(Duration::from_millis(20)).unwrap();
+        // This thread runs 25 ms, then waits on the socat job through the
+        // listing: its row, with the two-word wait "blocking job", sorts
+        // between the worker's and the sleeper's in `threads run` (run
+        // times are sampled every 3 ms).
+        spin(Duration::from_millis(25));
         let input = COMMANDS
             .join("\n")
             .replace("SLEEPER", &sleeper_id.to_string())
@@ -218,23 +272,22 @@ fn every_built_in_command_and_a_registered_one_answer_a_socat_client() {
         "{out}"
     );
     has("threads", "backdoor-session (this session)");
+    // A wait of two words (this thread's, on the socat job).
+    assert!(
+        of("threads")
+            .lines()
+            .any(|l| l.contains(" parked   blocking job ")),
+        "{out}"
+    );
     // threads run 3: sorted by run time, the largest first, three rows.
     let rows: Vec<&str> = of("threads run 3").lines().skip(2).collect();
     assert_eq!(rows.len(), 3, "{out}");
-    // RUN (s) is the first number after ID and STATE (WAITING ON may be
-    // several words: "blocking job").
-    let secs = |l: &str| {
-        l.split_whitespace()
-            .skip(2)
-            .find_map(|w| w.contains('.').then(|| w.parse::<f64>().ok()).flatten())
-            .unwrap_or(0.0)
-    };
     assert!(
-        rows.windows(2).all(|w| secs(w[0]) >= secs(w[1])),
+        rows.windows(2).all(|w| run_secs(w[0]) >= run_secs(w[1])),
         "{rows:?}"
     );
     assert!(rows.iter().any(|r| r.ends_with("worker")), "{rows:?}");
-    assert!(secs(rows[0]) >= 0.04, "{rows:?}");
+    assert!(run_secs(rows[0]) >= 0.04, "{rows:?}");
     has("stats", "switches ");
     has("stats", "spin_warnings ");
     has("stats", "backdoor_sessions    1");
@@ -664,7 +717,7 @@ fn deadlocks_leaks_and_the_flight_recorder_answer_a_socat_client() {
         forgetful.join().unwrap();
         coro::Builder::new()
             .name("hog".into())
-            .spawn(|| spin(Duration::from_millis(600)))
+            .spawn(|| spin_until_warned(Duration::from_millis(60)))
             .unwrap()
             .join()
             .unwrap();

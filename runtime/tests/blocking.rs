@@ -2,7 +2,8 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use coro_runtime::{self as coro, Timeout};
@@ -38,18 +39,42 @@ fn blocking_runs_elsewhere_and_others_keep_running() {
     });
 }
 
+/// The timeout fires while the job runs (a job no worker started yet would
+/// be dropped instead): `waiter` submits the job and parks, and in the same
+/// pass of the scheduler, before it next fires timers, the main thread holds
+/// the loop until a worker has started the job.
 #[test]
 fn blocking_under_timeout_returns_and_the_job_finishes_later() {
     coro::run(|| {
         let (tx, rx) = mpsc::channel::<u32>();
-        // Long enough for a pool thread to take the job first, however slow
-        // the machine (or an emulator): a job still queued when its caller
-        // gives up is dropped, not run.
-        let r = coro::with_timeout(Duration::from_millis(300), || {
-            coro::blocking(move || rx.recv_timeout(Duration::from_secs(5)).unwrap_or(0))
+        let (done_tx, done_rx) = mpsc::channel::<u32>();
+        let started = Arc::new(AtomicBool::new(false));
+        let s = started.clone();
+        let waiter = coro::spawn(move || {
+            coro::with_timeout(Duration::from_millis(5), || {
+                coro::blocking(move || {
+                    s.store(true, Ordering::SeqCst);
+                    let n = rx.recv().unwrap();
+                    done_tx.send(n).unwrap();
+                    n
+                })
+            })
         });
-        assert_eq!(r, Err(Timeout));
-        tx.send(1).unwrap();
+        // The waiter runs first in the next pass, then this thread.
+        coro::yield_now();
+        let t = std::time::Instant::now();
+        while !started.load(Ordering::SeqCst) {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the job never started"
+            );
+            std::hint::spin_loop();
+        }
+        assert_eq!(waiter.join().unwrap(), Err(Timeout));
+        // The job runs on after its caller gave up, and finishes.
+        tx.send(7).unwrap();
+        let finished = coro::blocking(move || done_rx.recv_timeout(Duration::from_secs(60)));
+        assert_eq!(finished.unwrap(), Ok(7));
         // The runtime still works, and another job completes.
         assert_eq!(coro::blocking(|| 5).unwrap(), 5);
     });

@@ -34,14 +34,14 @@
 #
 # ROUTING (env) says how mail-relay finds the sink, one way or both in each
 # combination (default "relayhost"):
-#   relayhost   `relayhost = "127.0.0.1:2601"`, no DNS (rows: mail-relay)
+#   relayhost   `relayhost = "127.0.0.1:SINK"`, no DNS (rows: mail-relay)
 #   mx          MX routing, as an MTA (rows: relay-mx): dnsmasq on
-#               127.0.0.1:$DNS_PORT (default 2653; Debian's dnsmasq-base,
+#               127.0.0.1:$DNS_PORT (default: a free port; Debian's dnsmasq-base,
 #               which scripts/test.sh installs) serves `example.test MX 10
 #               mx.example.test` and `mx.example.test A 127.0.0.2`, TTL 300 s;
-#               the relay has `[mx]` with that server and `port = 2601`, no
+#               the relay has `[mx]` with that server and `port = SINK`, no
 #               relayhost, and delivers to a second smtp-sink on
-#               127.0.0.2:2601. Each run starts a fresh relay, so its first
+#               127.0.0.2:SINK. Each run starts a fresh relay, so its first
 #               messages ask dnsmasq (MX, then A and AAAA of the exchanger)
 #               and the rest use the resolver's cache. At most 20 deliveries
 #               go to the domain at once (`[mx]`'s destination_concurrency_
@@ -52,6 +52,10 @@
 # machine's resolv.conf pointing at it (relayhost unset, `smtp_host_lookup =
 # dns`); this script does not touch the machine's resolver, and compares
 # relay-mx with mail-relay's own relayhost rows of the same run.
+#
+# Every server listens on a loopback port that was free when the run began
+# (SINK above is the sinks' port), so a server left running (an smtp-sink
+# from README's example) cannot take a share of the connections.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$(pwd)
@@ -76,7 +80,27 @@ for r in $routing; do
   *) echo "bench.sh: ROUTING: unknown mode '$r' (relayhost, mx)" >&2; exit 2 ;;
   esac
 done
-dns_port=${DNS_PORT:-2653}
+# Free loopback ports, TCP and UDP (the kernel's choice), one per server:
+# Postfix's smtpd, the sinks, mail-relay, dnsmasq.
+read -r pf_port sink_port relay_port free_dns_port < <(python3 -c '
+import socket
+held = []
+for _ in range(4):
+    while True:
+        t = socket.socket()
+        t.bind(("127.0.0.1", 0))
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            u.bind(("127.0.0.1", t.getsockname()[1]))
+            t2 = socket.socket()
+            t2.bind(("127.0.0.2", t.getsockname()[1]))
+        except OSError:
+            continue
+        held += [t, u, t2]
+        break
+print(*[s.getsockname()[1] for s in held[::3]])
+')
+dns_port=${DNS_PORT:-$free_dns_port}
 
 work=$(mktemp -d /tmp/mail-relay-bench.XXXXXX)
 # As root, the relay runs only when told to (or given a user to drop to).
@@ -122,12 +146,12 @@ report() {
 }
 
 # The sink both relays deliver to; -c prints its counters as they change.
-smtp-sink -u nobody -c 127.0.0.1:2601 1000 > "$work/sink.out" &
+smtp-sink -u nobody -c 127.0.0.1:"$sink_port" 1000 > "$work/sink.out" &
 sink_pid=$!
-[ "$with_peer" = none ] || bash "$peer" start "$work/pf" 2600 2601 >/dev/null
+[ "$with_peer" = none ] || bash "$peer" start "$work/pf" "$pf_port" "$sink_port" >/dev/null
 if [[ " $routing " == *" mx "* ]]; then
   # The exchanger's sink, and the DNS server that names it.
-  smtp-sink -u nobody -c 127.0.0.2:2601 1000 > "$work/sink-mx.out" &
+  smtp-sink -u nobody -c 127.0.0.2:"$sink_port" 1000 > "$work/sink-mx.out" &
   mx_sink_pid=$!
   dnsmasq --no-daemon --conf-file=/dev/null --pid-file= --no-resolv --no-hosts \
     --bind-interfaces --listen-address=127.0.0.1 --port="$dns_port" --local=/test/ \
@@ -160,13 +184,13 @@ for n in ${@:-1 20 100}; do
           mx="[mx]
 enabled = true
 dns_servers = [\"127.0.0.1:$dns_port\"]
-port = 2601"
+port = $sink_port"
         else
           sink_out=$work/sink.out who=mail-relay mx=
-          relayhost='relayhost = "127.0.0.1:2601"'
+          relayhost="relayhost = \"127.0.0.1:$sink_port\""
         fi
         cat > "$d/relay.toml" <<EOF
-listen = "127.0.0.1:2625"
+listen = "127.0.0.1:$relay_port"
 spool_dir = "$d/spool"
 maildir = "$d/maildir"
 max_sessions = 1000
@@ -180,11 +204,11 @@ $mx
 EOF
         "$relay_bin" --config "$d/relay.toml" >/dev/null 2>"$d/log" &
         relay_pid=$!
-        for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/2625) 2>/dev/null && break; sleep 0.05; done
+        for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$relay_port") 2>/dev/null && break; sleep 0.05; done
         base=$(sunk_now)
         c0=$(proc_cpu "$relay_pid")
         t0=$(now)
-        smtp-source "${source_args[@]}" 127.0.0.1:2625
+        smtp-source "${source_args[@]}" 127.0.0.1:"$relay_port"
         t1=$(now)
         wait_sunk $((base + m)) || true
         t2=$(now)
@@ -202,7 +226,7 @@ EOF
       base=$(sunk_now)
       c0=$(bash "$peer" cpu "$work/pf")
       t0=$(now)
-      smtp-source "${source_args[@]}" 127.0.0.1:2600
+      smtp-source "${source_args[@]}" 127.0.0.1:"$pf_port"
       t1=$(now)
       wait_sunk $((base + m)) || true
       t2=$(now)

@@ -390,6 +390,7 @@ fn each_recipient_has_its_status_across_a_restart() {
     assert_eq!(up.wait_delivered(1).len(), 1);
 
     // A crash, a restart, a flush: only w goes out, and no second bounce.
+    relay.wait_deferral_journaled(&id);
     relay.kill();
     let relay = Relay::start_in(&dir, &config);
     let (ok, out) = relay.command(&["flush"]);

@@ -142,8 +142,15 @@ fn dns_silent_defers_visibly_then_delivers_when_it_answers() {
     let tmp = TempDir::new("mx-dns-down");
     // A DNS "server" that takes queries and never answers, on a port the
     // kernel picks (a port found free first could be taken meanwhile by
-    // another test's query socket).
-    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // another test's query socket); its TCP side is held too, for the
+    // dnsmasq that takes over the port.
+    let (silent, tcp) = loop {
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = u.local_addr().unwrap().port();
+        if let Ok(t) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            break (u, t);
+        }
+    };
     let dns_port = silent.local_addr().unwrap().port();
     let port = free_mx_port();
     let relay = Relay::start_in(&tmp.0, &mx_config(dns_port, port, ""));
@@ -164,7 +171,7 @@ fn dns_silent_defers_visibly_then_delivers_when_it_answers() {
     );
 
     // DNS answers now; the exchangers are up.
-    drop(silent);
+    drop((silent, tcp));
     let _dns = Dnsmasq::start_on(dns_port, &mail_zone(), 60);
     let primary = sink(MX1, port, &tmp.0, &[]);
     let (ok, out) = relay.command(&["flush"]);

@@ -185,6 +185,7 @@ fn restart_rescans_the_spool() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(relay.spool_queue().join(&id).exists());
+    relay.wait_deferral_journaled(&id);
     relay.kill();
 
     // What a crash mid-write leaves, and a file that is not a message.

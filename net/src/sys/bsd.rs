@@ -5,6 +5,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
+#[cfg(feature = "backdoor")]
 use super::Credentials;
 
 pub(crate) use super::portable::sendfile;
@@ -14,6 +15,7 @@ pub(crate) const MAX_IOV: usize = libc::IOV_MAX as usize;
 
 /// The peer's credentials: `getpeereid`, and on macOS `LOCAL_PEERPID` for
 /// the pid (none if the OS does not say).
+#[cfg(feature = "backdoor")]
 pub(crate) fn peer_credentials(fd: RawFd) -> io::Result<Credentials> {
     let mut uid: libc::uid_t = 0;
     let mut gid: libc::gid_t = 0;

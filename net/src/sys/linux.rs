@@ -4,12 +4,14 @@
 use std::io;
 use std::os::fd::RawFd;
 
+#[cfg(feature = "backdoor")]
 use super::Credentials;
 
 /// `UIO_MAXIOV`, the figure std uses here.
 pub(crate) const MAX_IOV: usize = libc::UIO_MAXIOV as usize;
 
 /// The peer's credentials (`SO_PEERCRED`).
+#[cfg(feature = "backdoor")]
 pub(crate) fn peer_credentials(fd: RawFd) -> io::Result<Credentials> {
     let mut cred = libc::ucred {
         pid: 0,

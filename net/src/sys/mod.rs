@@ -31,18 +31,27 @@ mod portable;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod linux;
+#[cfg(all(feature = "backdoor", any(target_os = "linux", target_os = "android")))]
+pub(crate) use linux::peer_credentials;
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(crate) use linux::{no_sigpipe, peer_credentials, sendfile, MAX_IOV};
+pub(crate) use linux::{no_sigpipe, sendfile, MAX_IOV};
 
 #[cfg(all(unix, not(any(target_os = "linux", target_os = "android"))))]
 mod bsd;
+#[cfg(all(
+    feature = "backdoor",
+    unix,
+    not(any(target_os = "linux", target_os = "android"))
+))]
+pub(crate) use bsd::peer_credentials;
 #[cfg(all(unix, not(any(target_os = "linux", target_os = "android"))))]
-pub(crate) use bsd::{no_sigpipe, peer_credentials, sendfile, MAX_IOV};
+pub(crate) use bsd::{no_sigpipe, sendfile, MAX_IOV};
 
 #[cfg(not(unix))]
 compile_error!("coro-net supports Unix targets only (Linux; BSD and macOS)");
 
-/// A socket peer's identity.
+/// A socket peer's identity (the back door checks who connects).
+#[cfg(feature = "backdoor")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Credentials {
     /// Its effective uid.

@@ -34,8 +34,27 @@ impl Dnsmasq {
         Dnsmasq::start_on(free_port(), zone, ttl)
     }
 
-    /// As [`start`](Dnsmasq::start), on `port`.
+    /// As [`start`](Dnsmasq::start), on `port`. A port another socket
+    /// holds at that moment (a short-lived client socket of a test running
+    /// beside this one) is tried again, for up to 10 s.
     pub fn start_on(port: u16, zone: &[String], ttl: u32) -> Dnsmasq {
+        let t0 = Instant::now();
+        loop {
+            match Dnsmasq::try_start_on(port, zone, ttl) {
+                Ok(d) => return d,
+                Err(text)
+                    if text.contains("Address already in use")
+                        && t0.elapsed() < Duration::from_secs(10) =>
+                {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(text) => panic!("{text}"),
+            }
+        }
+    }
+
+    /// One start on `port`: the running dnsmasq, or why it stopped.
+    fn try_start_on(port: u16, zone: &[String], ttl: u32) -> Result<Dnsmasq, String> {
         let log =
             std::env::temp_dir().join(format!("coro-dnsmasq-{}-{port}.log", std::process::id()));
         let mut cmd = Command::new("dnsmasq");
@@ -70,7 +89,7 @@ impl Dnsmasq {
         while TcpStream::connect(addr).is_err() {
             if let Ok(Some(status)) = d.child.try_wait() {
                 let text = std::fs::read_to_string(&d.log).unwrap_or_default();
-                panic!("dnsmasq exited at start ({status}):\n{text}");
+                return Err(format!("dnsmasq exited at start ({status}):\n{text}"));
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(10),
@@ -78,7 +97,7 @@ impl Dnsmasq {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        d
+        Ok(d)
     }
 
     /// The port it answers on.

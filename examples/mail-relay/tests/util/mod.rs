@@ -206,6 +206,28 @@ impl Relay {
         self.dir.join("spool/queue")
     }
 
+    /// Waits until the spool's journal holds the deferral of message `id`
+    /// (and so what it recorded before: recipients done). A deferral is
+    /// logged before the journal writes it: a test that kills the relay
+    /// after the log line waits for this first.
+    #[track_caller]
+    pub fn wait_deferral_journaled(&self, id: &str) {
+        let line = format!("defer {id} ");
+        let t0 = Instant::now();
+        while !std::fs::read_dir(self.spool_queue())
+            .unwrap()
+            .flatten()
+            .any(|f| std::fs::read_to_string(f.path()).is_ok_and(|t| t.contains(&line)))
+        {
+            assert!(
+                t0.elapsed() < LIMIT,
+                "the deferral of {id} is not in the journal after {LIMIT:?}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// The delivered messages (file contents), sorted by file name.
     pub fn delivered(&self) -> Vec<String> {
         delivered_in(&self.maildir_new())
