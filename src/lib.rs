@@ -86,7 +86,7 @@
 //! | `futures-io` | no | `TcpStream` and `UnixStream` implement `futures_io::AsyncRead` / `AsyncWrite` | futures-io: 1 crate |
 //! | `tokio-io` | no | the same for tokio's `AsyncRead` / `AsyncWrite` (tokio's io traits only, with none of its runtime features), for tokio-postgres, tokio-util codecs, ... | tokio without features: 2 crates |
 //! | `hyper` | no | the same for hyper 1.x `rt::Read` / `rt::Write`, plus `net::CoroTimer` (`hyper::rt::Timer`) and `net::CoroExecutor` (`hyper::rt::Executor`, each future a green thread) | hyper without features, with http and bytes: 7 crates |
-//! | `tokio-bridge` | no | [`tokio`](mod@tokio): futures that need a tokio runtime (reqwest, redis, sqlx) run on one coro starts on helper threads, while only the calling green thread waits (`coro::tokio::run(fut)`); the crate `coro-tokio` implements it | coro-tokio and tokio's multi-thread scheduler: 3 crates |
+//! | `tokio-bridge` | no | `tokio`: futures that need a tokio runtime (reqwest, redis, sqlx) run on one coro starts on helper threads, while only the calling green thread waits (`coro::tokio::run(fut)`); the crate `coro-tokio` implements it | coro-tokio and tokio's multi-thread scheduler: 3 crates |
 //!
 //! [`future::block_on`] and [`future::Sleep`], the profiler ([`profile`])
 //! and the flight recorder ([`flight`]) need no feature and pull in
