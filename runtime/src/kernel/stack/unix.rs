@@ -188,8 +188,10 @@ pub(crate) fn init_guard_mode() {
 /// page of its own. Success is not taken on trust: an emulator
 /// (qemu-user) or a sandbox may accept advice it does not know and do
 /// nothing, which would leave every stack without a guard. The kernel
-/// storing into the page (`getrlimit` writes its answer there) must fail
-/// with `EFAULT`.
+/// storing into the page (`uname` writes its answer there) must fail with
+/// `EFAULT`. `uname` is one that tools which emulate some system calls
+/// (valgrind answers `getrlimit` itself, writing from its own code) pass
+/// to the kernel.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn guard_regions_work() -> bool {
     let page = page_size();
@@ -198,11 +200,11 @@ fn guard_regions_work() -> bool {
     };
     // SAFETY: advice on the page just mapped, which nothing else uses.
     let installed = unsafe { libc::madvise(p as *mut libc::c_void, page, MADV_GUARD_INSTALL) } == 0;
-    // SAFETY: getrlimit stores one `rlimit` at the pointer, inside the page
-    // (a page is larger than an `rlimit`), or fails with EFAULT; the page is
+    // SAFETY: uname stores one `utsname` at the pointer, inside the page (a
+    // page is larger than a `utsname`), or fails with EFAULT; the page is
     // ours and unused.
     let faults = installed
-        && unsafe { libc::getrlimit(libc::RLIMIT_STACK, p as *mut libc::rlimit) } != 0
+        && unsafe { libc::uname(p as *mut libc::utsname) } != 0
         && io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT);
     // SAFETY: the probe page, used by nothing else.
     unsafe { unmap(p, page) };
