@@ -1014,21 +1014,36 @@ mod tests {
                 })
                 .collect();
             sample_below(Duration::from_micros(100));
-            yield_until_sampling();
-            let hog = crate::spawn(move || {
-                assert!(sampling(), "the hog runs while the recorder samples");
-                // At least `least`, and two ticks of the ticker.
-                let (start, mut seen, mut ticks) = (std::time::Instant::now(), ticker::now(), 0);
-                while ticks < 2 || start.elapsed() < least {
-                    if ticker::now() != seen {
-                        seen = ticker::now();
-                        ticks += 1;
+            // The hog must start while the recorder samples. A slow first
+            // pass through new code (an emulator translating it, a loaded
+            // machine) can end sampling before the hog's first resume:
+            // such a hog returns at once and another is tried.
+            let mut attempts = 0;
+            let id = loop {
+                attempts += 1;
+                assert!(attempts <= 50, "no hog started while the recorder sampled");
+                yield_until_sampling();
+                let hog = crate::spawn(move || {
+                    if !sampling() {
+                        return false;
                     }
-                    std::hint::spin_loop();
+                    // At least `least`, and two ticks of the ticker.
+                    let (start, mut seen, mut ticks) =
+                        (std::time::Instant::now(), ticker::now(), 0);
+                    while ticks < 2 || start.elapsed() < least {
+                        if ticker::now() != seen {
+                            seen = ticker::now();
+                            ticks += 1;
+                        }
+                        std::hint::spin_loop();
+                    }
+                    true
+                });
+                let id = hog.thread().id();
+                if hog.join().unwrap() {
+                    break id;
                 }
-            });
-            let id = hog.thread().id();
-            hog.join().unwrap();
+            };
             done.set(true);
             for y in yielders {
                 y.join().unwrap();
