@@ -18,7 +18,7 @@
 //!
 //! The hog run shows latency warnings naming the `upload` thread while it
 //! parses, `threads run` with `upload` on top, and a profile whose report
-//! (`cargo run --release --bin coro-profile -- report DIR/profile-hog.jsonl`,
+//! (`cargo run --release -p coro-profile -- report DIR/profile-hog.jsonl`,
 //! the command is printed) puts the time in the `parse` region. With
 //! `--fixed` there are no warnings and the `api` p99 drops to a few
 //! milliseconds. Options: `--secs N` (run length per phase, default 6),
@@ -144,7 +144,7 @@ fn main() -> io::Result<()> {
             out.warnings
         );
         println!(
-            "{name}: profile in {}; make the report with\n  cargo run --release --bin coro-profile -- report {} -o {}",
+            "{name}: profile in {}; make the report with\n  cargo run --release -p coro-profile -- report {} -o {}",
             out.profile.display(),
             out.profile.display(),
             out.profile.with_extension("html").display()

@@ -22,7 +22,7 @@ tools=(
   "socat:socat"          # net/tests/backdoor.rs: the back door's client
   "setpriv:util-linux"   # net/tests/backdoor.rs: a client running as another user
   "prlimit:util-linux"   # mail-relay's tests under a low open-file limit
-  "chromium:chromium"    # tests/coro_profile.rs: renders the HTML report headless
+  "chromium:chromium"    # profile/tests/cli.rs: renders the HTML report headless
   "swaks:swaks"          # mail-relay's client tests
   "python3:python3"      # mail-relay's smtplib tests (smtplib is in the standard library)
   "curl:curl"            # tests/hyper.rs: the HTTP client of the hyper-on-coro server

@@ -13,9 +13,9 @@
 //! coro-rt = "0.1"
 //! ```
 //!
-//! The package also builds `coro-profile`, which turns a [`profile`] file
-//! into an HTML report (`coro-profile report PROFILE -o report.html`) or
-//! compares two (`coro-profile diff A B`).
+//! A [`profile`] file is read by the `coro-profile` package, apart from
+//! coro: its tool turns one into an HTML report (`coro-profile report
+//! PROFILE -o report.html`) or compares two (`coro-profile diff A B`).
 //!
 //! # Examples
 //!

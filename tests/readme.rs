@@ -206,6 +206,7 @@ fn commands_shown_in_the_docs_use_what_a_fresh_machine_has() {
         "runtime",
         "sync",
         "net",
+        "profile",
         "examples",
         "examples/mail-relay",
         "benches",

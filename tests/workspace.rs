@@ -157,6 +157,7 @@ fn published_crates_carry_their_metadata_and_the_others_stay_unpublished() {
         "coro-net",
         "coro-macros",
         "coro-tokio",
+        "coro-profile",
     ];
     let packages = meta["packages"].as_array().unwrap();
     for p in packages {

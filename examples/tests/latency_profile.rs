@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use coro::profile::{Kind, Profile};
+use coro_profile::{Kind, Profile};
 use coro_test_support::TempDir;
 
 /// The example's binary, which `cargo test` builds beside the tests.

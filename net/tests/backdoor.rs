@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use coro::net::backdoor;
-use coro::profile::Profile;
+use coro_profile::Profile;
 use coro_test_support::logs::{self, logged};
 use util::TempDir;
 

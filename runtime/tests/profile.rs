@@ -1,8 +1,8 @@
 //! The profiler: every moment of the interval is charged to one entry, so
 //! the entries add up to the wall time; time a region spends parked shows
 //! under `<wait>`, time it spins as its own user time; regions nest and
-//! close on panics; the file format round-trips and refuses what it cannot
-//! read.
+//! close on panics. (The file format is tested where it is read, in the
+//! `coro-profile` package.)
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -319,94 +319,6 @@ fn the_recent_warnings_ring_is_bounded_and_newest_last() {
         "the newest kept is hog-{last}"
     );
     assert!(hogs.windows(2).all(|p| p[0].thread < p[1].thread));
-}
-
-#[test]
-fn a_profile_round_trips_through_its_file_format() {
-    let p = rt(Some(Duration::from_millis(20))).block_on(|| {
-        profile::start().unwrap();
-        coro::Builder::new()
-            .name("quote \" and \\ é".into())
-            .spawn(|| spin_until_warned(Duration::from_millis(50)))
-            .unwrap()
-            .join()
-            .unwrap();
-        coro::spawn(|| profile::region("r", || coro::sleep(Duration::from_millis(5))))
-            .join()
-            .unwrap()
-            .unwrap();
-        coro::sleep(Duration::from_millis(20)).unwrap();
-        profile::stop().unwrap()
-    });
-    // The hog's warning (a loaded machine may add one for another slice).
-    assert!(
-        p.latency_warnings
-            .iter()
-            .any(|w| w.name.as_deref() == Some("quote \" and \\ é")),
-        "{p:#?}"
-    );
-    assert!(p.entry("<unnamed>").is_some());
-    let dir = std::env::temp_dir().join(format!("coro-profile-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("p.jsonl");
-    p.save(&path).unwrap();
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.starts_with(r#"{"type":"header","format":"coro-profile","version":1,"#));
-    assert_eq!(
-        text.lines().count(),
-        1 + p.entries.len() + p.latency_warnings.len() + p.timeline.len()
-    );
-    assert!(
-        !p.timeline.is_empty(),
-        "the flight recorder's spans are kept"
-    );
-    let back = Profile::load(&path).unwrap();
-    // Times are kept to the nanosecond, which SystemTime may go below.
-    let trunc =
-        |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    assert_eq!(trunc(back.start), trunc(p.start));
-    assert_eq!(back.entries, p.entries);
-    assert_eq!(back.timeline, p.timeline);
-    assert_eq!(back.wall, p.wall);
-    assert_eq!(back.usage, p.usage);
-    assert_eq!(back.latency_warnings.len(), p.latency_warnings.len());
-    for (b, w) in back.latency_warnings.iter().zip(&p.latency_warnings) {
-        assert_eq!((b.thread, &b.name, b.ran), (w.thread, &w.name, w.ran));
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn reading_refuses_other_files_and_newer_versions_naming_the_line() {
-    let read = |s: &str| Profile::read_from(s.as_bytes()).unwrap_err().to_string();
-    assert!(read("").contains("empty"));
-    assert!(read("hello\n").contains("line 1"), "{}", read("hello\n"));
-    assert!(read("{\"type\":\"entry\"}\n").contains("not a coro profile"));
-    let header = |v: u32| {
-        format!(
-            "{{\"type\":\"header\",\"format\":\"coro-profile\",\"version\":{v},\"start_unix_ns\":1,\"wall_ns\":5}}\n"
-        )
-    };
-    let e = read(&header(2));
-    assert!(e.contains("version 2 is newer"), "{e}");
-    let e = read(
-        &(header(1) + "{\"type\":\"entry\",\"kind\":\"bogus\",\"name\":\"x\",\"wall_ns\":1}\n"),
-    );
-    assert!(e.contains("line 2") && e.contains("bogus"), "{e}");
-    let e = read(
-        &(header(1) + "{\"type\":\"entry\",\"kind\":\"thread\",\"name\":\"x\",\"wall_ns\":-1}\n"),
-    );
-    assert!(e.contains("wall_ns"), "{e}");
-    // Unknown keys and line types are skipped.
-    let p = Profile::read_from(
-        (header(1)
-            + "{\"type\":\"future\",\"x\":1}\n"
-            + "{\"type\":\"entry\",\"kind\":\"region\",\"name\":\"x\",\"wall_ns\":3,\"new\":\"y\"}\n")
-            .as_bytes(),
-    )
-    .unwrap();
-    assert_eq!(p.entries.len(), 1);
-    assert_eq!(p.wall, Duration::from_nanos(5));
 }
 
 #[test]

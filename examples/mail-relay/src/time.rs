@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use civil::civil_from_days;
 
 /// The calendar arithmetic, shared with the `coro-profile` tool.
-#[path = "../../../src/bin/coro-profile/civil.rs"]
+#[path = "../../../profile/src/bin/coro-profile/civil.rs"]
 mod civil;
 
 /// A UTC calendar time.

@@ -49,8 +49,10 @@
 //!
 //! # The file format, version 1
 //!
-//! [`Profile::write_to`] writes JSON lines (one JSON object per line, UTF-8),
-//! read back by [`Profile::read_from`] and the `coro-profile` tool:
+//! [`Profile::write_to`] writes JSON lines (one JSON object per line, UTF-8).
+//! The runtime only writes them: the `coro-profile` package reads them back
+//! (its library, `coro_profile::Profile::load`) and its tool turns them
+//! into an HTML report, a diff or a table.
 //!
 //! ```text
 //! {"type":"header","format":"coro-profile","version":1,"program":"relay","pid":4242,
@@ -103,7 +105,7 @@ mod record;
 mod usage;
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -135,16 +137,6 @@ impl Kind {
             Kind::Wait => "wait",
             Kind::Scheduler => "scheduler",
         }
-    }
-
-    fn parse(s: &str) -> Option<Kind> {
-        Some(match s {
-            "thread" => Kind::Thread,
-            "region" => Kind::Region,
-            "wait" => Kind::Wait,
-            "scheduler" => Kind::Scheduler,
-            _ => return None,
-        })
     }
 }
 
@@ -252,16 +244,6 @@ impl Profile {
         w.flush()
     }
 
-    /// Reads a profile in the file format.
-    ///
-    /// # Errors
-    ///
-    /// Those of `r`; `InvalidData` naming the line and the problem for text
-    /// that is not a profile, or one of a newer format version.
-    pub fn read_from<R: BufRead>(r: R) -> io::Result<Profile> {
-        format::read(r)
-    }
-
     /// Writes the profile to a new file at `path` (replacing one there) and
     /// syncs it to disk.
     ///
@@ -275,15 +257,6 @@ impl Profile {
         let f = File::create(path)?;
         self.write_to(&f)?;
         f.sync_all()
-    }
-
-    /// Reads a profile file.
-    ///
-    /// # Errors
-    ///
-    /// As [`read_from`](Self::read_from), and those of opening the file.
-    pub fn load<P: AsRef<Path>>(path: P) -> io::Result<Profile> {
-        Profile::read_from(BufReader::new(File::open(path)?))
     }
 }
 

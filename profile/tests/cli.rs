@@ -8,6 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use coro::profile;
+use coro_profile::Profile;
 
 const TOOL: &str = env!("CARGO_BIN_EXE_coro-profile");
 
@@ -113,7 +114,7 @@ fn report_writes_one_self_contained_page() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     // The report counts the profile's warnings: the hog's, and any other
     // slice a loaded machine's preemption stretched past the threshold.
-    let warned = profile::Profile::load(&prof).unwrap().latency_warnings;
+    let warned = Profile::load(&prof).unwrap().latency_warnings;
     assert!(
         warned.iter().any(|w| w.name.as_deref() == Some("upload")),
         "{warned:?}"
@@ -367,7 +368,7 @@ fn chromium_renders_the_flight_recorder_timeline() {
     let d = Dir::new("timeline");
     let prof = d.0.join("run.jsonl");
     record(&prof, Duration::from_millis(80));
-    let p = profile::Profile::load(&prof).unwrap();
+    let p = Profile::load(&prof).unwrap();
     let hog = p
         .timeline
         .iter()

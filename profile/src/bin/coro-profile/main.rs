@@ -7,8 +7,8 @@
 //! coro-profile show PROFILE                      the entries as a text table
 //! ```
 //!
-//! It has no dependencies beyond coro itself: the profile format is read by
-//! `coro::profile::Profile::read_from`, and the page is written by hand.
+//! The profile is read by this package's library (`coro_profile`); the page
+//! is written by hand, with no assets beside it.
 
 mod civil;
 mod diff;
@@ -20,7 +20,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use coro::profile::Profile;
+use coro_profile::Profile;
 
 const USAGE: &str = "\
 usage:

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use coro::profile::{Entry, Kind, Profile};
+use coro_profile::{Entry, Kind, Profile};
 
 use crate::fmt::{human, per_call, percent};
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use coro::profile::{Profile, Slice};
+use coro_profile::{Profile, Slice};
 
 use crate::fmt::{html, human};
 

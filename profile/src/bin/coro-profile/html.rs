@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use coro::profile::{Entry, Kind, Profile};
+use coro_profile::{Entry, Kind, Profile};
 
 use crate::fmt::{html, human, ms, per_call, percent, utc};
 
@@ -100,7 +100,7 @@ pub fn report(p: &Profile, source: &str) -> String {
         html(&title),
         html(source),
         utc(p.start),
-        coro::profile::FORMAT_VERSION
+        p.version
     );
     summary(&mut o, p);
     chart(&mut o, p);
