@@ -41,10 +41,11 @@ pub(crate) const TIMER_TOKEN: Token = Token(usize::MAX - 1);
 /// # Layout
 ///
 /// `repr(C)`, with what every event and every wait of a busy socket
-/// touches first: the generation, the flags and both waiter queues end 96
-/// bytes into the `Rc`'s block (its two counts first), two or three cache
-/// lines. With a thousand connections the states do not stay in a core's
-/// cache, and each line is a likely miss per message (BENCHMARKS.md, echo).
+/// touches first: the generation, the flags and both waiter queues, the
+/// few cache lines an event's prefetch asks for
+/// (`Reactor::prefetch_sources`). With thousands of connections the states
+/// do not stay in a core's cache, and each line is a likely miss per
+/// message.
 /// The task waker slots come last: only async adapters fill them, and an
 /// event reads them only once `task_wakers` says one may be filled.
 #[derive(Default)]
@@ -285,19 +286,13 @@ impl Reactor {
         let sources = self.sources.borrow();
         let mut states: [Option<&Rc<IoState>>; EVENT_PREFETCH] = [None; EVENT_PREFETCH];
         let mut n = 0;
-        // The `Rc`'s two counts, then the fields an event touches (see
-        // `IoState`'s layout). The 16 bytes of counts are std's layout of an
-        // `Rc` block, not a promise: were it to change, these hints would
-        // miss, and nothing else.
-        let hot = 16 + std::mem::offset_of!(IoState, read_waker);
+        // The fields an event touches (see `IoState`'s layout).
+        let hot = std::mem::offset_of!(IoState, read_waker);
         for (slot, ev) in states.iter_mut().zip(evs) {
             n += 1;
             *slot = sources.get(ev.token().0 & 0xffff_ffff);
             if let Some(st) = slot {
-                crate::kernel::stack::prefetch_range(
-                    Rc::as_ptr(st).cast::<i8>().wrapping_sub(16),
-                    hot,
-                );
+                crate::kernel::stack::prefetch_range(Rc::as_ptr(st).cast::<i8>(), hot);
             }
         }
         for st in states.iter().flatten() {
