@@ -4,7 +4,7 @@
 //! timeouts / cancel scopes / interrupts drop the future on the green
 //! thread; `Sleep` runs on the timer wheel and gives its entry up.
 
-mod util;
+use coro_test_support as util;
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use coro_runtime::{self as coro, Runtime};
 
-mod util;
-use util::{child, is_child, logs};
+use coro_test_support::child::{child, is_child};
+use coro_test_support::logs;
 
 fn warnings_naming(name: &str) -> Vec<String> {
     logs::logged(log::Level::Warn, &format!("'{name}'"))

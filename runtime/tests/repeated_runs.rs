@@ -18,7 +18,7 @@ use coro_runtime::{
     self as coro, future::block_on, CancelScope, Direction, Interest, Registration,
 };
 
-mod util;
+use coro_test_support as util;
 
 /// The message of a `block_on` that panicked, or `None` if it returned.
 fn panic_of(rt: &mut coro::Runtime, f: impl FnOnce()) -> Option<String> {

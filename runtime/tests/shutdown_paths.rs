@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, ThreadState};
 
-mod util;
-use util::{bounded, child_ok, is_child, within};
+use coro_test_support::child::{child_ok, is_child};
+use coro_test_support::{bounded, within};
 
 fn quiet_runtime() -> coro::Runtime {
     coro::Runtime::builder()

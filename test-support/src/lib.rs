@@ -12,6 +12,7 @@
 //! - [`child`]: a test re-run in a child process (for behaviour that aborts
 //!   or faults), and a chatty command run with its pipes drained;
 //! - [`logs`]: a `log` logger that records what the code under test logs;
+//! - [`memory`]: the process's resident pages, as the kernel counts them;
 //! - [`TempDir`]: a directory removed on drop.
 //!
 //! # Bounds
@@ -30,6 +31,7 @@
 
 pub mod child;
 pub mod logs;
+pub mod memory;
 mod temp;
 
 pub use temp::TempDir;
