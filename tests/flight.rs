@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use coro::flight::{self, After, Event};
+use coro_test_support::hog::{spin, spin_until_warned};
 use serde_json::Value;
 
 /// A temporary directory removed on drop.
@@ -25,29 +26,6 @@ impl Dir {
 impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn spin(d: Duration) {
-    let t = std::time::Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
-
-/// Spins for at least `d`, and on until the watchdog has warned about this
-/// slice: it is an OS thread of its own, which a loaded machine can keep
-/// off the CPU for a whole slice (it warns only while the slice runs).
-fn spin_until_warned(d: Duration) {
-    let me = coro::current_id().unwrap();
-    let t = std::time::Instant::now();
-    while t.elapsed() < d
-        || coro::latency_warnings()
-            .last()
-            .is_none_or(|w| w.thread != me)
-    {
-        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
-        spin(Duration::from_millis(1));
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use coro::net::backdoor;
 use coro_profile::Profile;
+use coro_test_support::hog::{spin, spin_until_warned};
 use coro_test_support::logs::{self, logged};
 use util::TempDir;
 
@@ -79,29 +80,6 @@ fn socat(path: &Path, input: &str) -> String {
     let (ok, out, err) = socat_as(path, input, None);
     assert!(ok, "socat failed: {err}\n{out}");
     out
-}
-
-fn spin(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
-
-/// Spins for at least `d`, and on until the watchdog has warned about this
-/// slice: it is an OS thread of its own, which a loaded machine can keep
-/// off the CPU for a whole slice (it warns only while the slice runs).
-fn spin_until_warned(d: Duration) {
-    let me = coro::current_id().unwrap();
-    let t = Instant::now();
-    while t.elapsed() < d
-        || coro::latency_warnings()
-            .last()
-            .is_none_or(|w| w.thread != me)
-    {
-        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
-        spin(Duration::from_millis(1));
-    }
 }
 
 /// The RUN (s) column of a `threads` row. The columns are ID, STATE,

@@ -25,7 +25,7 @@ fn emfile_flood() -> io::Result<()> {
         return child();
     }
     let mut child = Guard(
-        util::this_binary()?
+        util::this_binary()
             .args(["--exact", "emfile_flood", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, "1")
             .stdin(Stdio::piped())

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, Timeout};
 
-mod util;
-use util::within;
+use coro_test_support as util;
+use coro_test_support::within;
 
 #[test]
 fn blocking_runs_elsewhere_and_others_keep_running() {

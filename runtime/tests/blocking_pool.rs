@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, Runtime};
 
-mod util;
-use util::{bounded, wait_until, LIMIT};
+use coro_test_support::{bounded, wait_until, LIMIT};
 
 /// Four jobs submitted together on a warm pool of four threads run
 /// at the same time (they meet at a barrier; run one after another they

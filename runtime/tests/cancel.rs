@@ -9,7 +9,7 @@
 //! Interleavings are forced with `yield_until` on thread states, never with
 //! sleeps. Time appears only as lower bounds.
 
-mod util;
+use coro_test_support as util;
 
 use std::cell::Cell;
 use std::io;
@@ -20,7 +20,7 @@ use coro_runtime::{
     self as coro, clock, with_deadline, with_timeout, CancelScope, Cancelled, Coro, JoinHandle,
     ThreadState, Timeout, WaitError,
 };
-use util::{run, yield_until};
+use coro_test_support::{run, yield_until};
 
 const LONG: Duration = Duration::from_secs(3600);
 

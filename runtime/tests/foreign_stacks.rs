@@ -21,7 +21,7 @@ use coro_runtime::{self as coro, JoinHandle, Stats};
 use corosensei::stack::valgrind::ValgrindStackRegistration;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
-mod util;
+use coro_test_support as util;
 
 /// Words of pattern each parked frame keeps.
 const WORDS: usize = 512;

@@ -4,7 +4,7 @@
 //! timeouts / cancel scopes / interrupts drop the future on the green
 //! thread; `Sleep` runs on the timer wheel and gives its entry up.
 
-mod util;
+use coro_test_support as util;
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
@@ -303,11 +303,7 @@ fn the_waker_is_send_and_sync_and_outlives_its_runtime() {
 #[test]
 fn block_on_outside_a_green_thread_panics_naming_the_call() {
     let p = std::panic::catch_unwind(|| block_on(async { 1 })).unwrap_err();
-    let msg = p
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| p.downcast_ref::<&str>().copied())
-        .unwrap();
+    let msg = util::panic_text(&*p);
     assert!(msg.contains("coro::future::block_on"), "{msg}");
 }
 

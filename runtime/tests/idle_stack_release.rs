@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, RemoteWaker};
 
-mod util;
-use util::{child_ok, is_child, resident_pages};
+use coro_test_support::child::{child_ok, emulator, is_child, skip};
+use coro_test_support::memory::{page_size, resident_pages, rss};
 
 /// A green thread that sets the returned flag once the idle sweep has
 /// trimmed (or, with the opt-in, copied out) a parked thread's stack. It
@@ -59,7 +59,7 @@ fn park_until(done: &AtomicBool) {
 /// went over it (about 4 s), then writes 42 into it.
 #[test]
 fn std_scope_workers_see_a_parked_threads_locals_under_defaults() {
-    let (read_ok, local) = util::run(|| {
+    let (read_ok, local) = coro_test_support::run(|| {
         let swept = watch_sweeps();
         let mut local = [7u64; 512];
         let done = Arc::new(AtomicBool::new(false));
@@ -175,15 +175,15 @@ fn the_default_gives_back_the_pages_below_a_parked_threads_stack_pointer() {
             );
             // What a parked thread's live frames use, where its buffer was
             // (less than 16 KiB), stays; the rest of the buffer goes.
-            let live = (16 * 1024usize).div_ceil(util::page_size()) + 1;
+            let live = (16 * 1024usize).div_ceil(page_size()) + 1;
             assert!(
                 resident_after.1 <= 2000 * live,
                 "touched pages still resident: {resident_after:?}"
             );
-            if let Some(emulator) = util::emulator() {
+            if let Some(emulator) = emulator() {
                 // As in idle_stacks.rs: the emulator's own memory grows with
                 // the stacks' address space.
-                util::skip(
+                skip(
                     NAME,
                     &format!(
                         "the whole-process RSS bound: under {emulator} RSS counts the \
@@ -210,12 +210,4 @@ fn the_default_gives_back_the_pages_below_a_parked_threads_stack_pointer() {
     }
     let out = child_ok(NAME);
     assert!(out.contains("trimmed"), "{out}");
-}
-
-/// Resident bytes of this process.
-fn rss() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, Direction, Interest, Registration};
 
-mod util;
-use util::{child_ok, is_child, resident_pages};
+use coro_test_support::child::{child_ok, emulator, is_child, skip};
+use coro_test_support::memory::{resident_pages, rss};
 
 /// A runtime that copies out threads parked for 20 ms.
 fn runtime() -> coro::Runtime {
@@ -260,11 +260,11 @@ fn copying_out_gives_the_pages_back() {
                 "{resident_parked:?}"
             );
             assert_eq!(resident_after, (total, 0), "touched pages still resident");
-            if let Some(emulator) = util::emulator() {
+            if let Some(emulator) = emulator() {
                 // The emulator's own memory grows with the address space
                 // the stacks reserve (its per-page records: about 15 MiB
                 // here), which this process cannot give back.
-                util::skip(
+                skip(
                     NAME,
                     &format!(
                         "the whole-process RSS bound: under {emulator} RSS counts the \
@@ -290,14 +290,6 @@ fn copying_out_gives_the_pages_back() {
     }
     let out = child_ok(NAME);
     assert!(out.contains("copied out"), "{out}");
-}
-
-/// Resident bytes of this process.
-fn rss() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize
 }
 
 /// A scope's threads borrow from their owner's stack while the owner waits

@@ -9,40 +9,12 @@ use std::time::{Duration, Instant};
 
 use coro_runtime::{self as coro, Runtime};
 
-mod util;
-use util::{child, is_child, logs};
+use coro_test_support::child::{child, is_child};
+use coro_test_support::hog::{spin, spin_until, warned_about_me};
+use coro_test_support::logs;
 
 fn warnings_naming(name: &str) -> Vec<String> {
     logs::logged(log::Level::Warn, &format!("'{name}'"))
-}
-
-fn busy(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
-
-/// Runs without yielding for at least `d`, and on until `warned()` says
-/// the watchdog has seen this slice (reported it, or sampled it): the
-/// watchdog is an OS thread of its own, which a loaded machine can keep off
-/// the CPU for a whole slice (it warns only while the slice runs).
-fn busy_until_warned(d: Duration, warned: impl Fn() -> bool) {
-    let t = Instant::now();
-    while t.elapsed() < d || !warned() {
-        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
-        std::hint::spin_loop();
-    }
-}
-
-/// The watchdog has warned about the current green thread's slice: it is
-/// the newest of the recent warnings (a warning about another slice, which
-/// a loaded machine can stretch past the threshold too, does not count).
-fn warned_about_me() -> bool {
-    let me = coro::current_id();
-    coro::latency_warnings()
-        .last()
-        .is_some_and(|w| Some(w.thread) == me)
 }
 
 #[test]
@@ -56,7 +28,7 @@ fn a_300ms_busy_thread_gets_exactly_one_warning_and_a_50ms_one_none() {
         let hog = coro::Builder::new()
             .name("hog-300ms".into())
             .spawn(|| {
-                busy_until_warned(Duration::from_millis(300), || {
+                spin_until(Duration::from_millis(300), || {
                     !warnings_naming("hog-300ms").is_empty()
                 })
             })
@@ -69,7 +41,7 @@ fn a_300ms_busy_thread_gets_exactly_one_warning_and_a_50ms_one_none() {
         let t = Instant::now();
         coro::Builder::new()
             .name("short-50ms".into())
-            .spawn(|| busy(Duration::from_millis(50)))
+            .spawn(|| spin(Duration::from_millis(50)))
             .unwrap()
             .join()
             .unwrap();
@@ -96,7 +68,7 @@ fn warnings_can_be_disabled_and_the_threshold_configured() {
     rt.block_on(|| {
         coro::Builder::new()
             .name("hog-disabled".into())
-            .spawn(|| busy(Duration::from_millis(250)))
+            .spawn(|| spin(Duration::from_millis(250)))
             .unwrap()
             .join()
             .unwrap();
@@ -113,7 +85,7 @@ fn warnings_can_be_disabled_and_the_threshold_configured() {
         coro::Builder::new()
             .name("hog-20ms".into())
             .spawn(|| {
-                busy_until_warned(Duration::from_millis(150), || {
+                spin_until(Duration::from_millis(150), || {
                     !warnings_naming("hog-20ms").is_empty()
                 })
             })
@@ -136,7 +108,7 @@ fn run_time_is_sampled_per_thread() {
         let me = || coro::threads().into_iter().find(|t| t.id == 1).unwrap();
         // 120 ms, and on until the watchdog has sampled this thread running
         // (a loaded machine can keep its OS thread off the CPU meanwhile).
-        busy_until_warned(Duration::from_millis(120), || {
+        spin_until(Duration::from_millis(120), || {
             me().run_time.is_some_and(|r| r > Duration::ZERO)
         });
         coro::yield_now();
@@ -158,7 +130,7 @@ fn latency_warnings_reach_stderr_without_a_logger() {
             for name in ["hog-1", "hog-2"] {
                 let hog = coro::Builder::new()
                     .name(name.into())
-                    .spawn(|| busy_until_warned(Duration::from_millis(250), warned_about_me))
+                    .spawn(|| spin_until(Duration::from_millis(250), warned_about_me))
                     .unwrap();
                 let id = hog.thread().id();
                 hog.join().unwrap();

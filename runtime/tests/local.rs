@@ -164,10 +164,6 @@ fn outside_a_green_thread_access_fails_clearly() {
     assert!(e.to_string().contains("outside a green thread"));
     let r = std::panic::catch_unwind(|| COUNTER.get());
     let p = r.unwrap_err();
-    let msg = p
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_default();
+    let msg = coro_test_support::panic_text(&*p);
     assert!(msg.contains("needs a green thread"), "{msg}");
 }

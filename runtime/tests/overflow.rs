@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use coro_runtime as coro;
 
-mod util;
-use util::{child, child_ok, child_with_env, emulator, is_child, skip};
+use coro_test_support::child::{child, child_ok, child_with_env, emulator, is_child, skip};
 
 #[inline(never)]
 fn recurse(n: u64) -> u64 {

@@ -9,13 +9,7 @@ use std::time::{Duration, Instant};
 
 use coro::profile::{self, Kind, Profile};
 use coro_runtime as coro;
-
-fn spin(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
+use coro_test_support::hog::{spin, spin_until_warned};
 
 /// This OS thread's CPU time.
 fn thread_cpu() -> Duration {
@@ -267,23 +261,6 @@ fn the_interval_carries_its_latency_warnings() {
         .find(|w| w.name.as_deref() == Some("hog"))
         .unwrap();
     assert!(w.ran >= Duration::from_millis(100) && !w.running, "{w:?}");
-}
-
-/// Spins for at least `d`, and on until the watchdog has put this slice in
-/// the recent warnings: the hog is warned about, however late a loaded
-/// machine lets the watchdog's OS thread look (it warns only while the
-/// slice runs).
-fn spin_until_warned(d: Duration) {
-    let me = coro::current_id().unwrap();
-    let t = Instant::now();
-    while t.elapsed() < d
-        || coro::latency_warnings()
-            .last()
-            .is_none_or(|w| w.thread != me)
-    {
-        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
-        spin(Duration::from_millis(1));
-    }
 }
 
 #[test]

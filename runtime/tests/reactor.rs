@@ -9,7 +9,7 @@
 //! never stranded. A future's stored waker is replaced with no borrow
 //! held: the old one's drop may close the very source.
 
-mod util;
+use coro_test_support as util;
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;

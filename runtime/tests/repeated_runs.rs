@@ -18,17 +18,12 @@ use coro_runtime::{
     self as coro, future::block_on, CancelScope, Direction, Interest, Registration,
 };
 
-mod util;
+use coro_test_support as util;
 
 /// The message of a `block_on` that panicked, or `None` if it returned.
 fn panic_of(rt: &mut coro::Runtime, f: impl FnOnce()) -> Option<String> {
     let p = panic::catch_unwind(AssertUnwindSafe(|| rt.block_on(f))).err()?;
-    Some(
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default(),
-    )
+    Some(util::panic_text(&*p))
 }
 
 /// Runs a `block_on` in which everything parks for good, and checks that

@@ -114,11 +114,7 @@ fn runtime_can_run_twice() {
 fn calls_outside_a_runtime_panic_with_a_clear_message() {
     let e =
         std::panic::catch_unwind(|| coro::sleep(std::time::Duration::from_millis(1))).unwrap_err();
-    let msg = e
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap();
+    let msg = coro_test_support::panic_text(&*e);
     assert!(msg.contains("needs a coro runtime"), "{msg}");
     let e = std::panic::catch_unwind(coro::park).unwrap_err();
     assert!(e.downcast_ref::<String>().unwrap().contains("coro runtime"));

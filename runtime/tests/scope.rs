@@ -8,8 +8,6 @@
 //! These tests run under valgrind in CI (`.ci/run`): the shutdown ones check
 //! that nothing touches the borrowed frame after it is gone.
 
-mod util;
-
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
@@ -19,7 +17,7 @@ use std::time::Duration;
 use coro_runtime::{
     self as coro, with_timeout, Builder, CancelScope, Coro, ThreadState, Timeout, WaitError,
 };
-use util::{run, yield_until};
+use coro_test_support::{run, yield_until};
 
 const LONG: Duration = Duration::from_secs(3600);
 

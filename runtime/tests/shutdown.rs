@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, JoinError, WaitError};
 
-mod util;
-use util::{bounded, logs};
+use coro_test_support::{bounded, logs};
 
 struct Flag(Rc<Cell<u32>>);
 impl Drop for Flag {

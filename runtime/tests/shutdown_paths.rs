@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, ThreadState};
 
-mod util;
-use util::{bounded, child_ok, is_child, within};
+use coro_test_support::child::{child_ok, is_child};
+use coro_test_support::{bounded, panic_text, within};
 
 fn quiet_runtime() -> coro::Runtime {
     coro::Runtime::builder()
@@ -426,11 +426,7 @@ fn a_runtime_whose_block_on_unwound_is_poisoned() {
     assert!(rt.is_poisoned());
     let again = panic::catch_unwind(AssertUnwindSafe(|| rt.block_on(|| 1)));
     let p = again.expect_err("a poisoned runtime ran again");
-    let msg = p
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap();
+    let msg = panic_text(&*p);
     assert!(msg.contains("poisoned"), "{msg}");
     // A runtime that returned normally stays usable.
     let mut ok = coro::Runtime::new().unwrap();

@@ -6,8 +6,8 @@ use std::panic;
 use std::rc::Rc;
 use std::time::Duration;
 
-mod util;
-use util::{bounded, child, is_child, logs};
+use coro_test_support::child::{child, is_child};
+use coro_test_support::{bounded, logs};
 
 use coro_runtime::{self as coro, JoinError, Runtime};
 

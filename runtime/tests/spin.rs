@@ -7,13 +7,13 @@
 //! Every loop here is bounded by a count; `util::run` turns a hang into a
 //! failure.
 
-mod util;
+use coro_test_support as util;
 
 use std::panic::Location;
 use std::time::Duration;
 
 use coro_runtime::{self as coro, with_timeout, CancelScope, SPIN_LIMIT};
-use util::{logs, run};
+use coro_test_support::{logs, run};
 
 const LONG: Duration = Duration::from_secs(3600);
 

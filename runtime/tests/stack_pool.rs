@@ -8,16 +8,8 @@ use std::time::Duration;
 
 use coro_runtime as coro;
 
-mod util;
-use util::{child_ok, is_child};
-
-/// Resident bytes of this process.
-fn rss() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize
-}
+use coro_test_support::child::{child_ok, is_child};
+use coro_test_support::memory::rss;
 
 /// Touches about 160 KiB of the calling thread's stack.
 #[inline(never)]

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, clock, WaitError};
 
-mod util;
-use util::bounded;
+use coro_test_support::bounded;
 
 /// 10 000 sleepers with deadlines 1 µs apart, spawned in a scrambled
 /// order, all parked before the first is due; `None` if some sleeper only

@@ -2,7 +2,8 @@
 //!
 //! - This test, re-run in a child process ([`child`], [`child_ok`],
 //!   [`is_child`]): for behaviour that aborts or faults, or that must
-//!   measure the whole process.
+//!   measure the whole process; through the emulator the tests run under,
+//!   if any ([`RUNNER`]); [`skip`] states that a test checks nothing here.
 //! - A chatty command (cargo, a shell snippet), [`run`]: its stdout and
 //!   stderr are drained by threads while it runs, so it never blocks on a
 //!   full pipe, and its run time is bounded.
@@ -167,19 +168,71 @@ pub fn run(cmd: &mut Command, limit: Duration) -> Finished {
 /// The variable that tells a child process which test it runs.
 const CHILD: &str = "CORO_TEST_CHILD";
 
-/// Runs the test named `test` of this test binary in a child process.
+/// Names the program (and its arguments, split at spaces as cargo splits a
+/// target's `runner`) that runs this test binary again: an emulator such as
+/// `qemu-aarch64` when the binary is built for another architecture.
+pub const RUNNER: &str = "CORO_TEST_RUNNER";
+
+/// A command that runs this test binary: directly, or through [`RUNNER`].
+pub fn this_binary() -> Command {
+    let exe = std::env::current_exe().unwrap();
+    let runner = std::env::var(RUNNER).unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut cmd = Command::new(program);
+            cmd.args(words).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    }
+}
+
+/// The emulator this test binary runs under, as named in [`RUNNER`].
+pub fn emulator() -> Option<String> {
+    std::env::var(RUNNER).ok().filter(|r| !r.trim().is_empty())
+}
+
+/// Runs the test named `test` of this test binary in a child process (see
+/// [`child_with_env`]).
+#[track_caller]
 pub fn child(test: &str) -> Output {
     child_with_env(test, &[])
 }
 
 /// [`child`] with extra environment variables.
+///
+/// The child runs through [`this_binary`] (so under the emulator the tests
+/// run under), as [`run`] runs a command: its pipes drained, its process
+/// group killed once it exits, bounded by [`LIMIT`](crate::LIMIT) (a hang,
+/// an overflow that nothing catches, is a failure). A skip the child
+/// states ([`skip`]) is stated again by the parent, whose output is the one
+/// shown.
+#[track_caller]
 pub fn child_with_env(test: &str, env: &[(&str, &str)]) -> Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+    let mut cmd = this_binary();
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, test)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap()
+        .envs(env.iter().copied());
+    let out = run(&mut cmd, crate::LIMIT);
+    for line in out.stderr.lines() {
+        if let Some(why) = line.strip_prefix("SKIPPED ") {
+            if let Some((test, why)) = why.split_once(": ") {
+                skip(test, why);
+            }
+        }
+    }
+    // 127 with no output: the exec itself failed in the forked child.
+    assert!(
+        !(out.status.code() == Some(127) && out.stdout.is_empty() && out.stderr.is_empty()),
+        "could not run the test binary again (exit 127, no output); under an emulator \
+         (qemu-user without binfmt), name it in {RUNNER}, as cargo's runner"
+    );
+    Output {
+        status: out.status,
+        stdout: out.stdout.into_bytes(),
+        stderr: out.stderr.into_bytes(),
+    }
 }
 
 /// Runs `test` in a child process that must exit successfully; returns its
@@ -199,4 +252,11 @@ pub fn child_ok(test: &str) -> String {
 /// Whether this process is the child running `test`.
 pub fn is_child(test: &str) -> bool {
     std::env::var(CHILD).as_deref() == Ok(test)
+}
+
+/// Says on stderr, past the test harness's capture (so it shows in every
+/// run's output), that `test` checks nothing here, and why.
+pub fn skip(test: &str, why: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
 }

@@ -11,7 +11,10 @@
 //!   in time;
 //! - [`child`]: a test re-run in a child process (for behaviour that aborts
 //!   or faults), and a chatty command run with its pipes drained;
+//! - [`hog`]: green threads that run long without yielding, until the
+//!   runtime's watchdog has warned about them;
 //! - [`logs`]: a `log` logger that records what the code under test logs;
+//! - [`memory`]: the process's resident pages, as the kernel counts them;
 //! - [`TempDir`]: a directory removed on drop.
 //!
 //! # Bounds
@@ -29,7 +32,9 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
 pub mod child;
+pub mod hog;
 pub mod logs;
+pub mod memory;
 mod temp;
 
 pub use temp::TempDir;

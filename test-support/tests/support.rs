@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use coro_test_support::child::{child_ok, is_child};
+use coro_test_support::child::{child_ok, child_with_env, is_child, skip, RUNNER};
 use coro_test_support::{bounded, logs, run, settle, wait_until, within, yield_until, TempDir};
 
 #[test]
@@ -88,4 +88,38 @@ fn a_test_reruns_itself_in_a_child_process() {
     }
     let out = child_ok(ME);
     assert!(out.contains("in the child"), "{out}");
+}
+
+/// What the next test's grandchild reports.
+const GRANDCHILD: &str = "a_grandchild_reports_how_it_was_started";
+
+#[test]
+fn a_child_runs_through_the_named_runner_and_its_skips_reach_the_parent() {
+    const ME: &str = "a_child_runs_through_the_named_runner_and_its_skips_reach_the_parent";
+    if is_child(ME) {
+        // This process's children start through the runner it was given.
+        print!("{}", child_ok(GRANDCHILD));
+        return;
+    }
+    let out = child_with_env(ME, &[(RUNNER, "env CORO_TEST_RUNNER_MARK=1")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("runner mark: Some(\"1\")"),
+        "the grandchild did not run through the runner:\n{stdout}"
+    );
+    assert!(
+        stderr.contains(&format!("SKIPPED {GRANDCHILD}: reports only")),
+        "the grandchild's skip was not passed on:\n{stderr}"
+    );
+}
+
+#[test]
+fn a_grandchild_reports_how_it_was_started() {
+    if is_child(GRANDCHILD) {
+        let mark = std::env::var("CORO_TEST_RUNNER_MARK").ok();
+        println!("runner mark: {mark:?}");
+        skip(GRANDCHILD, "reports only");
+    }
 }

@@ -18,10 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(1000 10000)
-if [ -z "${MAIL_RELAY:-}" ]; then
-    cargo build --release -q -p mail-relay
-    MAIL_RELAY=${CARGO_TARGET_DIR:-$(pwd)/target}/release/mail-relay
-fi
+. examples/mail-relay/bench/relay.sh
+relay_binary
 max=0
 for n in "${counts[@]}"; do [ "$n" -gt "$max" ] && max=$n; done
 need=$((max + 1000))
@@ -44,25 +42,7 @@ trap cleanup EXIT
 
 for n in "${counts[@]}"; do
     work=$(mktemp -d /tmp/mail-relay-idle.XXXXXX)
-    cat > "$work/relay.toml" <<TOML
-listen = "127.0.0.1:0"
-hostname = "relay.test"
-spool_dir = "$work/spool"
-maildir = "$work/maildir"
-max_sessions = $((n + 100))
-max_sessions_per_client = $((n + 100))
-log_level = "warn"
-$([ "$(id -u)" = 0 ] && echo 'run_as_root = true' || true)
-TOML
-    "$MAIL_RELAY" --config "$work/relay.toml" > "$work/out" 2> "$work/log" &
-    pid=$!
-    for _ in $(seq 200); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.05; done
-    addr=$(sed -n 's/.*listening on \([^;]*\);.*/\1/p' "$work/out")
-    if [ -z "$addr" ]; then
-        echo "idle.sh: the relay did not start:" >&2
-        cat "$work/out" "$work/log" >&2
-        exit 1
-    fi
+    start_relay "$work" "$n"
     python3 - "$addr" "$n" "$pid" <<'PY'
 import socket, sys, time
 

@@ -10,31 +10,21 @@
 # into each DATA without the final dot, waits until the relay has written
 # all of it into its spool's tmp/, and prints the relay's RSS (VmRSS) and
 # peak (VmHWM). Needs SESSIONS x OCTETS_EACH of free disk under /tmp.
+#
+# MAIL_RELAY=path/to/mail-relay measures that binary instead of building
+# this tree's.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 sessions=${1:-1000}
 each=${2:-5000000}
-cargo build --release -q -p mail-relay
-bin=$(pwd)/target/release/mail-relay
+. examples/mail-relay/bench/relay.sh
+relay_binary
 work=$(mktemp -d /tmp/mail-relay-mem.XXXXXX)
 pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 ulimit -n 65536 2>/dev/null || ulimit -n 8192
-cat > "$work/relay.toml" <<TOML
-listen = "127.0.0.1:0"
-hostname = "relay.test"
-spool_dir = "$work/spool"
-maildir = "$work/maildir"
-max_sessions = $((sessions + 100))
-max_sessions_per_client = $((sessions + 100))
-log_level = "warn"
-$([ "$(id -u)" = 0 ] && echo 'run_as_root = true' || true)
-TOML
-"$bin" --config "$work/relay.toml" > "$work/out" 2> "$work/log" &
-pid=$!
-for _ in $(seq 100); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.05; done
-addr=$(sed -n 's/.*listening on \([^;]*\);.*/\1/p' "$work/out")
+start_relay "$work" "$sessions"
 echo "relay pid $pid on $addr; idle RSS $(awk '/VmRSS/{print $2/1024 " MB"}' /proc/$pid/status)"
 python3 - "$addr" "$sessions" "$each" "$pid" "$work/spool/tmp" <<'PY'
 import os, socket, sys, time

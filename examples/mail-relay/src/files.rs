@@ -113,6 +113,19 @@ fn kind(md: &fs::Metadata) -> &'static str {
     }
 }
 
+/// What is at `path` (links followed), or `None` if nothing is; an error
+/// names the setting `key` and the path.
+fn metadata(key: &str, path: &Path) -> io::Result<Option<fs::Metadata>> {
+    match fs::metadata(path) {
+        Ok(md) => Ok(Some(md)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("{key} {}: {e}", path.display()),
+        )),
+    }
+}
+
 fn refuse(key: &str, path: &Path, why: String) -> io::Error {
     io::Error::new(
         io::ErrorKind::PermissionDenied,
@@ -141,18 +154,9 @@ fn writers(mode: u32) -> Option<&'static str> {
 /// (the message names the path, its owner or mode, and the fix).
 pub fn check_dir(key: &str, path: &Path, who: &RunAs) -> io::Result<bool> {
     let abs = std::path::absolute(path)?;
-    let md = match fs::metadata(&abs) {
-        Ok(md) => md,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            check_above(key, &abs, who)?;
-            return Ok(false);
-        }
-        Err(e) => {
-            return Err(io::Error::new(
-                e.kind(),
-                format!("{key} {}: {e}", abs.display()),
-            ))
-        }
+    let Some(md) = metadata(key, &abs)? else {
+        check_above(key, &abs, who)?;
+        return Ok(false);
     };
     if !md.is_dir() {
         return Err(io::Error::new(
@@ -208,15 +212,8 @@ pub fn check_dir(key: &str, path: &Path, who: &RunAs) -> io::Result<bool> {
 pub fn check_file(key: &str, path: &Path, who: &RunAs) -> io::Result<bool> {
     let abs = std::path::absolute(path)?;
     check_above(key, &abs, who)?;
-    let md = match fs::metadata(&abs) {
-        Ok(md) => md,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => {
-            return Err(io::Error::new(
-                e.kind(),
-                format!("{key} {}: {e}", abs.display()),
-            ))
-        }
+    let Some(md) = metadata(key, &abs)? else {
+        return Ok(false);
     };
     if !md.is_file() {
         return Err(io::Error::new(
@@ -291,15 +288,8 @@ fn check_above(key: &str, abs: &Path, who: &RunAs) -> io::Result<()> {
         if !check_link(key, abs, p, who)? {
             continue;
         }
-        let md = match fs::metadata(p) {
-            Ok(md) => md,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("{key} {}: {e}", p.display()),
-                ))
-            }
+        let Some(md) = metadata(key, p)? else {
+            continue;
         };
         if !md.is_dir() {
             return Err(io::Error::new(

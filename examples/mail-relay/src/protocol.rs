@@ -221,39 +221,11 @@ fn parse_mail(rest: &str, esmtp: bool) -> Result<Command, Reply> {
     let after = strip_keyword(rest, "FROM:").ok_or_else(syntax)?;
     let (path, params) = split_path(after).ok_or_else(syntax)?;
     let mut p = MailParams::default();
-    for param in params.split(' ').filter(|s| !s.is_empty()) {
-        if !esmtp {
-            return Err(Reply::new(
-                555,
-                "5.5.4",
-                "Unsupported option: parameters need EHLO",
-            ));
-        }
-        let (key, value) = match param.split_once('=') {
-            Some((k, v)) => (k, Some(v)),
-            None => (param, None),
-        };
-        let twice = |what: &str| Reply::new(501, "5.5.4", format!("{what} parameter given twice"));
-        match (key.to_ascii_uppercase().as_str(), value) {
-            ("RET", Some(v)) => {
-                if p.ret.is_some() {
-                    return Err(twice("RET"));
-                }
-                p.ret = Some(dsn::parse_ret(v)?);
-            }
-            ("ENVID", Some(v)) => {
-                if p.envid.is_some() {
-                    return Err(twice("ENVID"));
-                }
-                p.envid = Some(dsn::parse_envid(v)?);
-            }
-            ("RET" | "ENVID", None) => {
-                return Err(Reply::new(
-                    501,
-                    "5.5.4",
-                    format!("Bad {key} parameter: no value"),
-                ))
-            }
+    for_each_param(params, esmtp, |key, value, param| {
+        match (key, value) {
+            ("RET", Some(v)) => set_once(&mut p.ret, key, || dsn::parse_ret(v))?,
+            ("ENVID", Some(v)) => set_once(&mut p.envid, key, || dsn::parse_envid(v))?,
+            ("RET" | "ENVID", None) => return Err(no_value(param)),
             ("SIZE", Some(v)) => {
                 p.size =
                     Some(v.parse().map_err(|_| {
@@ -267,15 +239,10 @@ fn parse_mail(rest: &str, esmtp: bool) -> Result<Command, Reply> {
             // vouches; taken (a server that offers AUTH must) and not
             // trusted, so not kept.
             ("AUTH", Some(v)) if !v.is_empty() => {}
-            _ => {
-                return Err(Reply::new(
-                    555,
-                    "5.5.4",
-                    format!("Unsupported option: {param}"),
-                ))
-            }
+            _ => return Err(unsupported(param)),
         }
-    }
+        Ok(())
+    })?;
     let addr = address(path, p.smtputf8, true).map_err(|why| {
         if why == NEEDS_UTF8 {
             needs_utf8()
@@ -309,6 +276,25 @@ fn parse_rcpt(rest: &str, esmtp: bool) -> Result<Command, Reply> {
     let after = strip_keyword(rest, "TO:").ok_or_else(syntax)?;
     let (path, params) = split_path(after).ok_or_else(syntax)?;
     let mut d = RcptDsn::default();
+    for_each_param(params, esmtp, |key, value, param| match (key, value) {
+        ("NOTIFY", Some(v)) => set_once(&mut d.notify, key, || dsn::parse_notify(v)),
+        ("ORCPT", Some(v)) => set_once(&mut d.orcpt, key, || dsn::parse_orcpt(v)),
+        ("NOTIFY" | "ORCPT", None) => Err(no_value(param)),
+        _ => Err(unsupported(param)),
+    })?;
+    let addr = address(path, true, false)
+        .map_err(|why| Reply::new(501, "5.1.3", format!("Bad recipient address syntax: {why}")))?;
+    Ok(Command::Rcpt(addr, d))
+}
+
+/// The `KEY[=value]` parameters after a MAIL or RCPT path (space
+/// separated), each handed to `take` as its upper-cased key, its value, and
+/// the parameter as written (for replies). Parameters need EHLO.
+fn for_each_param(
+    params: &str,
+    esmtp: bool,
+    mut take: impl FnMut(&str, Option<&str>, &str) -> Result<(), Reply>,
+) -> Result<(), Reply> {
     for param in params.split(' ').filter(|s| !s.is_empty()) {
         if !esmtp {
             return Err(Reply::new(
@@ -321,39 +307,37 @@ fn parse_rcpt(rest: &str, esmtp: bool) -> Result<Command, Reply> {
             Some((k, v)) => (k, Some(v)),
             None => (param, None),
         };
-        let twice = |what: &str| Reply::new(501, "5.5.4", format!("{what} parameter given twice"));
-        match (key.to_ascii_uppercase().as_str(), value) {
-            ("NOTIFY", Some(v)) => {
-                if d.notify.is_some() {
-                    return Err(twice("NOTIFY"));
-                }
-                d.notify = Some(dsn::parse_notify(v)?);
-            }
-            ("ORCPT", Some(v)) => {
-                if d.orcpt.is_some() {
-                    return Err(twice("ORCPT"));
-                }
-                d.orcpt = Some(dsn::parse_orcpt(v)?);
-            }
-            ("NOTIFY" | "ORCPT", None) => {
-                return Err(Reply::new(
-                    501,
-                    "5.5.4",
-                    format!("Bad {key} parameter: no value"),
-                ))
-            }
-            _ => {
-                return Err(Reply::new(
-                    555,
-                    "5.5.4",
-                    format!("Unsupported option: {param}"),
-                ))
-            }
-        }
+        take(&key.to_ascii_uppercase(), value, param)?;
     }
-    let addr = address(path, true, false)
-        .map_err(|why| Reply::new(501, "5.1.3", format!("Bad recipient address syntax: {why}")))?;
-    Ok(Command::Rcpt(addr, d))
+    Ok(())
+}
+
+/// Sets a parameter that may be given once to what `parse` makes of its
+/// value; refuses it given twice (before looking at its value).
+fn set_once<T>(
+    slot: &mut Option<T>,
+    key: &str,
+    parse: impl FnOnce() -> Result<T, Reply>,
+) -> Result<(), Reply> {
+    if slot.is_some() {
+        return Err(Reply::new(
+            501,
+            "5.5.4",
+            format!("{key} parameter given twice"),
+        ));
+    }
+    *slot = Some(parse()?);
+    Ok(())
+}
+
+/// The reply to a parameter that needs a value given without one.
+fn no_value(param: &str) -> Reply {
+    Reply::new(501, "5.5.4", format!("Bad {param} parameter: no value"))
+}
+
+/// The reply to a parameter that is not announced (or not of this command).
+fn unsupported(param: &str) -> Reply {
+    Reply::new(555, "5.5.4", format!("Unsupported option: {param}"))
 }
 
 /// The reply to a non-ASCII address without SMTPUTF8.

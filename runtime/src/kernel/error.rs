@@ -14,6 +14,7 @@ use std::any::Any;
 use std::fmt;
 use std::io;
 
+use crate::kernel::panic_hook;
 use crate::kernel::task::ThreadState;
 
 /// Why a blocking call returned without completing.
@@ -280,10 +281,7 @@ impl JoinError {
     /// The panic message if the payload is a string.
     pub fn panic_message(&self) -> Option<&str> {
         match self {
-            JoinError::Panicked(p) => p
-                .downcast_ref::<&'static str>()
-                .copied()
-                .or_else(|| p.downcast_ref::<String>().map(String::as_str)),
+            JoinError::Panicked(p) => panic_hook::payload_str(&**p),
             _ => None,
         }
     }
@@ -292,9 +290,9 @@ impl JoinError {
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            JoinError::Panicked(_) => f
+            JoinError::Panicked(p) => f
                 .debug_tuple("Panicked")
-                .field(&self.panic_message().unwrap_or("<non-string payload>"))
+                .field(&panic_hook::payload_message(&**p))
                 .finish(),
             JoinError::Cancelled => f.write_str("Cancelled"),
             JoinError::Wait(e) => f.debug_tuple("Wait").field(e).finish(),

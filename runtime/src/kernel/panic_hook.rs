@@ -48,12 +48,17 @@ pub(crate) fn install() {
     });
 }
 
-/// A panic payload's message (`&str` or `String` payloads).
-pub(crate) fn payload_message(p: &(dyn Any + Send)) -> &str {
+/// A panic payload's message, if it is a string (`&str` or `String`, as
+/// `panic!` makes).
+pub(crate) fn payload_str(p: &(dyn Any + Send)) -> Option<&str> {
     p.downcast_ref::<&'static str>()
         .copied()
         .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("<non-string payload>")
+}
+
+/// [`payload_str`], or a placeholder for a payload of another type.
+pub(crate) fn payload_message(p: &(dyn Any + Send)) -> &str {
+    payload_str(p).unwrap_or("<non-string payload>")
 }
 
 /// Runs user code the runtime calls from the scheduler's own stack (a

@@ -23,6 +23,7 @@ use corosensei::{Coroutine, Yielder};
 
 use crate::kernel::context;
 use crate::kernel::error::{JoinError, WaitError};
+use crate::kernel::panic_hook;
 use crate::kernel::sched::{self, Scheduler};
 use crate::kernel::seams::Observer;
 use crate::kernel::stack::MIN_STACK_SIZE;
@@ -284,12 +285,7 @@ fn deliver<T>(r: Result<T, JoinError>) {
 /// again.
 #[cold]
 fn destructor_panicked(p: Box<dyn std::any::Any + Send>) {
-    let msg = p
-        .downcast_ref::<&'static str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("<non-string payload>")
-        .to_owned();
+    let msg = panic_hook::payload_message(&*p).to_owned();
     context::try_with_current(|s, t| {
         s.counters.panicked.set(s.counters.panicked.get() + 1);
         log::error!(
