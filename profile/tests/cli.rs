@@ -3,54 +3,24 @@
 //! the DOM after its script ran: table, chart, warnings, sorting); `diff`
 //! and `show` print tables; mistakes get messages and exit status 2.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use coro::profile;
 use coro_profile::Profile;
+use coro_test_support::hog::{spin, spin_until_warned};
+use coro_test_support::TempDir;
 
 const TOOL: &str = env!("CARGO_BIN_EXE_coro-profile");
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("coro-profile-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn spin(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
-
 /// Spins for `d`; a spin past `threshold` goes on until the watchdog has
-/// warned about it: the watchdog is an OS thread of its own, which a
-/// loaded machine can keep off the CPU for a whole slice (it warns only
-/// while the slice runs).
+/// warned about it.
 fn spin_past(d: Duration, threshold: Duration) {
-    spin(d);
-    let me = coro::current_id().unwrap();
-    let t = Instant::now();
-    while d >= threshold
-        && coro::latency_warnings()
-            .last()
-            .is_none_or(|w| w.thread != me)
-    {
-        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
-        spin(Duration::from_millis(1));
+    if d >= threshold {
+        spin_until_warned(d);
+    } else {
+        spin(d);
     }
 }
 
@@ -107,7 +77,7 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn report_writes_one_self_contained_page() {
-    let d = Dir::new("report");
+    let d = TempDir::new("report");
     let prof = d.0.join("run.jsonl");
     record(&prof, Duration::from_millis(80));
     let out = tool(&["report", prof.to_str().unwrap()]);
@@ -201,7 +171,7 @@ fn headless(profile_dir: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn chromium_renders_the_report_with_its_table_chart_and_sorting() {
-    let d = Dir::new("chromium");
+    let d = TempDir::new("chromium");
     let prof = d.0.join("run.jsonl");
     record(&prof, Duration::from_millis(80));
     let page = d.0.join("report.html");
@@ -277,7 +247,7 @@ fn chromium_renders_the_report_with_its_table_chart_and_sorting() {
 
 #[test]
 fn diff_and_show_print_what_changed() {
-    let d = Dir::new("diff");
+    let d = TempDir::new("diff");
     let (a, b) = (d.0.join("a.jsonl"), d.0.join("b.jsonl"));
     record(&a, Duration::from_millis(20));
     // A hog far longer than everything else, so its growth tops the diff
@@ -325,7 +295,7 @@ fn diff_and_show_print_what_changed() {
 
 #[test]
 fn mistakes_get_messages_and_status_two() {
-    let d = Dir::new("errors");
+    let d = TempDir::new("errors");
     for (args, msg) in [
         (vec![], "a command is needed"),
         (vec!["frobnicate"], "unknown command \"frobnicate\""),
@@ -365,7 +335,7 @@ fn mistakes_get_messages_and_status_two() {
 /// screenshot is docs/profile-timeline.png.
 #[test]
 fn chromium_renders_the_flight_recorder_timeline() {
-    let d = Dir::new("timeline");
+    let d = TempDir::new("timeline");
     let prof = d.0.join("run.jsonl");
     record(&prof, Duration::from_millis(80));
     let p = Profile::load(&prof).unwrap();

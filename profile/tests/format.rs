@@ -2,25 +2,11 @@
 //! saves, this crate reads back field for field, and it reads every version
 //! the runtime writes.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use coro::profile;
-
-/// Spins for at least `d`, and on until the watchdog has put this slice in
-/// the recent warnings (a loaded machine may keep the watchdog's OS thread
-/// off the CPU for a whole slice; it warns only while the slice runs).
-fn spin_until_warned(d: Duration) {
-    let me = coro::current_id().unwrap();
-    let t = Instant::now();
-    while t.elapsed() < d
-        || coro::latency_warnings()
-            .last()
-            .is_none_or(|w| w.thread != me)
-    {
-        assert!(t.elapsed() < Duration::from_secs(60), "never warned");
-        std::hint::spin_loop();
-    }
-}
+use coro_test_support::hog::spin_until_warned;
+use coro_test_support::TempDir;
 
 fn kind(k: profile::Kind) -> coro_profile::Kind {
     match k {
@@ -75,9 +61,8 @@ fn a_saved_profile_reads_back_field_for_field() {
         !p.timeline.is_empty(),
         "the flight recorder's spans are kept"
     );
-    let dir = std::env::temp_dir().join(format!("coro-profile-format-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("p.jsonl");
+    let dir = TempDir::new("profile-format");
+    let path = dir.path("p.jsonl");
     p.save(&path).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.starts_with(r#"{"type":"header","format":"coro-profile","version":1,"#));
@@ -87,7 +72,6 @@ fn a_saved_profile_reads_back_field_for_field() {
     );
 
     let back = coro_profile::Profile::load(&path).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(back.version, profile::FORMAT_VERSION);
     assert_eq!(back.program, p.program);
     assert_eq!(back.pid, p.pid);
