@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use coro_profile::{Kind, Profile};
+use coro::profile::Kind;
 use coro_test_support::TempDir;
 
 /// The example's binary, which `cargo test` builds beside the tests.
@@ -73,7 +73,7 @@ fn the_hog_is_found_by_all_three_tools_and_the_fix_lowers_p99() {
     let top = listing.lines().nth(2).unwrap();
     assert!(top.ends_with(" upload"), "{listing}");
     // 3. The profile puts the time in the parse region.
-    let p = Profile::load(dir.join("profile-hog.jsonl")).unwrap();
+    let p = coro_profile::load(dir.join("profile-hog.jsonl")).unwrap();
     let top = p.entries.iter().find(|e| e.kind != Kind::Wait).unwrap();
     assert_eq!(
         (top.kind, top.name.as_str()),
@@ -111,6 +111,6 @@ fn the_hog_is_found_by_all_three_tools_and_the_fix_lowers_p99() {
     let fixed_warnings = number_after(summary, " vs ");
     assert!(hog_warnings >= 1.0, "{summary}");
     assert!(fixed_warnings < hog_warnings, "{summary}");
-    let fixed_profile = Profile::load(dir.join("profile-fixed.jsonl")).unwrap();
+    let fixed_profile = coro_profile::load(dir.join("profile-fixed.jsonl")).unwrap();
     assert!(fixed_profile.latency_warnings.len() < p.latency_warnings.len());
 }

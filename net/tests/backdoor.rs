@@ -16,7 +16,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use coro::net::backdoor;
-use coro_profile::Profile;
 use coro_test_support::hog::{spin, spin_until_warned};
 use coro_test_support::logs::{self, logged};
 use util::TempDir;
@@ -304,7 +303,7 @@ fn every_built_in_command_and_a_registered_one_answer_a_socat_client() {
     has("profile dump DUMP", &format!("wrote {}", dump.display()));
     has("quit", "bye");
     assert!(matches!(sleeper_result, Err(coro::WaitError::Interrupted)));
-    let p = Profile::load(&dump).unwrap();
+    let p = coro_profile::load(&dump).unwrap();
     assert!(p.entry("backdoor-session").is_some(), "{p:#?}");
 }
 

@@ -65,21 +65,20 @@ struct UsageFields {
 }
 
 impl From<UsageFields> for Usage {
-    fn from(u: UsageFields) -> Usage {
-        Usage {
-            utime: Duration::from_nanos(u.utime_ns),
-            stime: Duration::from_nanos(u.stime_ns),
-            minflt: u.minflt,
-            majflt: u.majflt,
-            nvcsw: u.nvcsw,
-            nivcsw: u.nivcsw,
-        }
+    fn from(f: UsageFields) -> Usage {
+        let mut u = Usage::default();
+        u.utime = Duration::from_nanos(f.utime_ns);
+        u.stime = Duration::from_nanos(f.stime_ns);
+        u.minflt = f.minflt;
+        u.majflt = f.majflt;
+        u.nvcsw = f.nvcsw;
+        u.nivcsw = f.nivcsw;
+        u
     }
 }
 
 #[derive(Deserialize)]
 struct HeaderLine {
-    version: u64,
     #[serde(default)]
     program: Option<String>,
     #[serde(default)]
@@ -145,31 +144,28 @@ fn header(no: usize, line: Map<String, Value>) -> io::Result<Profile> {
              {\"type\":\"header\",\"format\":\"coro-profile\",...})",
         ));
     }
-    if let Some(version) = line.get("version").and_then(Value::as_u64) {
-        if version > FORMAT_VERSION {
-            return Err(bad(
-                no,
-                format!(
-                    "profile format version {version} is newer than this build reads \
-                     (up to {FORMAT_VERSION})"
-                ),
-            ));
-        }
+    let Some(version) = line.get("version").and_then(Value::as_u64) else {
+        return Err(bad(no, "the header has no \"version\" number"));
+    };
+    if version > FORMAT_VERSION {
+        return Err(bad(
+            no,
+            format!(
+                "profile format version {version} is newer than this build reads \
+                 (up to {FORMAT_VERSION})"
+            ),
+        ));
     }
     let usage: UsageFields = fields(no, line.clone())?;
     let h: HeaderLine = fields(no, line)?;
-    Ok(Profile {
-        version: h.version,
-        program: h.program.unwrap_or_default(),
-        pid: h.pid,
-        start: from_unix_ns(h.start_unix_ns),
-        wall: Duration::from_nanos(h.wall_ns),
-        latency_threshold: h.latency_threshold_ns.map(Duration::from_nanos),
-        usage: usage.into(),
-        entries: Vec::new(),
-        latency_warnings: Vec::new(),
-        timeline: Vec::new(),
-    })
+    let mut p = Profile::default();
+    p.program = h.program.unwrap_or_default();
+    p.pid = h.pid;
+    p.start = from_unix_ns(h.start_unix_ns);
+    p.wall = Duration::from_nanos(h.wall_ns);
+    p.latency_threshold = h.latency_threshold_ns.map(Duration::from_nanos);
+    p.usage = usage.into();
+    Ok(p)
 }
 
 /// Adds a line after the header to `p`.
@@ -179,39 +175,38 @@ fn add(p: &mut Profile, no: usize, line: Map<String, Value>) -> io::Result<()> {
         Some("entry") => {
             let usage: UsageFields = fields(no, line.clone())?;
             let e: EntryLine = fields(no, line)?;
-            p.entries.push(Entry {
-                kind: match e.kind {
-                    KindField::Thread => Kind::Thread,
-                    KindField::Region => Kind::Region,
-                    KindField::Wait => Kind::Wait,
-                    KindField::Scheduler => Kind::Scheduler,
-                },
-                name: e.name,
-                calls: e.calls,
-                wall: Duration::from_nanos(e.wall_ns),
-                usage: usage.into(),
-            });
+            let kind = match e.kind {
+                KindField::Thread => Kind::Thread,
+                KindField::Region => Kind::Region,
+                KindField::Wait => Kind::Wait,
+                KindField::Scheduler => Kind::Scheduler,
+            };
+            let mut entry = Entry::new(kind, e.name);
+            entry.calls = e.calls;
+            entry.wall = Duration::from_nanos(e.wall_ns);
+            entry.usage = usage.into();
+            p.entries.push(entry);
         }
         Some("latency_warning") => {
             let w: WarningLine = fields(no, line)?;
-            p.latency_warnings.push(Warning {
-                thread: w.thread,
-                name: w.name,
-                started: from_unix_ns(w.start_unix_ns),
-                ran: Duration::from_nanos(w.ran_ns),
-                running: w.running,
-            });
+            let mut warning = Warning::default();
+            warning.thread = w.thread;
+            warning.name = w.name;
+            warning.started = from_unix_ns(w.start_unix_ns);
+            warning.ran = Duration::from_nanos(w.ran_ns);
+            warning.running = w.running;
+            p.latency_warnings.push(warning);
         }
         Some("slice") => {
             let s: SliceLine = fields(no, line)?;
-            p.timeline.push(Slice {
-                track: s.track,
-                name: s.name,
-                start: Duration::from_nanos(s.start_ns),
-                dur: Duration::from_nanos(s.dur_ns),
-                what: s.what,
-                latency_warning: s.latency_warning,
-            });
+            let mut slice = Slice::default();
+            slice.track = s.track;
+            slice.name = s.name;
+            slice.start = Duration::from_nanos(s.start_ns);
+            slice.dur = Duration::from_nanos(s.dur_ns);
+            slice.what = s.what;
+            slice.latency_warning = s.latency_warning;
+            p.timeline.push(slice);
         }
         Some(_) => {} // a later addition: skipped
         None => return Err(bad(no, "no \"type\" string")),
@@ -271,6 +266,8 @@ mod tests {
         // A newer version is named even when its header changed shape.
         let e = error("{\"type\":\"header\",\"format\":\"coro-profile\",\"version\":3}\n");
         assert!(e.contains("version 3 is newer"), "{e}");
+        let e = error("{\"type\":\"header\",\"format\":\"coro-profile\",\"version\":\"1\"}");
+        assert!(e.contains("no \"version\" number"), "{e}");
         let e = error(&(header(1) + "{\"type\":\"header\"}\n"));
         assert!(e.contains("line 2") && e.contains("second header"), "{e}");
     }
@@ -316,7 +313,7 @@ mod tests {
         assert_eq!(p.entries[0].kind, Kind::Region);
         assert_eq!(p.entries[0].usage, Usage::default());
         assert_eq!(p.wall, Duration::from_nanos(5));
-        assert_eq!((p.version, p.pid, p.program.as_str()), (1, 0, ""));
+        assert_eq!((p.pid, p.program.as_str()), (0, ""));
         assert_eq!(p.latency_threshold, None);
     }
 

@@ -8,7 +8,6 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use coro::profile;
-use coro_profile::Profile;
 use coro_test_support::hog::{spin, spin_until_warned};
 use coro_test_support::TempDir;
 
@@ -84,7 +83,7 @@ fn report_writes_one_self_contained_page() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     // The report counts the profile's warnings: the hog's, and any other
     // slice a loaded machine's preemption stretched past the threshold.
-    let warned = Profile::load(&prof).unwrap().latency_warnings;
+    let warned = coro_profile::load(&prof).unwrap().latency_warnings;
     assert!(
         warned.iter().any(|w| w.name.as_deref() == Some("upload")),
         "{warned:?}"
@@ -338,7 +337,7 @@ fn chromium_renders_the_flight_recorder_timeline() {
     let d = TempDir::new("timeline");
     let prof = d.0.join("run.jsonl");
     record(&prof, Duration::from_millis(80));
-    let p = Profile::load(&prof).unwrap();
+    let p = coro_profile::load(&prof).unwrap();
     let hog = p
         .timeline
         .iter()

@@ -100,7 +100,7 @@ pub fn report(p: &Profile, source: &str) -> String {
         html(&title),
         html(source),
         utc(p.start),
-        p.version
+        coro_profile::FORMAT_VERSION
     );
     summary(&mut o, p);
     chart(&mut o, p);

@@ -59,7 +59,7 @@ fn usage(msg: impl Into<String>) -> Failure {
 }
 
 fn load(path: &str) -> Result<Profile, Failure> {
-    Profile::load(path).map_err(|e| Failure::Io(format!("{path}: {e}")))
+    coro_profile::load(path).map_err(|e| Failure::Io(format!("{path}: {e}")))
 }
 
 fn run(args: &[String]) -> Result<(), Failure> {

@@ -51,7 +51,7 @@
 //!
 //! [`Profile::write_to`] writes JSON lines (one JSON object per line, UTF-8).
 //! The runtime only writes them: the `coro-profile` package reads them back
-//! (its library, `coro_profile::Profile::load`) and its tool turns them
+//! (its library, `coro_profile::load`, into this [`Profile`]) and its tool turns them
 //! into an HTML report, a diff or a table.
 //!
 //! ```text
@@ -157,7 +157,24 @@ pub struct Entry {
     pub usage: Usage,
 }
 
+impl Entry {
+    /// An entry of this kind and name with nothing charged to it yet (for
+    /// a reader that fills in the rest).
+    pub fn new(kind: Kind, name: impl Into<String>) -> Entry {
+        Entry {
+            kind,
+            name: name.into(),
+            calls: 0,
+            wall: Duration::ZERO,
+            usage: Usage::default(),
+        }
+    }
+}
+
 /// A latency warning of the profiled interval, as stored in a profile.
+///
+/// Its `Default` is a warning about thread 0 whose slice began at the Unix
+/// epoch and ran for no time (for a reader that fills in the fields).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Warning {
@@ -173,7 +190,23 @@ pub struct Warning {
     pub running: bool,
 }
 
+impl Default for Warning {
+    fn default() -> Warning {
+        Warning {
+            thread: 0,
+            name: None,
+            started: SystemTime::UNIX_EPOCH,
+            ran: Duration::ZERO,
+            running: false,
+        }
+    }
+}
+
 /// A recorded interval: see the [module docs](self).
+///
+/// Its `Default` is an empty interval that began at the Unix epoch: what a
+/// reader of the file format (the `coro-profile` package) starts from and
+/// fills in field by field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Profile {
@@ -201,7 +234,7 @@ pub struct Profile {
 
 /// A span of the flight recorder's timeline (see [`crate::observers::flight`]): a
 /// green thread's resume, or a poll of the loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Slice {
     /// The green thread's id; 0 for the scheduler (polls).
@@ -217,6 +250,22 @@ pub struct Slice {
     pub what: String,
     /// The latency watchdog reported it.
     pub latency_warning: bool,
+}
+
+impl Default for Profile {
+    fn default() -> Profile {
+        Profile {
+            program: String::new(),
+            pid: 0,
+            start: SystemTime::UNIX_EPOCH,
+            wall: Duration::ZERO,
+            latency_threshold: None,
+            usage: Usage::default(),
+            entries: Vec::new(),
+            latency_warnings: Vec::new(),
+            timeline: Vec::new(),
+        }
+    }
 }
 
 impl Profile {
