@@ -168,12 +168,9 @@ fn headless(profile_dir: &Path, args: &[&str]) -> Output {
     out
 }
 
-#[test]
-fn chromium_renders_the_report_with_its_table_chart_and_sorting() {
-    let d = TempDir::new("chromium");
-    let prof = d.0.join("run.jsonl");
-    record(&prof, Duration::from_millis(80));
-    let page = d.0.join("report.html");
+/// Writes the report of `prof` into `d` and returns its `file://` address.
+fn report_url(d: &TempDir, prof: &Path) -> String {
+    let page = d.path("report.html");
     let out = tool(&[
         "report",
         prof.to_str().unwrap(),
@@ -181,20 +178,39 @@ fn chromium_renders_the_report_with_its_table_chart_and_sorting() {
         page.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let url = format!("file://{}", page.display());
+    format!("file://{}", page.display())
+}
 
-    // A screenshot: a real PNG of the page.
-    let shot = d.0.join("report.png");
+/// A screenshot of `url`, 1280 pixels wide and `height` high: a real PNG
+/// file, `name` in `d` (and in the directory `CORO_KEEP_SCREENSHOTS`
+/// names, if set: how the guide's pictures are made).
+fn screenshot(d: &TempDir, url: &str, height: u32, name: &str) -> Vec<u8> {
+    let shot = d.path(name);
     headless(
-        &d.0.join("chrome-1"),
+        &d.path("chrome-1"),
         &[
-            "--window-size=1280,1000",
+            &format!("--window-size=1280,{height}"),
             &format!("--screenshot={}", shot.display()),
-            &url,
+            url,
         ],
     );
     let png = std::fs::read(&shot).expect("chromium wrote no screenshot");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    if let Some(keep) = std::env::var_os("CORO_KEEP_SCREENSHOTS") {
+        std::fs::copy(&shot, Path::new(&keep).join(name)).unwrap();
+    }
+    png
+}
+
+#[test]
+fn chromium_renders_the_report_with_its_table_chart_and_sorting() {
+    let d = TempDir::new("chromium");
+    let prof = d.0.join("run.jsonl");
+    record(&prof, Duration::from_millis(80));
+    let url = report_url(&d, &prof);
+
+    // A screenshot: a real PNG of the page.
+    let png = screenshot(&d, &url, 1000, "report.png");
     assert!(
         png.len() > 20_000,
         "a {} byte screenshot is too small for the page",
@@ -353,30 +369,9 @@ fn chromium_renders_the_flight_recorder_timeline() {
     assert!(p.timeline.iter().any(|s| s.track == 0 && s.name == "wait"));
     assert!(p.timeline.iter().any(|s| s.what == "park: sleep"));
 
-    let page = d.0.join("report.html");
-    let out = tool(&[
-        "report",
-        prof.to_str().unwrap(),
-        "-o",
-        page.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let url = format!("file://{}", page.display());
-    let shot = d.0.join("timeline.png");
-    headless(
-        &d.0.join("chrome-1"),
-        &[
-            "--window-size=1280,1300",
-            &format!("--screenshot={}", shot.display()),
-            &url,
-        ],
-    );
-    let png = std::fs::read(&shot).expect("chromium wrote no screenshot");
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let url = report_url(&d, &prof);
+    let png = screenshot(&d, &url, 1300, "timeline.png");
     assert!(png.len() > 10_000, "{} bytes", png.len());
-    if let Some(keep) = std::env::var_os("CORO_KEEP_SCREENSHOT") {
-        std::fs::copy(&shot, keep).unwrap();
-    }
     let dom = text(&headless(&d.0.join("chrome-2"), &["--dump-dom", &url]).stdout);
     assert!(dom.contains("<svg id=\"timeline\""), "{dom}");
     assert!(dom.contains(">scheduler</text>"), "{dom}");
