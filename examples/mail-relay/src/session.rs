@@ -610,6 +610,19 @@ impl Session {
                 self.client
             );
         }
+        self.tls_handshake(tls)?;
+        // RFC 3207 §4.2: forget everything said before TLS.
+        self.helo = None;
+        self.esmtp = false;
+        self.txn = None;
+        self.login = None;
+        ControlFlow::Continue(())
+    }
+
+    /// Runs the server side of the TLS handshake (after STARTTLS, or at
+    /// once on the implicit-TLS port) and logs how it went; `Break` when
+    /// it failed, which ends the session.
+    fn tls_handshake(&mut self, tls: Arc<rustls::ServerConfig>) -> ControlFlow<End> {
         if let Err(e) = self.wire.start_tls(tls) {
             log::info!("TLS handshake with [{}] failed: {e}", self.client);
             return ControlFlow::Break(End::Closed("TLS handshake failed"));
@@ -620,11 +633,6 @@ impl Session {
             self.wire.peer().port(),
             self.wire.tls_info().unwrap_or_default()
         );
-        // RFC 3207 §4.2: forget everything said before TLS.
-        self.helo = None;
-        self.esmtp = false;
-        self.txn = None;
-        self.login = None;
         ControlFlow::Continue(())
     }
 

@@ -320,6 +320,26 @@ mod tests {
         String::from_utf8(all).unwrap()
     }
 
+    /// The report of one notice: `action` on the recipient of `o` at
+    /// `index`, with `d`.
+    fn report_one(
+        c: &Context<'_>,
+        o: &Envelope,
+        index: usize,
+        action: Action,
+        d: &Detail,
+    ) -> Report {
+        report(
+            c,
+            o,
+            &[Notice {
+                index,
+                action,
+                detail: d,
+            }],
+        )
+    }
+
     #[test]
     fn shape_of_a_bounce() {
         let d = Detail {
@@ -329,15 +349,7 @@ mod tests {
             reply: Some("550 5.1.1 no such user".into()),
             remote: Some("mx".into()),
         };
-        let r = report(
-            &cx(),
-            &original("s@z.test"),
-            &[Notice {
-                index: 1,
-                action: Action::Failed,
-                detail: &d,
-            }],
-        );
+        let r = report_one(&cx(), &original("s@z.test"), 1, Action::Failed, &d);
         assert_eq!(r.env.from, "");
         assert_eq!(r.env.rcpts, ["s@z.test"]);
         assert!(!r.env.eight_bit);
@@ -377,15 +389,7 @@ mod tests {
         };
         o.has_8bit = true;
         let d = Detail::local("2.0.0", "delivered to maildir as x");
-        let r = report(
-            &cx(),
-            &o,
-            &[Notice {
-                index: 0,
-                action: Action::Delivered,
-                detail: &d,
-            }],
-        );
+        let r = report_one(&cx(), &o, 0, Action::Delivered, &d);
         assert_eq!(r.returns, Ret::Full);
         assert!(r.env.eight_bit && r.env.has_8bit, "the original is 8-bit");
         let text = text(&r, b"Subject: hello\r\n\r\ncaf\xc3\xa9\r\n");
@@ -408,15 +412,7 @@ mod tests {
             retry_until: Some(UNIX_EPOCH + std::time::Duration::from_secs(86_400)),
             ..cx()
         };
-        let r = report(
-            &c,
-            &original("s@z.test"),
-            &[Notice {
-                index: 0,
-                action: Action::Delayed,
-                detail: &d,
-            }],
-        );
+        let r = report_one(&c, &original("s@z.test"), 0, Action::Delayed, &d);
         let text = text(&r, HEADERS);
         assert!(
             text.contains("Subject: Delayed Mail (still being retried)"),
@@ -453,15 +449,7 @@ mod tests {
             notify: None,
             orcpt: Some("rfc822;a+0D+0AX-Forged:+20yes".into()),
         }];
-        let r = report(
-            &cx(),
-            &o,
-            &[Notice {
-                index: 0,
-                action: Action::Failed,
-                detail: &d,
-            }],
-        );
+        let r = report_one(&cx(), &o, 0, Action::Failed, &d);
         let text = text(&r, HEADERS);
         assert!(!text.contains('\x1b'), "{text:?}");
         assert!(!text.replace("\r\n", "").contains('\r'), "{text:?}");
@@ -483,15 +471,7 @@ mod tests {
             expired: true,
             ..cx()
         };
-        let r = report(
-            &c,
-            &original("s@z.test"),
-            &[Notice {
-                index: 0,
-                action: Action::Failed,
-                detail: &d,
-            }],
-        );
+        let r = report_one(&c, &original("s@z.test"), 0, Action::Failed, &d);
         let text = text(&r, HEADERS);
         assert!(text.contains("Status: 4.4.7\r\n"), "{text}");
         assert!(text.contains("queue lifetime"), "{text}");
@@ -505,14 +485,6 @@ mod tests {
     #[should_panic(expected = "never report to <>")]
     fn never_to_the_null_sender() {
         let d = Detail::local("5.0.0", "x");
-        report(
-            &cx(),
-            &original(""),
-            &[Notice {
-                index: 0,
-                action: Action::Failed,
-                detail: &d,
-            }],
-        );
+        report_one(&cx(), &original(""), 0, Action::Failed, &d);
     }
 }

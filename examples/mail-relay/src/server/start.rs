@@ -215,18 +215,24 @@ fn private_dirs(config: &Config, who: &RunAs) -> io::Result<Vec<(&'static str, P
         .collect()
 }
 
-/// Warns about SMTP upstreams (`relayhost`, routes) whose names do not
-/// resolve now: the relay starts all the same, and their mail waits in
-/// the queue until they do.
-fn warn_unresolved(router: &Router) {
-    let upstreams: Vec<Upstream> = router
+/// The SMTP upstreams the router delivers to (`relayhost`, routes), each
+/// once.
+fn smtp_upstreams(router: &Router) -> Vec<Upstream> {
+    router
         .destinations()
         .into_iter()
         .filter_map(|d| match d {
             Dest::Smtp(up) => Some(up),
             Dest::Local | Dest::Mx => None,
         })
-        .collect();
+        .collect()
+}
+
+/// Warns about SMTP upstreams (`relayhost`, routes) whose names do not
+/// resolve now: the relay starts all the same, and their mail waits in
+/// the queue until they do.
+fn warn_unresolved(router: &Router) {
+    let upstreams = smtp_upstreams(router);
     if upstreams.is_empty() {
         return;
     }
@@ -260,14 +266,7 @@ fn transports(config: &Config, router: &Router, dkim: Rc<Dkim>) -> io::Result<Tr
     let maildir = Maildir::open(&config.maildir, &config.hostname)
         .map_err(|e| annotate(e, "maildir", &config.maildir))?;
     let mut out: Vec<(Dest, Rc<dyn Transport>)> = vec![(Dest::Local, Rc::new(maildir))];
-    let upstreams: Vec<_> = router
-        .destinations()
-        .into_iter()
-        .filter_map(|d| match d {
-            Dest::Smtp(up) => Some(up),
-            Dest::Local | Dest::Mx => None,
-        })
-        .collect();
+    let upstreams = smtp_upstreams(router);
     let by_mx = router.destinations().contains(&Dest::Mx);
     if upstreams.is_empty() && !by_mx {
         return Ok((out, None, dkim));

@@ -52,16 +52,7 @@ impl Session {
             let Some(tls) = self.relay.tls.clone() else {
                 return ControlFlow::Break(End::Closed("no TLS configured"));
             };
-            if let Err(e) = self.wire.start_tls(tls) {
-                log::info!("TLS handshake with [{}] failed: {e}", self.client);
-                return ControlFlow::Break(End::Closed("TLS handshake failed"));
-            }
-            log::info!(
-                "TLS connection established from [{}]:{}: {}",
-                self.client,
-                self.wire.peer().port(),
-                self.wire.tls_info().unwrap_or_default()
-            );
+            self.tls_handshake(tls)?;
         }
         let Some(auth) = self.relay.auth.clone() else {
             return ControlFlow::Continue(());

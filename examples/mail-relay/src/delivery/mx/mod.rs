@@ -68,7 +68,7 @@ use self::plan::{Plan, Policy};
 use self::policy::Own;
 use self::sts::{Applied, Mode, Sts};
 use super::route::Upstream;
-use super::smtp::{Destination, Smtp};
+use super::smtp::{within_message_timeout, Destination, Smtp};
 use super::{Detail, Job, Outcome, Status, Transport};
 use crate::config;
 
@@ -216,21 +216,7 @@ impl MxDelivery {
                 format!("waiting for the rate delay of {domain}: {w}"),
             ));
         }
-        let limit = self.message_timeout;
-        let mut out = None;
-        let expired =
-            coro::with_timeout(limit, || out = Some(self.try_exchangers(domain, job))).is_err();
-        let mut out = out.expect("the attempt runs to its end");
-        if expired {
-            for st in &mut out.rcpts {
-                if let Status::Deferred(d) = st {
-                    d.text.push_str(&format!(
-                        " (the time limit for one message, smtp.message_timeout = {limit:?}, ran out)"
-                    ));
-                }
-            }
-        }
-        out
+        within_message_timeout(self.message_timeout, || self.try_exchangers(domain, job))
     }
 
     /// The plan for `domain`, then its exchangers' addresses in turn until

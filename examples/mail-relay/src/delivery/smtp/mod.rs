@@ -24,6 +24,7 @@ pub mod reply;
 
 use std::fmt;
 use std::rc::Rc;
+use std::time::Duration;
 
 use coro::sync::{GetError, GroupPool};
 
@@ -113,6 +114,29 @@ pub struct Destination {
     peer: Peer,
 }
 
+/// Runs `attempt` (one message's delivery) under `smtp.message_timeout`
+/// (`limit`). When it runs out, the steps under way fail (the timeout is
+/// level-triggered) and their outcome says where; each deferral's text
+/// adds that the limit was reached.
+pub(super) fn within_message_timeout(
+    limit: Duration,
+    attempt: impl FnOnce() -> Outcome,
+) -> Outcome {
+    let mut out = None;
+    let expired = coro::with_timeout(limit, || out = Some(attempt())).is_err();
+    let mut out = out.expect("the attempt runs to its end");
+    if expired {
+        for st in &mut out.rcpts {
+            if let Status::Deferred(d) = st {
+                d.text.push_str(&format!(
+                    " (the time limit for one message, smtp.message_timeout = {limit:?}, ran out)"
+                ));
+            }
+        }
+    }
+    out
+}
+
 impl Destination {
     /// Delivery to `up` through `smtp`'s cache.
     pub fn new(smtp: Rc<Smtp>, up: Upstream) -> Destination {
@@ -133,24 +157,9 @@ impl Destination {
         Destination { smtp, peer }
     }
 
-    /// One job under the umbrella timeout. When it runs out, the steps
-    /// under way fail (the timeout is level-triggered) and their outcome
-    /// says where; the deferral's text adds that the limit was reached.
+    /// One job under the umbrella timeout ([`within_message_timeout`]).
     fn deliver_one(&self, job: &Job) -> Outcome {
-        let limit = self.smtp.settings.cfg.message_timeout;
-        let mut out = None;
-        let expired = coro::with_timeout(limit, || out = Some(self.attempt(job))).is_err();
-        let mut out = out.expect("attempt runs to its end");
-        if expired {
-            for st in &mut out.rcpts {
-                if let Status::Deferred(d) = st {
-                    d.text.push_str(&format!(
-                        " (the time limit for one message, smtp.message_timeout = {limit:?}, ran out)"
-                    ));
-                }
-            }
-        }
-        out
+        within_message_timeout(self.smtp.settings.cfg.message_timeout, || self.attempt(job))
     }
 
     /// A session from the cache and a transaction on it; once more on a
