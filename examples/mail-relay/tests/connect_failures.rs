@@ -7,21 +7,7 @@
 
 mod util;
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
-
-use util::{relay_to, Relay, TempDir};
-
-/// Sends `cmd` to the back door at `door`; returns its whole answer.
-fn door(door: &Path, cmd: &str) -> String {
-    let mut s = UnixStream::connect(door).unwrap();
-    s.set_read_timeout(Some(util::LIMIT)).unwrap();
-    s.write_all(format!("{cmd}\nquit\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
+use util::{backdoor, relay_to, Relay, TempDir};
 
 /// Retries every 300 ms: the cache's first delay (1 s) spans several.
 const FAST_RETRY: &str =
@@ -109,7 +95,7 @@ fn the_back_door_shows_an_upstream_in_backoff_and_flush_lifts_it() {
     // (1 s, then doubling): `pools` says so, with the port and the error.
     let t0 = std::time::Instant::now();
     let pools = loop {
-        let pools = door(&path, "pools");
+        let pools = backdoor(&path, "pools");
         if pools.contains("next try in") {
             break pools;
         }
@@ -122,9 +108,9 @@ fn the_back_door_shows_an_upstream_in_backoff_and_flush_lifts_it() {
     );
     // flush lifts it: right after, the upstream is no longer in backoff
     // (its next failures count from one again).
-    let out = door(&path, "flush");
+    let out = backdoor(&path, "flush");
     assert!(out.contains("due now"), "{out}");
-    let after = door(&path, "pools");
+    let after = backdoor(&path, "pools");
     assert!(
         !after.contains("next try in"),
         "flush left the backoff:\n{after}"

@@ -334,12 +334,7 @@ fn a_rotated_key_signs_the_next_message_after_sighup() {
     let new_key = tmp.0.join("key.pem.new");
     let new = make_key("rsa", &new_key);
     std::fs::rename(&new_key, &key).unwrap();
-    let ok = Command::new("kill")
-        .args(["-HUP", &relay.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    relay.hangup();
     relay.wait_log(
         "DKIM keys read again; signing for rot.test (selector sel1)",
         1,

@@ -5,25 +5,13 @@
 
 mod util;
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use util::{Relay, TempDir};
-
-/// Sends `cmd` to the back door at `door`; returns its whole answer.
-fn door(door: &Path, cmd: &str) -> String {
-    let mut s = UnixStream::connect(door).unwrap();
-    s.set_read_timeout(Some(util::LIMIT)).unwrap();
-    s.write_all(format!("{cmd}\nquit\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
+use util::{backdoor, Relay, TempDir};
 
 /// The id of the green thread whose name starts with `name`.
 fn thread_id(path: &Path, name: &str) -> u64 {
-    let out = door(path, "threads");
+    let out = backdoor(path, "threads");
     out.lines()
         .find_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
@@ -43,7 +31,7 @@ fn core_threads_carry_on_after_the_back_doors_interrupt() {
     let mut relay = Relay::start_in(&tmp.0, &format!("backdoor = \"{}\"\n", path.display()));
     for name in ["main", "committer", "journal", "queue runner", "acceptor"] {
         let id = thread_id(&path, name);
-        let out = door(&path, &format!("interrupt {id}"));
+        let out = backdoor(&path, &format!("interrupt {id}"));
         assert!(out.contains(&format!("interrupted #{id}")), "{out}");
     }
     // Everything still works: accept, commit, deliver, journal.
@@ -81,7 +69,7 @@ fn an_interrupted_session_is_told_why() {
     let mut c = relay.client();
     c.cmd("EHLO client.test", 250);
     let id = thread_id(&path, "smtp [127.0.0.1]");
-    door(&path, &format!("interrupt {id}"));
+    backdoor(&path, &format!("interrupt {id}"));
     let text = c.expect(421);
     assert!(
         text.contains("session ended by the administrator"),

@@ -108,25 +108,12 @@ fn failed_start(dir: &Path, extra: &str) -> String {
 fn failed_start_with(dir: &Path, toml: &str) -> String {
     let config = dir.join("relay.toml");
     std::fs::write(&config, toml).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mail-relay"))
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the relay started with:\n{toml}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(!out.status.success());
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    util::fails_to_start(
+        Command::new(env!("CARGO_BIN_EXE_mail-relay"))
+            .arg("--config")
+            .arg(&config),
+        &format!("this configuration:\n{toml}"),
+    )
 }
 
 #[test]
@@ -473,22 +460,23 @@ fn paths_others_may_write_or_own_are_refused() {
     }
 }
 
-#[test]
-fn private_keys_others_may_read_are_refused_unless_allowed() {
+/// Makes an ed25519 private key (a DKIM key) at `path` with openssl.
+#[track_caller]
+fn make_ed25519_key(path: &Path) {
     require("openssl", "openssl");
-    let tmp = TempDir::new("keys");
-    let key = tmp.0.join("dkim.pem");
     let made = Command::new("openssl")
-        .args([
-            "genpkey",
-            "-algorithm",
-            "ed25519",
-            "-out",
-            key.to_str().unwrap(),
-        ])
+        .args(["genpkey", "-algorithm", "ed25519", "-out"])
+        .arg(path)
         .status()
         .unwrap();
-    assert!(made.success());
+    assert!(made.success(), "openssl could not make a key");
+}
+
+#[test]
+fn private_keys_others_may_read_are_refused_unless_allowed() {
+    let tmp = TempDir::new("keys");
+    let key = tmp.0.join("dkim.pem");
+    make_ed25519_key(&key);
     let dkim = format!(
         "[dkim.\"example.test\"]\nselector = \"s\"\nkey_file = \"{}\"\n",
         key.display()
@@ -515,11 +503,7 @@ fn private_keys_others_may_read_are_refused_unless_allowed() {
     // A key rotated in place with a mode others may read is refused at
     // SIGHUP too; the key in force stays.
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let hup = Command::new("kill")
-        .args(["-HUP", &relay.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(hup.success());
+    relay.hangup();
     relay.wait_log(
         &format!(
             "reload at SIGHUP: dkim.\"example.test\".key_file {}: mode 0644 lets others read \
@@ -557,19 +541,8 @@ fn started_as_root_the_relay_runs_as_its_user() {
     let tmp = TempDir::new("user");
     let log_file = tmp.0.join("mail.log");
     // A DKIM key of root's alone: read at start as root, not again.
-    require("openssl", "openssl");
     let key = tmp.0.join("dkim.pem");
-    let made = Command::new("openssl")
-        .args([
-            "genpkey",
-            "-algorithm",
-            "ed25519",
-            "-out",
-            key.to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(made.success());
+    make_ed25519_key(&key);
     let relay = Relay::start_in(
         &tmp.0,
         &format!(
@@ -620,11 +593,7 @@ fn started_as_root_the_relay_runs_as_its_user() {
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, format!("max_recipients = 1\n{text}")).unwrap();
     let hup = |n: usize, needle: &str| {
-        assert!(Command::new("kill")
-            .args(["-HUP", &pid.to_string()])
-            .status()
-            .unwrap()
-            .success());
+        relay.hangup();
         let t0 = Instant::now();
         while log().matches(needle).count() < n {
             assert!(t0.elapsed() < LIMIT, "{needle:?} not logged:\n{}", log());
@@ -661,11 +630,7 @@ fn started_as_root_the_relay_runs_as_its_user() {
     let rotated = tmp.0.join("mail.log.1");
     std::fs::rename(&log_file, &rotated).unwrap();
     let t0 = Instant::now();
-    assert!(Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
+    relay.hangup();
     let needle = format!(
         "reopening the log: log_file {}: Permission denied (os error 13) (the relay runs as \
          nobody (uid {uid}) since it started",

@@ -4,18 +4,7 @@
 
 mod util;
 
-use std::process::Command;
-
 use util::{Relay, TempDir};
-
-fn hup(relay: &Relay) {
-    let ok = Command::new("kill")
-        .args(["-HUP", &relay.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-}
 
 /// Replaces the line starting with `key =` in the relay's file (or adds it).
 fn set(relay: &Relay, key: &str, line: &str) {
@@ -62,7 +51,7 @@ fn sighup_reloads_what_can_change_live() {
     set(&relay, "max_recipients", "max_recipients = 2");
     set(&relay, "maildir", "maildir = \"/elsewhere\"");
     std::fs::rename(&log_file, tmp.0.join("mail.log.1")).unwrap();
-    hup(&relay);
+    relay.hangup();
     wait("now in force: max_recipients");
     assert!(
         log().contains("maildir changed: needs a restart"),
@@ -81,7 +70,7 @@ fn sighup_reloads_what_can_change_live() {
 
     // A broken file keeps what runs.
     set(&relay, "max_recipients", "max_recipients = \"many\"");
-    hup(&relay);
+    relay.hangup();
     wait("error: reload at SIGHUP");
     assert!(
         log().contains("keeping the running configuration"),

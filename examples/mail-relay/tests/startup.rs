@@ -4,8 +4,7 @@
 
 mod util;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use util::{free_port, Relay, TempDir};
 
@@ -165,23 +164,7 @@ fn relay_cmd(args: &[&str]) -> Command {
 /// limit); returns its stderr.
 #[track_caller]
 fn fails(args: &[&str]) -> String {
-    let mut child = relay_cmd(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > util::LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("started with {args:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(!out.status.success(), "started with {args:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    util::fails_to_start(&mut relay_cmd(args), &format!("{args:?}"))
 }
 
 #[test]

@@ -12,11 +12,10 @@ mod util;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use util::tls::TestCa;
 use util::users::{passwd, user_line, write_users};
-use util::{python, require, Relay, TempDir};
+use util::{assert_contains_all, python, require, swaks, swaks_output, Relay, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mail-relay");
 
@@ -37,9 +36,8 @@ struct Service {
 }
 
 impl Service {
-    /// `top` goes before the tables (top-level keys), `submission` into
-    /// the `[submission]` table.
-    fn start(tag: &str, top: &str, submission: &str) -> Service {
+    /// `submission` goes into the `[submission]` table.
+    fn start(tag: &str, submission: &str) -> Service {
         let tmp = TempDir::new(tag);
         let ca = TestCa::new(&tmp.0, &["relay.test", "127.0.0.1"]);
         let users = tmp.0.join("users");
@@ -58,7 +56,7 @@ impl Service {
             "auth_failure_delay = \"50ms\"\n"
         };
         let extra = format!(
-            "{top}\n{}[submission]\nlisten = \"127.0.0.1:0\"\nlisten_tls = \"127.0.0.1:0\"\n\
+            "{}[submission]\nlisten = \"127.0.0.1:0\"\nlisten_tls = \"127.0.0.1:0\"\n\
              users_file = \"{}\"\n{delay}{submission}\n",
             ca.tls_table(),
             users.display()
@@ -125,7 +123,7 @@ fn assert_no_password(log: &str, user: &str, password: &str) {
 
 #[test]
 fn starttls_then_auth_then_only_the_users_addresses() {
-    let s = Service::start("sub-587", "", "");
+    let s = Service::start("sub-587", "");
     let out = s.python(
         r#"
 pw = args[0]
@@ -152,19 +150,20 @@ print("sent")
 "#,
         &[ALICE_PW],
     );
-    for want in [
-        "auth before tls: False",
-        "mail before tls: 530 b'5.7.0 Must issue a STARTTLS command first'",
-        "auth before tls: 538 b'5.7.11 Encryption required",
-        "auth:  PLAIN LOGIN",
-        "mail before auth: 530 b'5.7.0 Authentication required'",
-        "wrong: 535 5.7.8 Error: authentication failed",
-        "login: 235 b'2.7.0 Authentication successful'",
-        "not hers: 553 b'5.7.1 <mallory@example.test>: Sender address rejected: not owned by user alice'",
-        "sent",
-    ] {
-        assert!(out.contains(want), "{want:?} not in:\n{out}");
-    }
+    assert_contains_all(
+        &out,
+        &[
+            "auth before tls: False",
+            "mail before tls: 530 b'5.7.0 Must issue a STARTTLS command first'",
+            "auth before tls: 538 b'5.7.11 Encryption required",
+            "auth:  PLAIN LOGIN",
+            "mail before auth: 530 b'5.7.0 Authentication required'",
+            "wrong: 535 5.7.8 Error: authentication failed",
+            "login: 235 b'2.7.0 Authentication successful'",
+            "not hers: 553 b'5.7.1 <mallory@example.test>: Sender address rejected: not owned by user alice'",
+            "sent",
+        ],
+    );
     let got = s.relay.wait_delivered(2);
     for m in &got {
         assert!(
@@ -177,13 +176,12 @@ print("sent")
         );
     }
     let log = s.relay.log();
-    assert!(
-        log.contains("sasl_method=PLAIN, sasl_username=alice, from=<alice@example.test>"),
-        "{log}"
-    );
-    assert!(
-        log.contains("login failed: sasl_method=PLAIN, sasl_username=alice"),
-        "{log}"
+    assert_contains_all(
+        &log,
+        &[
+            "sasl_method=PLAIN, sasl_username=alice, from=<alice@example.test>",
+            "login failed: sasl_method=PLAIN, sasl_username=alice",
+        ],
     );
     assert_no_password(&log, "alice", ALICE_PW);
     assert_no_password(&log, "alice", "wrong password");
@@ -191,7 +189,7 @@ print("sent")
 
 #[test]
 fn implicit_tls_and_login() {
-    let s = Service::start("sub-465", "", "received_client_address = true\n");
+    let s = Service::start("sub-465", "received_client_address = true\n");
     let out = s.python(
         r#"
 c = smtplib.SMTP_SSL("127.0.0.1", tls_port, context=ctx, local_hostname="laptop.home.test")
@@ -226,63 +224,37 @@ print("sent")
 fn swaks_with_starttls_and_with_implicit_tls() {
     require("swaks", "swaks");
     require_perl_module("Net::SSLeay", "libnet-ssleay-perl");
-    let s = Service::start("sub-swaks", "", "");
-    let swaks = |args: &[&str]| {
-        let out = Command::new("swaks")
-            .args(args)
-            .args([
-                "--auth-user",
-                "alice",
-                "--auth-password",
-                ALICE_PW,
-                "--from",
-                "alice@example.test",
-                "--to",
-                "bob@elsewhere.test",
-                "--ehlo",
-                "laptop.home.test",
-            ])
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "swaks failed:\n{text}");
-        text
-    };
-    let a = swaks(&[
-        "--server",
-        &s.submission.to_string(),
-        "--tls",
-        "--auth",
-        "LOGIN",
-    ]);
-    assert!(a.contains("235 2.7.0 Authentication successful"), "{a}");
-    assert!(a.contains("250 2.0.0 Ok: queued as"), "{a}");
-    let b = swaks(&[
-        "--server",
-        &s.tls_port.to_string(),
-        "-tlsc",
-        "--auth",
-        "PLAIN",
-    ]);
-    assert!(b.contains("235 2.7.0 Authentication successful"), "{b}");
-    assert!(b.contains("250 2.0.0 Ok: queued as"), "{b}");
-    // Without TLS, swaks finds no AUTH to use: no mail.
-    let out = Command::new("swaks")
-        .args(["--server", &s.submission.to_string(), "--auth", "PLAIN"])
-        .args(["--auth-user", "alice", "--auth-password", ALICE_PW])
-        .args(["--from", "alice@example.test", "--to", "bob@elsewhere.test"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let s = Service::start("sub-swaks", "");
+    // alice's message, from her laptop.
+    let alices = [
+        "--auth-user",
+        "alice",
+        "--auth-password",
+        ALICE_PW,
+        "--from",
+        "alice@example.test",
+        "--to",
+        "bob@elsewhere.test",
+        "--ehlo",
+        "laptop.home.test",
+    ];
+    let sent = [
+        "235 2.7.0 Authentication successful",
+        "250 2.0.0 Ok: queued as",
+    ];
+    let a = swaks(
+        s.submission,
+        &[&["--tls", "--auth", "LOGIN"], &alices[..]].concat(),
     );
+    assert_contains_all(&a, &sent);
+    let b = swaks(
+        s.tls_port,
+        &[&["-tlsc", "--auth", "PLAIN"], &alices[..]].concat(),
+    );
+    assert_contains_all(&b, &sent);
+    // Without TLS, swaks finds no AUTH to use: no mail.
+    let (ok, text) = swaks_output(s.submission, &[&["--auth", "PLAIN"], &alices[..]].concat());
+    assert!(!ok, "{text}");
     assert!(
         text.contains("Host did not advertise authentication"),
         "{text}"
@@ -311,7 +283,6 @@ fn require_perl_module(module: &str, package: &str) {
 fn failed_logins_are_slowed_then_locked_out_by_address() {
     let s = Service::start(
         "sub-anvil",
-        "",
         "auth_failure_limit = 3\nauth_failure_delay = \"300ms\"\nauth_lockout = \"3s\"\n",
     );
     let out = s.python(
@@ -350,28 +321,28 @@ c.quit()
 "#,
         &[ALICE_PW],
     );
-    for want in [
-        "try 0 535 5.7.8 Error: authentication failed slow",
-        "try 1 535 5.7.8 Error: authentication failed slow",
-        "try 2 421 4.7.0 relay.test Error: too many failed logins; try again later slow",
-        "disconnected",
-        "again tls 421 4.7.0 relay.test Error: too many failed logins from your address",
-        "again starttls 421 4.7.0 relay.test Error: too many failed logins from your address",
-        "other address: 235",
-        "after the lockout: 235",
-    ] {
-        assert!(out.contains(want), "{want:?} not in:\n{out}");
-    }
+    assert_contains_all(
+        &out,
+        &[
+            "try 0 535 5.7.8 Error: authentication failed slow",
+            "try 1 535 5.7.8 Error: authentication failed slow",
+            "try 2 421 4.7.0 relay.test Error: too many failed logins; try again later slow",
+            "disconnected",
+            "again tls 421 4.7.0 relay.test Error: too many failed logins from your address",
+            "again starttls 421 4.7.0 relay.test Error: too many failed logins from your address",
+            "other address: 235",
+            "after the lockout: 235",
+        ],
+    );
     let log = s.relay.log();
-    assert!(
-        log.contains("login failed: sasl_method=PLAIN, sasl_username=alice (2 in a row; 3 lock the address out)"),
-        "{log}"
+    assert_contains_all(
+        &log,
+        &[
+            "login failed: sasl_method=PLAIN, sasl_username=alice (2 in a row; 3 lock the address out)",
+            "3 failures in a row; disconnected, and the address is refused for 3s",
+            "refusing [127.0.0.1]:",
+        ],
     );
-    assert!(
-        log.contains("3 failures in a row; disconnected, and the address is refused for 3s"),
-        "{log}"
-    );
-    assert!(log.contains("refusing [127.0.0.1]:"), "{log}");
     for i in 0..3 {
         assert_no_password(&log, "alice", &format!("guess {i}"));
     }
@@ -381,7 +352,6 @@ c.quit()
 fn a_lockout_ends_the_guessing_on_sessions_already_open() {
     let s = Service::start(
         "sub-anvil-open",
-        "",
         "auth_failure_limit = 2\nauth_lockout = \"1m\"\n",
     );
     let out = s.python(
@@ -400,14 +370,15 @@ print("open, a guess:", *waiting[1].docmd("AUTH", "PLAIN " + b64("\0alice\0guess
 "#,
         &[ALICE_PW],
     );
-    for want in [
-        "guess 0 535",
-        "guess 1 421",
-        "open, right password: 421 b'4.7.0 relay.test Error: too many failed logins from your address",
-        "open, a guess: 421 b'4.7.0 relay.test Error: too many failed logins from your address",
-    ] {
-        assert!(out.contains(want), "{want:?} not in:\n{out}");
-    }
+    assert_contains_all(
+        &out,
+        &[
+            "guess 0 535",
+            "guess 1 421",
+            "open, right password: 421 b'4.7.0 relay.test Error: too many failed logins from your address",
+            "open, a guess: 421 b'4.7.0 relay.test Error: too many failed logins from your address",
+        ],
+    );
     let log = s.relay.log();
     assert!(!log.contains("login: sasl_method"), "{log}");
     assert_no_password(&log, "alice", ALICE_PW);
@@ -415,7 +386,7 @@ print("open, a guess:", *waiting[1].docmd("AUTH", "PLAIN " + b64("\0alice\0guess
 
 #[test]
 fn unknown_users_fail_alike_and_are_not_named() {
-    let s = Service::start("sub-unknown", "", "");
+    let s = Service::start("sub-unknown", "");
     let out = s.python(
         r#"
 c = smtplib.SMTP_SSL("127.0.0.1", tls_port, context=ctx)
@@ -428,15 +399,16 @@ print("cram:", *c.docmd("AUTH", "CRAM-MD5"))
 "#,
         &[],
     );
-    for want in [
-        "unknown: 535 b'5.7.8 Error: authentication failed'",
-        "cancel: 334 b'VXNlcm5hbWU6'",
-        "501 b'5.0.0 Authentication cancelled'",
-        "garbage: 501 b'5.5.2 Error: not base64'",
-        "cram: 504 b'5.5.4 Unrecognized authentication type'",
-    ] {
-        assert!(out.contains(want), "{want:?} not in:\n{out}");
-    }
+    assert_contains_all(
+        &out,
+        &[
+            "unknown: 535 b'5.7.8 Error: authentication failed'",
+            "cancel: 334 b'VXNlcm5hbWU6'",
+            "501 b'5.0.0 Authentication cancelled'",
+            "garbage: 501 b'5.5.2 Error: not base64'",
+            "cram: 504 b'5.5.4 Unrecognized authentication type'",
+        ],
+    );
     let log = s.relay.log();
     assert!(
         log.contains("login failed: sasl_method=PLAIN, an unknown user"),
@@ -450,7 +422,7 @@ print("cram:", *c.docmd("AUTH", "CRAM-MD5"))
 
 #[test]
 fn the_mta_port_offers_no_auth() {
-    let s = Service::start("sub-mta", "", "");
+    let s = Service::start("sub-mta", "");
     let out = s.python(
         r#"
 c = smtplib.SMTP("127.0.0.1", int(args[0]))
@@ -470,7 +442,7 @@ print(*c.docmd("AUTH", "PLAIN " + b64("\0alice\0x")))
 
 #[test]
 fn the_users_file_is_read_again_at_sighup() {
-    let s = Service::start("sub-reload", "", "");
+    let s = Service::start("sub-reload", "");
     let bob = user_line("bob@example.test", &[], "bobs password");
     let login = |user: &str, pw: &str| {
         s.python(
@@ -487,21 +459,14 @@ except smtplib.SMTPAuthenticationError as e:
     assert_eq!(login("bob@example.test", "bobs password"), "535\n");
     let alice = std::fs::read_to_string(&s.users).unwrap();
     write_users(&s.users, &[alice.clone(), bob.clone()]);
-    let hup = |n: usize, needle: &str| {
-        let ok = Command::new("kill")
-            .args(["-HUP", &s.relay.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-        s.relay.wait_log(needle, n)
-    };
-    let log = hup(1, "submission users read again: 2 users");
+    s.relay.hangup();
+    let log = s.relay.wait_log("submission users read again: 2 users", 1);
     assert!(log.contains("reload at SIGHUP"), "{log}");
     assert_eq!(login("bob@example.test", "bobs password"), "235\n");
     // A file that does not load keeps the users in force.
     write_users(&s.users, &["bob:not-a-hash:bob@example.test\n".to_owned()]);
-    let log = hup(1, "the users in force stay");
+    s.relay.hangup();
+    let log = s.relay.wait_log("the users in force stay", 1);
     assert!(log.contains("line 1: not a password hash"), "{log}");
     assert_eq!(login("bob@example.test", "bobs password"), "235\n");
     assert_eq!(login("alice", ALICE_PW), "235\n");
@@ -539,27 +504,9 @@ fn passwd_makes_lines_and_the_relay_checks_the_file() {
         ),
     )
     .unwrap();
-    let run = || {
-        let mut child = Command::new(BIN)
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let t0 = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if t0.elapsed() > util::LIMIT {
-                let _ = child.kill();
-                panic!("the relay started with a users file others may read");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        child.wait_with_output().unwrap()
-    };
-    let out = run();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let run =
+        |what: &str| util::fails_to_start(Command::new(BIN).arg("--config").arg(&config), what);
+    let err = run("a users file others may read");
     assert!(
         err.contains(&format!("users file {}", users.display())) && err.contains("chmod 600"),
         "{err}"
@@ -573,8 +520,7 @@ fn passwd_makes_lines_and_the_relay_checks_the_file() {
         ),
     )
     .unwrap();
-    let out = run();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = run("a submission listener and no [tls]");
     assert!(
         err.contains("submission: needs [tls] cert and key"),
         "{err}"
@@ -590,14 +536,15 @@ fn config_and_help_show_the_submission_settings() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    for want in [
-        "[submission]\nlisten = \"127.0.0.1:587\"\nusers_file = \"/u\"\nauth_failure_limit = 5\n",
-        "auth_lockout = \"10m\"\n",
-        "auth_failure_delay = \"1s\"\n",
-        "received_client_address = false\n",
-    ] {
-        assert!(text.contains(want), "{want:?} not in:\n{text}");
-    }
+    assert_contains_all(
+        &text,
+        &[
+            "[submission]\nlisten = \"127.0.0.1:587\"\nusers_file = \"/u\"\nauth_failure_limit = 5\n",
+            "auth_lockout = \"10m\"\n",
+            "auth_failure_delay = \"1s\"\n",
+            "received_client_address = false\n",
+        ],
+    );
     let help = Command::new(BIN).arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     for want in [
@@ -612,19 +559,14 @@ fn config_and_help_show_the_submission_settings() {
 
 #[test]
 fn a_password_check_does_not_hold_the_other_sessions() {
-    let s = Service::start("sub-offload", "", "auth_failure_delay = \"0ms\"\n");
+    let s = Service::start("sub-offload", "auth_failure_delay = \"0ms\"\n");
     // A user whose hash asks for 256 MiB and 8 passes: seconds of CPU to
     // check (the output is made up: no password matches it).
     let slow = "slow:$argon2id$v=19$m=262144,t=8,p=1$c2xvd3NhbHRzbG93c2FsdA$\
                 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA:slow@example.test\n";
     let alice = std::fs::read_to_string(&s.users).unwrap();
     write_users(&s.users, &[alice, slow.to_owned()]);
-    let ok = Command::new("kill")
-        .args(["-HUP", &s.relay.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    s.relay.hangup();
     s.relay.wait_log("submission users read again: 2 users", 1);
     let out = s.python(
         r#"

@@ -10,7 +10,7 @@ pub mod users;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub use coro_test_support::{TempDir, LIMIT};
@@ -253,12 +253,23 @@ impl Relay {
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    /// Sends SIGHUP: the relay reads its files again.
+    pub fn hangup(&self) {
+        self.signal("HUP");
+    }
+
+    /// Sends the signal named `name` (`TERM`, `HUP`) with kill(1).
+    #[track_caller]
+    fn signal(&self, name: &str) {
         let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args([&format!("-{name}"), &self.child.id().to_string()])
             .status()
             .unwrap()
             .success();
-        assert!(ok, "kill -TERM failed");
+        assert!(ok, "kill -{name} failed");
     }
 
     /// Waits (bounded) for the process to exit.
@@ -399,6 +410,15 @@ impl Client {
     }
 }
 
+/// A finished command's output as text: its stdout, then its stderr.
+pub fn stdout_and_stderr(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Runs a Python 3 script with arguments; returns its stdout, failing the
 /// test with its stderr if it fails.
 #[track_caller]
@@ -423,6 +443,15 @@ pub fn python(script: &str, args: &[&str]) -> String {
 /// test if it fails.
 #[track_caller]
 pub fn swaks(addr: SocketAddr, args: &[&str]) -> String {
+    let (ok, text) = swaks_output(addr, args);
+    assert!(ok, "swaks failed:\n{text}");
+    text
+}
+
+/// Runs swaks against `addr` with `args`; returns whether it succeeded
+/// and its output (stdout, then stderr).
+#[track_caller]
+pub fn swaks_output(addr: SocketAddr, args: &[&str]) -> (bool, String) {
     require("swaks", "swaks");
     let out = Command::new("swaks")
         .arg("--server")
@@ -430,13 +459,50 @@ pub fn swaks(addr: SocketAddr, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "swaks failed:\n{text}");
-    text
+    (out.status.success(), stdout_and_stderr(&out))
+}
+
+/// Asserts that `text` contains each of `wants`.
+#[track_caller]
+pub fn assert_contains_all(text: &str, wants: &[&str]) {
+    for want in wants {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+}
+
+/// Runs `relay` (the relay binary with its arguments), expecting it not to
+/// start: it must exit, failing, within the tests' limit. Returns its
+/// stderr. `what` says what it was started with, for the failure message.
+#[track_caller]
+pub fn fails_to_start(relay: &mut Command, what: &str) -> String {
+    let mut child = relay
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the relay started with {what}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "the relay started with {what}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Sends `cmd` to the relay's back door (the Unix socket at `door`);
+/// returns its whole answer.
+pub fn backdoor(door: &Path, cmd: &str) -> String {
+    let mut s = std::os::unix::net::UnixStream::connect(door).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.write_all(format!("{cmd}\nquit\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }
 
 /// Reads everything the peer sends until it closes (bounded by the read
@@ -462,14 +528,7 @@ impl Relay {
             .args(args)
             .output()
             .unwrap();
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
+        (out.status.success(), stdout_and_stderr(&out))
     }
 
     /// `mail-relay mailq`, which must succeed.

@@ -25,14 +25,7 @@ pub fn passwd(user: &str, addresses: &[&str], password: &str) -> (bool, String) 
         .unwrap()
         .write_all(format!("{password}\n").as_bytes());
     let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    (out.status.success(), super::stdout_and_stderr(&out))
 }
 
 /// A users-file line, which the command must make.
