@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, RemoteWaker};
 
-use coro_test_support::child::{child_ok, emulator, is_child, skip};
-use coro_test_support::memory::{page_size, resident_pages, rss};
+use coro_test_support::child::{child_ok, is_child};
+use coro_test_support::memory::{assert_rss_given_back, page_size, resident_pages, rss};
 
 /// A green thread that sets the returned flag once the idle sweep has
 /// trimmed (or, with the opt-in, copied out) a parked thread's stack. It
@@ -180,24 +180,7 @@ fn the_default_gives_back_the_pages_below_a_parked_threads_stack_pointer() {
                 resident_after.1 <= 2000 * live,
                 "touched pages still resident: {resident_after:?}"
             );
-            if let Some(emulator) = emulator() {
-                // As in idle_stacks.rs: the emulator's own memory grows with
-                // the stacks' address space.
-                skip(
-                    NAME,
-                    &format!(
-                        "the whole-process RSS bound: under {emulator} RSS counts the \
-                         emulator's per-page records of the stacks' address space"
-                    ),
-                );
-            } else {
-                assert!(parked > before + (100 << 20), "touched {}", parked - before);
-                assert!(
-                    after < before + (24 << 20),
-                    "{} MiB still resident",
-                    (after - before) >> 20
-                );
-            }
+            assert_rss_given_back(NAME, before, parked, after, 24);
             assert_eq!(coro::stats().idle_stacks, 0, "nothing copied out");
             for h in &hs {
                 h.thread().unpark().unwrap();

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use coro_runtime::{self as coro, Direction, Interest, Registration};
 
-use coro_test_support::child::{child_ok, emulator, is_child, skip};
-use coro_test_support::memory::{resident_pages, rss};
+use coro_test_support::child::{child_ok, is_child};
+use coro_test_support::memory::{assert_rss_given_back, resident_pages, rss};
 
 /// A runtime that copies out threads parked for 20 ms.
 fn runtime() -> coro::Runtime {
@@ -260,25 +260,7 @@ fn copying_out_gives_the_pages_back() {
                 "{resident_parked:?}"
             );
             assert_eq!(resident_after, (total, 0), "touched pages still resident");
-            if let Some(emulator) = emulator() {
-                // The emulator's own memory grows with the address space
-                // the stacks reserve (its per-page records: about 15 MiB
-                // here), which this process cannot give back.
-                skip(
-                    NAME,
-                    &format!(
-                        "the whole-process RSS bound: under {emulator} RSS counts the \
-                         emulator's per-page records of the stacks' address space"
-                    ),
-                );
-            } else {
-                assert!(parked > before + (100 << 20), "touched {}", parked - before);
-                assert!(
-                    after < before + (16 << 20),
-                    "{} MiB still resident",
-                    (after - before) >> 20
-                );
-            }
+            assert_rss_given_back(NAME, before, parked, after, 16);
             for h in &hs {
                 h.thread().unpark().unwrap();
             }

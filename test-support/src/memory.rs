@@ -41,3 +41,36 @@ pub fn resident_pages(bufs: &[usize], len: usize) -> (usize, usize) {
     }
     (total, resident)
 }
+
+/// Checks the whole process's resident set around a test that touched
+/// stacks and let them go: `before` the stacks, with them `parked`, and
+/// `after` their release. Touching them must have cost over 100 MiB, and
+/// less than `left_mib` MiB may stay. Under an emulator the bound is skipped
+/// (said on stderr, for `test`): the emulator's own per-page records of the
+/// stacks' address space count in this process's RSS and are not given
+/// back.
+#[track_caller]
+pub fn assert_rss_given_back(
+    test: &str,
+    before: usize,
+    parked: usize,
+    after: usize,
+    left_mib: usize,
+) {
+    if let Some(emulator) = crate::child::emulator() {
+        crate::child::skip(
+            test,
+            &format!(
+                "the whole-process RSS bound: under {emulator} RSS counts the \
+                 emulator's per-page records of the stacks' address space"
+            ),
+        );
+        return;
+    }
+    assert!(parked > before + (100 << 20), "touched {}", parked - before);
+    assert!(
+        after < before + (left_mib << 20),
+        "{} MiB still resident",
+        (after - before) >> 20
+    );
+}
