@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use coro::net::{Fd, TcpListener, TcpStream, UdpSocket, UnixListener};
+use coro_test_support::child::{child_ok, is_child};
 use util::{assert_kind, run, TempDir};
 
 fn pair() -> io::Result<(TcpStream, TcpStream)> {
@@ -93,6 +94,13 @@ fn close_wakes_writer_acceptor_and_receiver() -> io::Result<()> {
 /// out) until its own data comes.
 #[test]
 fn fd_reuse_gets_no_stale_readiness() -> io::Result<()> {
+    // In a process of its own: the tests running beside it in this binary
+    // open and hold fds, and may keep the old number from coming back.
+    const NAME: &str = "fd_reuse_gets_no_stale_readiness";
+    if !is_child(NAME) {
+        child_ok(NAME);
+        return Ok(());
+    }
     run(|| {
         let (mut c1, s1) = pair()?;
         c1.write_all(b"old")?;
@@ -117,9 +125,8 @@ fn fd_reuse_gets_no_stale_readiness() -> io::Result<()> {
         drop(c1);
 
         // New connections until one reuses the old number (the kernel hands
-        // out the lowest free fd; other tests of this binary, running in
-        // parallel, may have freed lower ones meanwhile: those are taken up
-        // and held until the old number comes).
+        // out the lowest free fd; the runtime may have freed lower ones
+        // meanwhile: those are taken up and held until the old number comes).
         let mut spare = Vec::new();
         let (mut c2, s2) = loop {
             let (c, s) = pair()?;
@@ -154,6 +161,12 @@ fn fd_reuse_gets_no_stale_readiness() -> io::Result<()> {
 /// dropped, the new one (same fd number) is empty and must wait.
 #[test]
 fn fd_reuse_pipe() -> io::Result<()> {
+    // In a process of its own, as above.
+    const NAME: &str = "fd_reuse_pipe";
+    if !is_child(NAME) {
+        child_ok(NAME);
+        return Ok(());
+    }
     run(|| {
         let (r1, mut w1) = io::pipe()?;
         let r1 = Fd::new(r1)?;
@@ -161,8 +174,8 @@ fn fd_reuse_pipe() -> io::Result<()> {
         r1.wait_readable()?;
         let old = r1.as_raw_fd();
         drop(r1);
-        // New pipes until a read end reuses the old number (as above: other
-        // tests may free lower fds meanwhile; those are taken up and held).
+        // New pipes until a read end reuses the old number (as above: lower
+        // fds freed meanwhile are taken up and held).
         let mut spare = Vec::new();
         let (r2, mut w2) = loop {
             let (r, w) = io::pipe()?;
